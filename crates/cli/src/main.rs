@@ -1,0 +1,155 @@
+//! `shoal`: the one user-facing binary. Thin: each subcommand parses its
+//! flags and calls into the crate that does the work.
+
+mod up;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(name = "shoal", version, about = "Shoal: a distributed in-memory transactional database (NDB architecture)")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start a whole local cluster (mgmd + data nodes) on 127.0.0.1; Ctrl-C stops it.
+    Up(up::UpArgs),
+    /// Run the management server.
+    Mgmd {
+        /// The cluster config file (TOML; see docs/CONFIG.md).
+        #[arg(long)]
+        config: std::path::PathBuf,
+    },
+    /// Run a data node.
+    Datanode {
+        /// mgmd address.
+        #[arg(long, default_value = "127.0.0.1:1186")]
+        connect: String,
+        /// Node id to take (default: the first free data node id in the config).
+        #[arg(long)]
+        node_id: Option<u16>,
+    },
+    /// Admin client: `shoal mgm -e show`, `shoal mgm wait`.
+    Mgm(MgmArgs),
+    /// Benchmarks: `shoal bench flexasynch -t 1 -p 256 ...` (NDB's flags).
+    Bench {
+        /// The benchmark: flexasynch.
+        name: String,
+        /// The benchmark's own flags.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+#[derive(clap::Args)]
+struct MgmArgs {
+    /// mgmd address.
+    #[arg(long, short = 'c', default_value = "127.0.0.1:1186")]
+    connect: String,
+    /// Run one command and exit (`show`).
+    #[arg(short = 'e', long = "execute")]
+    execute: Option<String>,
+    #[command(subcommand)]
+    command: Option<MgmCommand>,
+}
+
+#[derive(Subcommand)]
+enum MgmCommand {
+    /// Print nodes, states and memory.
+    Show,
+    /// Block until every data node is started (exit 0), or time out (exit 1).
+    Wait {
+        #[arg(long, default_value_t = 120)]
+        timeout_secs: u64,
+    },
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SHOAL_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+}
+
+fn tokio_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+fn main() -> ExitCode {
+    init_logging();
+    let cli = Cli::parse();
+    let result: Result<(), String> = match cli.command {
+        Command::Up(args) => up::run(args),
+        Command::Mgmd { config } => run_mgmd(&config),
+        Command::Datanode { connect, node_id } => {
+            shoal_runtime::run_datanode(shoal_runtime::DataNodeOptions { mgmd_addr: connect, node_id }).map_err(|e| e.to_string())
+        }
+        Command::Mgm(args) => run_mgm(args),
+        Command::Bench { name, args } => match name.as_str() {
+            "flexasynch" | "flexAsynch" => shoal_bench::flexasynch::main(&args),
+            other => Err(format!("unknown benchmark {other:?}; available: flexasynch")),
+        },
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("shoal: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_mgmd(config_path: &std::path::Path) -> Result<(), String> {
+    let config = shoal_mgmd::ClusterConfig::load(config_path).map_err(|e| e.to_string())?;
+    let addr = config.mgmd_addr();
+    tokio_runtime().block_on(async move {
+        let listener = tokio::net::TcpListener::bind(&addr)
+            .await
+            .map_err(|e| format!("mgmd cannot listen on {addr} (is the port taken by another process?): {e}"))?;
+        eprintln!("mgmd listening on {addr}");
+        let shutdown = async {
+            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        };
+        shoal_mgmd::server::run(config, listener, shutdown).await.map_err(|e| e.to_string())
+    })
+}
+
+fn run_mgm(args: MgmArgs) -> Result<(), String> {
+    let command = match (&args.execute, args.command) {
+        (Some(e), None) => match e.trim().to_ascii_lowercase().as_str() {
+            "show" => MgmCommand::Show,
+            "wait" => MgmCommand::Wait { timeout_secs: 120 },
+            other => return Err(format!("unknown command {other:?}; try `show` or `wait`")),
+        },
+        (None, Some(c)) => c,
+        (None, None) => MgmCommand::Show,
+        (Some(_), Some(_)) => return Err("give either -e COMMAND or a subcommand, not both".into()),
+    };
+    let rt = tokio_runtime();
+    match command {
+        MgmCommand::Show => rt.block_on(async {
+            let mut client = shoal_mgmd::MgmClient::connect(&args.connect).await.map_err(|e| e.to_string())?;
+            let status = client.show().await.map_err(|e| e.to_string())?;
+            print!("{}", shoal_mgmd::client::format_show(&status));
+            Ok(())
+        }),
+        MgmCommand::Wait { timeout_secs } => rt.block_on(async {
+            let status = shoal_mgmd::client::wait_started(&args.connect, Duration::from_secs(timeout_secs))
+                .await
+                .map_err(|e| e.to_string())?;
+            let n = status.nodes.iter().filter(|n| n.kind == "datanode").count();
+            println!("all {n} data node(s) started");
+            Ok(())
+        }),
+    }
+}

@@ -1,0 +1,559 @@
+//! One connection to one data node: the handshake, a writer task that sends
+//! what every transaction queued since its last write in one `write`, a
+//! reader task that routes replies to the waiting transactions by
+//! transaction id, and (with a receive timeout) a sweeper that answers
+//! requests the node never answered.
+//!
+//! Invariants:
+//! - A request is registered in `pending` in the same critical section that
+//!   encodes it into `out`, and `pending` is drained when the connection
+//!   closes, so every registered request gets exactly one answer: its reply,
+//!   a timeout, or the connection's failure.
+//! - Once `closed` is set nothing new is encoded or registered.
+//! - `out` only ever holds whole signals; the writer closes the open frame
+//!   (`FrameEncoder::finish`) under the lock before it takes the buffer.
+//!
+//! Signals sent: `TcKeyReq`. Taken: `TcKeyConf`, `TcKeyRef` (routed by
+//! transaction id), `ErrorReport` (logged; the connection is then lost).
+
+use crate::cluster::ClusterOptions;
+use crate::error::from_wire;
+use shoal_types::{ErrorCode, ShoalError, TransId};
+use shoal_wire::{
+    ExecType, FrameDecoder, FrameEncoder, Hello, HelloReply, KeyOp, Signal, TcKeyConf, TcKeyRef, TcKeyReq,
+    FRAME_BYTES_MAX, FRAME_HEADER_BYTES, SIGNALS_PER_FRAME_MAX,
+};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::TcpStream;
+use tokio::sync::{oneshot, Notify};
+use tokio::task::{AbortHandle, JoinHandle};
+
+/// Bytes the reader asks the socket for at least, per read.
+const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// Buffers above this size are shrunk back once empty, so one burst does
+/// not pin memory for the life of the connection.
+const BUFFER_KEEP_BYTES: usize = 4 * 1024 * 1024;
+/// Largest handshake reply we wait for before calling the peer broken.
+const HELLO_REPLY_BYTES_MAX: usize = 64 * 1024;
+/// Signal header: `u16 gsn | u16 reserved | u32 body length`.
+const SIGNAL_HEADER_BYTES: usize = shoal_wire::frame::SIGNAL_HEADER_BYTES;
+/// Upper bounds of a `TcKeyReq` body's fixed parts, used to refuse a
+/// request that could not fit in one frame before it is encoded. They are
+/// deliberately generous: a request this close to the limit is refused a
+/// little early rather than risk an encoder assertion.
+const REQUEST_OVERHEAD_BYTES: usize = 64;
+const OP_OVERHEAD_BYTES: usize = 32;
+/// Operations in one request: `TcKeyRef::op_index` is a u16 with 0xFFFF
+/// meaning "none".
+pub(crate) const OPS_PER_REQUEST_MAX: usize = 0xFFFE;
+
+/// The answer to one request.
+#[derive(Debug)]
+pub(crate) enum Reply {
+    Conf(TcKeyConf),
+    Ref(TcKeyRef),
+}
+
+pub(crate) type ReplyResult = Result<Reply, ShoalError>;
+
+/// A request waiting for its reply.
+struct Pending {
+    tx: oneshot::Sender<ReplyResult>,
+    /// What the request asked for: a lost `Commit` has an unknown outcome.
+    exec: ExecType,
+    /// Sweeper tick at which the request was queued.
+    sent_tick: u32,
+}
+
+/// Transaction ids come from a counter, so a multiply is hash enough.
+#[derive(Default)]
+struct TransIdHasher(u64);
+
+impl Hasher for TransIdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (n ^ (n >> 32)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
+type PendingMap = HashMap<TransId, Pending, BuildHasherDefault<TransIdHasher>>;
+
+struct ConnState {
+    /// Encoded signals waiting for the writer.
+    out: Vec<u8>,
+    encoder: FrameEncoder,
+    pending: PendingMap,
+    closed: bool,
+    close_reason: String,
+    /// Advanced by the sweeper; stamps requests for the receive timeout.
+    tick: u32,
+}
+
+/// A connection to one data node, shared by every transaction using it.
+pub(crate) struct Connection {
+    node_id: u16,
+    addr: String,
+    /// Mirrors `ConnState::closed` for lock-free routing decisions; the
+    /// flag under the lock is the authority.
+    alive: AtomicBool,
+    state: Mutex<ConnState>,
+    /// Wakes the writer.
+    notify: Notify,
+    /// Largest `TcKeyReq` body that fits in one frame.
+    request_bytes_max: usize,
+    reader: Mutex<Option<AbortHandle>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// Locks, ignoring poisoning: the state stays consistent across a panic in
+/// any critical section here (none of them can leave it half-updated in a
+/// way later users depend on), and `Drop` paths must not panic twice.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn cluster_failure(detail: String) -> ShoalError {
+    ShoalError::with_detail(ErrorCode::ClusterFailure, detail)
+}
+
+/// Bytes a `TcKeyReq` of these operations may take at most.
+fn request_bytes(ops: &[KeyOp]) -> usize {
+    ops.iter()
+        .map(|op| OP_OVERHEAD_BYTES + op.key.len() + op.attrs.len())
+        .sum::<usize>()
+        + REQUEST_OVERHEAD_BYTES
+}
+
+impl Connection {
+    /// Connects, handshakes and starts the I/O tasks on the current
+    /// runtime. `hello.target_node_id` is the node expected at `addr`.
+    pub(crate) async fn open(
+        addr: &str,
+        hello: &Hello,
+        opts: &ClusterOptions,
+    ) -> Result<Arc<Connection>, ShoalError> {
+        let node_id = hello.target_node_id;
+        let what = |e: String| cluster_failure(format!("data node {node_id} at {addr}: {e}"));
+        let attempt = async {
+            let mut stream = TcpStream::connect(addr)
+                .await
+                .map_err(|e| what(format!("connect: {e}")))?;
+            stream
+                .set_nodelay(true)
+                .map_err(|e| what(format!("TCP_NODELAY: {e}")))?;
+            stream
+                .write_all(&hello.encode())
+                .await
+                .map_err(|e| what(format!("sending hello: {e}")))?;
+            let (reply, rest) = read_hello_reply(&mut stream, node_id, addr).await?;
+            Ok::<_, ShoalError>((stream, reply, rest))
+        };
+        let (stream, reply, rest) = tokio::time::timeout(opts.connect_timeout, attempt)
+            .await
+            .map_err(|_| what(format!("no handshake within {:?}", opts.connect_timeout)))??;
+        if reply.status != 0 {
+            let mut err = from_wire(reply.status, &reply.detail);
+            if err.code == ErrorCode::Internal {
+                err.code = ErrorCode::HandshakeRejected;
+            }
+            err.detail = format!("data node {node_id} at {addr} refused the handshake: {}", err.detail);
+            return Err(err);
+        }
+        if reply.node_id != node_id {
+            return Err(ShoalError::with_detail(
+                ErrorCode::HandshakeRejected,
+                format!("expected data node {node_id} at {addr}, node {} answered", reply.node_id),
+            ));
+        }
+        let frame_bytes_max = (reply.max_frame_bytes as usize).min(FRAME_BYTES_MAX);
+        let signals_max = (reply.max_signals_per_frame as usize).min(SIGNALS_PER_FRAME_MAX);
+        let overhead = FRAME_HEADER_BYTES + SIGNAL_HEADER_BYTES + REQUEST_OVERHEAD_BYTES;
+        if frame_bytes_max <= overhead || signals_max == 0 {
+            return Err(ShoalError::with_detail(
+                ErrorCode::HandshakeRejected,
+                format!(
+                    "data node {node_id} at {addr} offered unusable limits: {} frame bytes, {} signals per frame",
+                    reply.max_frame_bytes, reply.max_signals_per_frame
+                ),
+            ));
+        }
+        let conn = Arc::new(Connection {
+            node_id,
+            addr: addr.to_string(),
+            alive: AtomicBool::new(true),
+            state: Mutex::new(ConnState {
+                out: Vec::with_capacity(READ_CHUNK_BYTES),
+                encoder: FrameEncoder::new(frame_bytes_max, signals_max),
+                pending: PendingMap::default(),
+                closed: false,
+                close_reason: String::new(),
+                tick: 0,
+            }),
+            notify: Notify::new(),
+            request_bytes_max: frame_bytes_max - FRAME_HEADER_BYTES - SIGNAL_HEADER_BYTES,
+            reader: Mutex::new(None),
+            writer: Mutex::new(None),
+        });
+        let (rd, wr) = stream.into_split();
+        let decoder = FrameDecoder::new(frame_bytes_max, signals_max);
+        let writer = tokio::spawn(write_loop(conn.clone(), wr));
+        *lock(&conn.writer) = Some(writer);
+        let reader = tokio::spawn(read_loop(conn.clone(), rd, decoder, rest));
+        *lock(&conn.reader) = Some(reader.abort_handle());
+        if let Some(timeout) = opts.receive_timeout {
+            // Ticks of an eighth of the timeout: a request times out between
+            // `timeout` and `timeout + tick` after it was queued, and the
+            // sweeper wakes only eight times per timeout period.
+            let tick = (timeout / 8).clamp(Duration::from_millis(10), Duration::from_secs(1));
+            let ticks_max = timeout.as_nanos().div_ceil(tick.as_nanos()).min(u32::MAX as u128 / 2) as u32;
+            tokio::spawn(sweep_loop(conn.clone(), tick, ticks_max, timeout));
+        }
+        if !conn.is_alive() {
+            // Failed before the reader's abort handle was stored.
+            reader.abort();
+        }
+        Ok(conn)
+    }
+
+    pub(crate) fn node_id(&self) -> u16 {
+        self.node_id
+    }
+
+    /// False once the connection has failed or was closed.
+    pub(crate) fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::Acquire)
+    }
+
+    /// Encodes one `TcKeyReq` into the outgoing buffer, registers the
+    /// transaction for its reply and wakes the writer. Takes the operations
+    /// out of `ops` and hands the emptied vector back for reuse.
+    pub(crate) fn submit(
+        &self,
+        trans: TransId,
+        exec: ExecType,
+        ops: &mut Vec<KeyOp>,
+    ) -> Result<oneshot::Receiver<ReplyResult>, ShoalError> {
+        if ops.len() > OPS_PER_REQUEST_MAX {
+            return Err(ShoalError::with_detail(
+                ErrorCode::RequestTooLarge,
+                format!("{} operations in one execute; the limit is {OPS_PER_REQUEST_MAX}", ops.len()),
+            ));
+        }
+        let bytes = request_bytes(ops);
+        if bytes > self.request_bytes_max {
+            return Err(ShoalError::with_detail(
+                ErrorCode::RequestTooLarge,
+                format!(
+                    "the operations of one execute take about {bytes} bytes; data node {} accepts {} per request",
+                    self.node_id, self.request_bytes_max
+                ),
+            ));
+        }
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut guard = lock(&self.state);
+            let st = &mut *guard;
+            if st.closed {
+                return Err(cluster_failure(format!(
+                    "connection to data node {} is down: {}",
+                    self.node_id, st.close_reason
+                )));
+            }
+            let sig = Signal::TcKeyReq(TcKeyReq {
+                trans,
+                exec,
+                ops: std::mem::take(ops),
+            });
+            st.encoder.push(&mut st.out, &sig);
+            let pending = Pending {
+                tx,
+                exec,
+                sent_tick: st.tick,
+            };
+            // A transaction has at most one request in flight (the
+            // transaction refuses to execute while one is).
+            let earlier = st.pending.insert(trans, pending);
+            debug_assert!(earlier.is_none(), "two requests in flight for {trans:?}");
+            if let Signal::TcKeyReq(req) = sig {
+                *ops = req.ops;
+            }
+        }
+        ops.clear();
+        self.notify.notify_one();
+        Ok(rx)
+    }
+
+    /// Asks the node to roll `trans` back without waiting for the answer
+    /// (used when a transaction is dropped while open). The reply, if any,
+    /// finds no pending entry and is dropped by the reader.
+    pub(crate) fn send_rollback(&self, trans: TransId) {
+        {
+            let mut guard = lock(&self.state);
+            let st = &mut *guard;
+            if st.closed {
+                return;
+            }
+            let sig = Signal::TcKeyReq(TcKeyReq {
+                trans,
+                exec: ExecType::Rollback,
+                ops: Vec::new(),
+            });
+            st.encoder.push(&mut st.out, &sig);
+        }
+        self.notify.notify_one();
+    }
+
+    /// Closes the connection for good and fails every waiting request:
+    /// a `Commit` with `CommitOutcomeUnknown`, anything else with
+    /// `NodeFailureAbort`. Idempotent.
+    pub(crate) fn fail(&self, reason: &str, expected: bool) {
+        let pending = {
+            let mut st = lock(&self.state);
+            if !st.closed {
+                st.closed = true;
+                st.close_reason = reason.to_string();
+                if expected {
+                    tracing::debug!(node = self.node_id, addr = %self.addr, "connection closed: {reason}");
+                } else {
+                    tracing::warn!(
+                        node = self.node_id,
+                        addr = %self.addr,
+                        pending = st.pending.len(),
+                        "connection to data node lost: {reason}"
+                    );
+                }
+            }
+            self.alive.store(false, Ordering::Release);
+            std::mem::take(&mut st.pending)
+        };
+        if !pending.is_empty() {
+            let detail = format!("connection to data node {} closed: {reason}", self.node_id);
+            for (_, p) in pending {
+                let code = match p.exec {
+                    ExecType::Commit => ErrorCode::CommitOutcomeUnknown,
+                    ExecType::NoCommit | ExecType::Rollback => ErrorCode::NodeFailureAbort,
+                };
+                let _ = p.tx.send(Err(ShoalError::with_detail(code, detail.clone())));
+            }
+        }
+        self.notify.notify_one();
+        if let Some(reader) = lock(&self.reader).take() {
+            reader.abort();
+        }
+    }
+
+    /// Waits (at most `limit`) for the writer to flush and exit after
+    /// [`Connection::fail`].
+    pub(crate) async fn join_writer(&self, limit: Duration) {
+        let writer = lock(&self.writer).take();
+        if let Some(w) = writer {
+            let abort = w.abort_handle();
+            if tokio::time::timeout(limit, w).await.is_err() {
+                abort.abort();
+            }
+        }
+    }
+
+    /// Routes received signals to their transactions. Returns why the
+    /// connection must close, if it must.
+    fn deliver(&self, signals: &mut Vec<Signal>) -> Result<(), String> {
+        let mut st = lock(&self.state);
+        for sig in signals.drain(..) {
+            let (trans, reply) = match sig {
+                Signal::TcKeyConf(c) => (c.trans, Reply::Conf(c)),
+                Signal::TcKeyRef(r) => (r.trans, Reply::Ref(r)),
+                Signal::ErrorReport(e) => {
+                    tracing::error!(
+                        node = self.node_id,
+                        code = e.code,
+                        "data node reported a protocol error: {}",
+                        e.detail
+                    );
+                    return Err(format!("data node reported error {}: {}", e.code, e.detail));
+                }
+                Signal::TcKeyReq(_) => return Err("data node sent a TcKeyReq".to_string()),
+            };
+            match st.pending.remove(&trans) {
+                Some(p) => {
+                    // The receiver is gone if the caller stopped waiting.
+                    let _ = p.tx.send(Ok(reply));
+                }
+                None => tracing::trace!(
+                    node = self.node_id,
+                    ?trans,
+                    "reply for a transaction nobody waits for (rolled back on drop, or timed out)"
+                ),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads the handshake reply; returns it with any bytes that followed it.
+async fn read_hello_reply(
+    stream: &mut TcpStream,
+    node_id: u16,
+    addr: &str,
+) -> Result<(HelloReply, Vec<u8>), ShoalError> {
+    let mut buf = Vec::with_capacity(256);
+    loop {
+        match HelloReply::decode(&buf) {
+            Ok(Some((reply, used))) => {
+                buf.drain(..used);
+                return Ok((reply, buf));
+            }
+            Ok(None) => {}
+            Err(e) => {
+                return Err(ShoalError::with_detail(
+                    ErrorCode::HandshakeRejected,
+                    format!("data node {node_id} at {addr}: malformed handshake reply: {e:?}"),
+                ))
+            }
+        }
+        if buf.len() > HELLO_REPLY_BYTES_MAX {
+            return Err(ShoalError::with_detail(
+                ErrorCode::HandshakeRejected,
+                format!("data node {node_id} at {addr}: handshake reply longer than {HELLO_REPLY_BYTES_MAX} bytes"),
+            ));
+        }
+        buf.reserve(256);
+        let n = stream
+            .read_buf(&mut buf)
+            .await
+            .map_err(|e| cluster_failure(format!("data node {node_id} at {addr}: reading handshake: {e}")))?;
+        if n == 0 {
+            return Err(cluster_failure(format!(
+                "data node {node_id} at {addr} closed the connection during the handshake"
+            )));
+        }
+    }
+}
+
+/// Sends whatever accumulated in `out` since the last write, in one write.
+/// Swapping two buffers keeps both allocations alive across writes.
+async fn write_loop(conn: Arc<Connection>, mut wr: OwnedWriteHalf) {
+    let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
+    loop {
+        conn.notify.notified().await;
+        let closed = {
+            let mut guard = lock(&conn.state);
+            let st = &mut *guard;
+            st.encoder.finish(&mut st.out);
+            std::mem::swap(&mut st.out, &mut buf);
+            st.closed
+        };
+        if !buf.is_empty() {
+            if let Err(e) = wr.write_all(&buf).await {
+                conn.fail(&format!("write failed: {e}"), closed);
+                return;
+            }
+            buf.clear();
+            if buf.capacity() > BUFFER_KEEP_BYTES {
+                buf.shrink_to(READ_CHUNK_BYTES);
+            }
+        }
+        if closed {
+            let _ = wr.shutdown().await;
+            return;
+        }
+    }
+}
+
+/// Fails the connection when the reader stops for any reason, including
+/// being aborted or its runtime shutting down, so no request is left
+/// waiting on a reader that is gone.
+struct FailOnDrop(Arc<Connection>);
+
+impl Drop for FailOnDrop {
+    fn drop(&mut self) {
+        self.0.fail("reader task stopped", true);
+    }
+}
+
+async fn read_loop(conn: Arc<Connection>, mut rd: OwnedReadHalf, mut decoder: FrameDecoder, initial: Vec<u8>) {
+    let guard = FailOnDrop(conn);
+    let conn = &guard.0;
+    let mut buf = initial;
+    let mut signals: Vec<Signal> = Vec::with_capacity(256);
+    loop {
+        let mut start = 0usize;
+        loop {
+            match decoder.decode(&buf[start..], &mut signals) {
+                Ok(Some(used)) => start += used,
+                Ok(None) => break,
+                Err(e) => {
+                    // Deliver what decoded cleanly before the bad frame.
+                    let _ = conn.deliver(&mut signals);
+                    conn.fail(&format!("malformed frame from the data node: {e:?}"), false);
+                    return;
+                }
+            }
+        }
+        if !signals.is_empty() {
+            if let Err(reason) = conn.deliver(&mut signals) {
+                conn.fail(&reason, false);
+                return;
+            }
+        }
+        buf.drain(..start);
+        if buf.is_empty() && buf.capacity() > BUFFER_KEEP_BYTES {
+            buf.shrink_to(READ_CHUNK_BYTES);
+        }
+        buf.reserve(READ_CHUNK_BYTES);
+        match rd.read_buf(&mut buf).await {
+            Ok(0) => {
+                conn.fail("the data node closed the connection", !conn.is_alive());
+                return;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                conn.fail(&format!("read failed: {e}"), !conn.is_alive());
+                return;
+            }
+        }
+    }
+}
+
+/// Answers requests older than the receive timeout with `ReceiveTimeout`.
+async fn sweep_loop(conn: Arc<Connection>, tick: Duration, ticks_max: u32, timeout: Duration) {
+    let mut interval = tokio::time::interval(tick);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut expired = Vec::new();
+    loop {
+        interval.tick().await;
+        {
+            let mut st = lock(&conn.state);
+            if st.closed {
+                return;
+            }
+            st.tick = st.tick.wrapping_add(1);
+            let now = st.tick;
+            let late: Vec<TransId> = st
+                .pending
+                .iter()
+                .filter(|(_, p)| now.wrapping_sub(p.sent_tick) > ticks_max)
+                .map(|(t, _)| *t)
+                .collect();
+            expired.extend(late.into_iter().filter_map(|t| st.pending.remove(&t)));
+        }
+        for p in expired.drain(..) {
+            let _ = p.tx.send(Err(ShoalError::with_detail(
+                ErrorCode::ReceiveTimeout,
+                format!("data node {} did not answer within {timeout:?}", conn.node_id),
+            )));
+        }
+    }
+}

@@ -1,0 +1,59 @@
+//! The native asynchronous Rust API of Shoal: connect to a cluster, describe
+//! tables once as [`Record`]s (like NDB's NdbRecord), and run transactions
+//! whose operations travel to a data node in one batched round trip.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), shoal_client::ShoalError> {
+//! use shoal_client::{Cluster, ExecType, LockMode, Value};
+//! let cluster = Cluster::connect("127.0.0.1:1186").await?;
+//! let accounts = cluster.table("accounts").await?;
+//! let rec = accounts.record(&["id", "balance"])?;
+//! let mut tx = cluster.transaction();
+//! tx.insert(&rec, &[Value::UInt(1), Value::Int(100)])?;
+//! let read = tx.read(&rec, &[Value::UInt(1)], LockMode::Shared)?;
+//! tx.execute(ExecType::Commit).await?;
+//! println!("{:?}", tx.row(read).and_then(|r| r.get("balance")));
+//! # Ok(()) }
+//! ```
+//!
+//! Structure:
+//! - [`Cluster`] registers with mgmd as an API node, keeps the schema cache
+//!   and one [`conn`] connection per data node. Each connection has a writer
+//!   task that sends whatever all transactions queued since its last write
+//!   in one `write`, and a reader task that routes replies by transaction id.
+//! - [`Table`] and [`Record`] hold a table definition with its row layout,
+//!   and a column list with everything precomputed that encoding needs.
+//! - [`Transaction`] queues operations (encoding and validating each one at
+//!   once, so bad values fail before anything is sent) and sends them with
+//!   one `TcKeyReq` per [`Transaction::execute`].
+//!
+//! Invariants:
+//! - A transaction talks to exactly one data node (its coordinator), chosen
+//!   at its first execute.
+//! - Every request waiting for a reply is answered exactly once: by the
+//!   reply, by a receive timeout, or by the failure of its connection.
+//!   Nothing waits forever.
+//! - A transaction left open (dropped after `NoCommit`) is rolled back on
+//!   the data node, fire-and-forget, so its locks are released.
+//!
+//! The I/O tasks are spawned on the tokio runtime that calls
+//! [`Cluster::connect`]; that runtime needs I/O and time enabled
+//! (`enable_all()`), and must keep running while the cluster is in use. A
+//! `current_thread` runtime per thread with its own `Cluster` works, as does
+//! one `multi_thread` runtime shared by all.
+
+pub mod cluster;
+pub mod conn;
+pub mod error;
+pub mod record;
+pub mod row;
+pub mod transaction;
+
+pub use cluster::{Cluster, ClusterOptions, DirectConfig};
+pub use error::{ErrorClass, ErrorCode, ShoalError};
+pub use record::{Record, Table};
+pub use row::Row;
+pub use transaction::{OpId, Transaction, TransactionState};
+
+pub use shoal_types::{ColumnDef, ColumnType, TableDef, Value};
+pub use shoal_wire::{ExecType, LockMode};

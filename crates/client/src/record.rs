@@ -1,0 +1,503 @@
+//! Tables and records: a [`Table`] is a table definition with its row
+//! layout; a [`Record`] is a table plus an ordered list of columns, worked
+//! out once (where the key columns sit, which columns travel as attributes,
+//! the encoded read column list) and reused for every row, like NDB's
+//! NdbRecord.
+//!
+//! This module also turns a record and values into the wire's [`KeyOp`],
+//! validating every value on the way, so a bad value fails in the caller's
+//! hands before anything is sent. The checks and error codes are the ones
+//! the data node applies (both sides use `shoal_types`' encoders).
+//!
+//! Encodings (see `shoal_types::layout`): the key is exactly
+//! [`RowLayout::encode_key`] of the key values in key order; a write's
+//! attributes are an attribute list of the record's non-key columns; a
+//! read's attributes are `u16 count` + `count` × `u16 column id`, or
+//! `0xFFFF` alone for all columns.
+
+use crate::error::bad_request;
+use shoal_types::value::encode_value;
+use shoal_types::{ErrorCode, RowLayout, SchemaVersion, ShoalError, TableDef, TableId, Value};
+use shoal_wire::{KeyOp, LockMode, OpType, ALL_COLUMNS};
+use std::fmt;
+use std::sync::Arc;
+
+/// Length marker of a NULL attribute (`shoal_types::layout::NULL_LEN`).
+const NULL_LEN: u16 = 0xFFFF;
+
+/// A table as the client knows it: its definition (id and schema version
+/// included) and its row layout. Cheap to clone (an `Arc` inside).
+#[derive(Clone)]
+pub struct Table {
+    inner: Arc<TableInner>,
+}
+
+struct TableInner {
+    layout: RowLayout,
+    /// The spec of [`Table::full_record`], built once.
+    full: Arc<RecordSpec>,
+}
+
+impl fmt::Debug for Table {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Table")
+            .field("name", &self.name())
+            .field("id", &self.id())
+            .field("version", &self.version())
+            .finish()
+    }
+}
+
+impl Table {
+    /// Wraps a definition fetched from (or created by) mgmd.
+    pub fn new(def: TableDef) -> Table {
+        let layout = RowLayout::new(&def);
+        let all: Vec<u16> = (0..def.columns.len() as u16).collect();
+        let full = Arc::new(RecordSpec::new(&def, all, true));
+        Table {
+            inner: Arc::new(TableInner { layout, full }),
+        }
+    }
+
+    /// The table definition.
+    pub fn def(&self) -> &TableDef {
+        &self.inner.layout.table
+    }
+
+    /// The table's name.
+    pub fn name(&self) -> &str {
+        &self.def().name
+    }
+
+    /// The table id assigned by mgmd.
+    pub fn id(&self) -> TableId {
+        self.def().id
+    }
+
+    /// The schema version every operation on this table carries.
+    pub fn version(&self) -> SchemaVersion {
+        self.def().version
+    }
+
+    /// The id of the column called `name`.
+    pub fn column(&self, name: &str) -> Option<u16> {
+        self.def().column_index(name)
+    }
+
+    /// The row layout (shared with the data nodes' encoding rules).
+    pub fn layout(&self) -> &RowLayout {
+        &self.inner.layout
+    }
+
+    /// A record of the named columns, in this order. Writes through it must
+    /// include every primary-key column; reads return these columns.
+    /// Errors: an unknown name (`NoSuchColumn`), a name given twice
+    /// (`BadRequest`).
+    pub fn record(&self, columns: &[&str]) -> Result<Record, ShoalError> {
+        let mut ids = Vec::with_capacity(columns.len());
+        for name in columns {
+            let id = self.column(name).ok_or_else(|| {
+                ShoalError::with_detail(
+                    ErrorCode::NoSuchColumn,
+                    format!("table {:?} has no column {name:?}", self.name()),
+                )
+            })?;
+            if ids.contains(&id) {
+                return Err(bad_request(format!("column {name:?} appears twice in the record")));
+            }
+            ids.push(id);
+        }
+        Ok(Record {
+            table: self.clone(),
+            spec: Arc::new(RecordSpec::new(self.def(), ids, false)),
+        })
+    }
+
+    /// A record of every column in table order; reads through it ask the
+    /// data node for all columns.
+    pub fn full_record(&self) -> Record {
+        Record {
+            table: self.clone(),
+            spec: self.inner.full.clone(),
+        }
+    }
+
+    /// True when both handles describe the same table id and version.
+    pub fn same_version(&self, other: &Table) -> bool {
+        self.id() == other.id() && self.version() == other.version()
+    }
+}
+
+/// A table plus an ordered list of column ids, described once and reused
+/// for every row. Values passed with a record follow its column order.
+/// Cheap to clone.
+#[derive(Clone)]
+pub struct Record {
+    table: Table,
+    spec: Arc<RecordSpec>,
+}
+
+impl fmt::Debug for Record {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Record")
+            .field("table", &self.table.name())
+            .field("columns", &self.spec.columns)
+            .finish()
+    }
+}
+
+/// Everything about a column list that encoding needs, computed once.
+struct RecordSpec {
+    columns: Vec<u16>,
+    /// For each key column in key order, its position in `columns`
+    /// (`None` when the record lacks it: such a record cannot write).
+    key_positions: Vec<Option<usize>>,
+    /// `Some(p)` when the key columns sit at `columns[p..p + n]` in key
+    /// order, so the key values are a sub-slice of the caller's values.
+    key_run: Option<usize>,
+    /// Positions in `columns` of the non-key columns, with their ids.
+    attrs: Vec<(usize, u16)>,
+    /// The encoded read column list.
+    read_list: Vec<u8>,
+    /// A NOT NULL column without a default that the record lacks: an
+    /// insert through this record would fail with `IllegalNull`.
+    missing_required: Option<u16>,
+}
+
+impl RecordSpec {
+    fn new(def: &TableDef, columns: Vec<u16>, all: bool) -> RecordSpec {
+        let key_positions: Vec<Option<usize>> = def
+            .primary_key
+            .iter()
+            .map(|k| columns.iter().position(|c| c == k))
+            .collect();
+        let key_run = match key_positions.first() {
+            Some(Some(p0)) if key_positions.iter().enumerate().all(|(i, p)| *p == Some(p0 + i)) => {
+                Some(*p0)
+            }
+            _ => None,
+        };
+        let attrs = columns
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| !def.is_key_column(**c))
+            .map(|(p, c)| (p, *c))
+            .collect();
+        let read_list = if all {
+            ALL_COLUMNS.to_le_bytes().to_vec()
+        } else {
+            let mut l = Vec::with_capacity(2 + 2 * columns.len());
+            l.extend_from_slice(&(columns.len() as u16).to_le_bytes());
+            for c in &columns {
+                l.extend_from_slice(&c.to_le_bytes());
+            }
+            l
+        };
+        let missing_required = def
+            .columns
+            .iter()
+            .enumerate()
+            .find(|(i, c)| {
+                !c.nullable
+                    && c.default.as_ref().is_none_or(Value::is_null)
+                    && !columns.contains(&(*i as u16))
+            })
+            .map(|(i, _)| i as u16);
+        RecordSpec {
+            columns,
+            key_positions,
+            key_run,
+            attrs,
+            read_list,
+            missing_required,
+        }
+    }
+}
+
+impl Record {
+    /// The record's table.
+    pub fn table(&self) -> &Table {
+        &self.table
+    }
+
+    /// The record's column ids, in value order.
+    pub fn columns(&self) -> &[u16] {
+        &self.spec.columns
+    }
+
+    /// True when the record holds every primary-key column.
+    pub fn has_key(&self) -> bool {
+        self.spec.key_positions.iter().all(Option::is_some)
+    }
+
+    /// Encodes an insert, update or write (upsert) of one row.
+    pub(crate) fn encode_write(&self, op: OpType, values: &[Value]) -> Result<KeyOp, ShoalError> {
+        debug_assert!(matches!(op, OpType::Insert | OpType::Update | OpType::Write));
+        let spec = &*self.spec;
+        let def = self.table.def();
+        if values.len() != spec.columns.len() {
+            return Err(bad_request(format!(
+                "the record has {} column(s), got {} value(s)",
+                spec.columns.len(),
+                values.len()
+            )));
+        }
+        let mut key = Vec::with_capacity(16);
+        match spec.key_run {
+            Some(p) => self
+                .table
+                .layout()
+                .encode_key(&values[p..p + def.primary_key.len()], &mut key)?,
+            None => {
+                let mut kv = Vec::with_capacity(spec.key_positions.len());
+                for (i, pos) in spec.key_positions.iter().enumerate() {
+                    let pos = pos.ok_or_else(|| {
+                        ShoalError::with_detail(
+                            ErrorCode::BadPrimaryKey,
+                            format!(
+                                "the record lacks primary key column {:?}; writes need the whole key",
+                                def.columns[def.primary_key[i] as usize].name
+                            ),
+                        )
+                    })?;
+                    kv.push(values[pos].clone());
+                }
+                self.table.layout().encode_key(&kv, &mut key)?;
+            }
+        }
+        if op == OpType::Insert {
+            if let Some(c) = spec.missing_required {
+                return Err(ShoalError::with_detail(
+                    ErrorCode::IllegalNull,
+                    format!(
+                        "column {:?} is NOT NULL and has no default; give a value",
+                        def.columns[c as usize].name
+                    ),
+                ));
+            }
+        }
+        let mut attrs = Vec::with_capacity(2 + spec.attrs.len() * 12);
+        attrs.extend_from_slice(&(spec.attrs.len() as u16).to_le_bytes());
+        for &(pos, col) in &spec.attrs {
+            let cdef = &def.columns[col as usize];
+            attrs.extend_from_slice(&col.to_le_bytes());
+            let v = &values[pos];
+            if v.is_null() {
+                if !cdef.nullable {
+                    return Err(ShoalError::with_detail(
+                        ErrorCode::IllegalNull,
+                        format!("column {:?} is NOT NULL", cdef.name),
+                    ));
+                }
+                attrs.extend_from_slice(&NULL_LEN.to_le_bytes());
+            } else {
+                let len_at = attrs.len();
+                attrs.extend_from_slice(&[0, 0]);
+                encode_value(cdef, v, &mut attrs)?;
+                let len = attrs.len() - len_at - 2;
+                // Column sizes are capped far below the NULL marker by
+                // `TableDef::validate`.
+                assert!(len < NULL_LEN as usize);
+                attrs[len_at..len_at + 2].copy_from_slice(&(len as u16).to_le_bytes());
+            }
+        }
+        Ok(KeyOp {
+            op,
+            lock: LockMode::Exclusive,
+            flags: 0,
+            table: def.id,
+            version: def.version,
+            key,
+            attrs,
+        })
+    }
+
+    /// Encodes a primary-key read of this record's columns.
+    pub(crate) fn encode_read(&self, key: &[Value], lock: LockMode) -> Result<KeyOp, ShoalError> {
+        let def = self.table.def();
+        let mut k = Vec::with_capacity(16);
+        self.table.layout().encode_key(key, &mut k)?;
+        Ok(KeyOp {
+            op: OpType::Read,
+            lock,
+            flags: 0,
+            table: def.id,
+            version: def.version,
+            key: k,
+            attrs: self.spec.read_list.clone(),
+        })
+    }
+}
+
+/// Encodes a primary-key delete.
+pub(crate) fn encode_delete(table: &Table, key: &[Value]) -> Result<KeyOp, ShoalError> {
+    let def = table.def();
+    let mut k = Vec::with_capacity(16);
+    table.layout().encode_key(key, &mut k)?;
+    Ok(KeyOp {
+        op: OpType::Delete,
+        lock: LockMode::Exclusive,
+        flags: 0,
+        table: def.id,
+        version: def.version,
+        key: k,
+        attrs: Vec::new(),
+    })
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use shoal_types::layout::AttrSlice;
+    use shoal_types::value::decode_value;
+    use shoal_types::{ColumnDef, ColumnType};
+
+    /// `t(a INT, k2 VARCHAR(8) , name VARCHAR(4) NULL, k1 BIGINT UNSIGNED,
+    /// n INT NOT NULL DEFAULT 5, req SMALLINT NOT NULL)`, key `(k1, k2)`.
+    pub(crate) fn table() -> Table {
+        let mut def = TableDef::new(
+            "t",
+            vec![
+                ColumnDef::new("a", ColumnType::Int { unsigned: false }).nullable(),
+                ColumnDef::new("k2", ColumnType::VarChar(8)),
+                ColumnDef::new("name", ColumnType::VarChar(4)).nullable(),
+                ColumnDef::new("k1", ColumnType::BigInt { unsigned: true }),
+                ColumnDef::new("n", ColumnType::Int { unsigned: false }).default_value(5i64),
+                ColumnDef::new("req", ColumnType::SmallInt { unsigned: false }),
+            ],
+            &["k1", "k2"],
+        )
+        .unwrap();
+        def.id = TableId(7);
+        def.version = SchemaVersion(3);
+        Table::new(def)
+    }
+
+    fn key_bytes(t: &Table, key: &[Value]) -> Vec<u8> {
+        let mut k = Vec::new();
+        t.layout().encode_key(key, &mut k).unwrap();
+        k
+    }
+
+    #[test]
+    fn write_encodes_key_and_non_key_attrs() {
+        let t = table();
+        // Key columns out of key order and not adjacent: the slow path.
+        let rec = t.record(&["name", "k2", "req", "k1", "a"]).unwrap();
+        let vals = [
+            Value::from("ab"),
+            Value::from("key"),
+            Value::Int(-3),
+            Value::UInt(42),
+            Value::Null,
+        ];
+        for op in [OpType::Insert, OpType::Update, OpType::Write] {
+            let kop = rec.encode_write(op, &vals).unwrap();
+            assert_eq!(kop.op, op);
+            assert_eq!(kop.table, TableId(7));
+            assert_eq!(kop.version, SchemaVersion(3));
+            assert_eq!(kop.key, key_bytes(&t, &[Value::UInt(42), "key".into()]));
+            let (attrs, rest) = AttrSlice::parse(&kop.attrs).unwrap();
+            assert!(rest.is_empty());
+            let got: Vec<(u16, Option<Value>)> = attrs
+                .iter()
+                .map(|(c, v)| (c, v.map(|b| decode_value(t.def().columns[c as usize].ty, b))))
+                .collect();
+            assert_eq!(
+                got,
+                vec![(2, Some(Value::from("ab"))), (5, Some(Value::Int(-3))), (0, None)],
+                "attrs follow record order and leave the key out"
+            );
+        }
+        // Key columns adjacent and in key order: the sub-slice path.
+        let rec = t.record(&["req", "k1", "k2"]).unwrap();
+        let kop = rec
+            .encode_write(OpType::Insert, &[Value::Int(1), Value::UInt(9), "z".into()])
+            .unwrap();
+        assert_eq!(kop.key, key_bytes(&t, &[Value::UInt(9), "z".into()]));
+        let (attrs, _) = AttrSlice::parse(&kop.attrs).unwrap();
+        assert_eq!(attrs.iter().map(|(c, _)| c).collect::<Vec<_>>(), vec![5]);
+    }
+
+    #[test]
+    fn read_and_delete_encoding() {
+        let t = table();
+        let key = [Value::UInt(1), Value::from("x")];
+        let rec = t.record(&["name", "k1"]).unwrap();
+        let kop = rec.encode_read(&key, LockMode::Shared).unwrap();
+        assert_eq!(kop.op, OpType::Read);
+        assert_eq!(kop.lock, LockMode::Shared);
+        assert_eq!(kop.key, key_bytes(&t, &key));
+        assert_eq!(kop.attrs, vec![2, 0, 2, 0, 3, 0]);
+        let full = t.full_record().encode_read(&key, LockMode::CommittedRead).unwrap();
+        assert_eq!(full.attrs, vec![0xFF, 0xFF]);
+        let del = encode_delete(&t, &key).unwrap();
+        assert_eq!(del.op, OpType::Delete);
+        assert_eq!(del.key, key_bytes(&t, &key));
+        assert!(del.attrs.is_empty());
+    }
+
+    #[test]
+    fn client_side_validation() {
+        let t = table();
+        let full = t.full_record();
+        let good = || {
+            vec![
+                Value::Int(1),
+                Value::from("k"),
+                Value::Null,
+                Value::UInt(1),
+                Value::Int(2),
+                Value::Int(3),
+            ]
+        };
+        assert!(full.encode_write(OpType::Insert, &good()).is_ok());
+        let code = |r: Result<KeyOp, ShoalError>| r.unwrap_err().code;
+        // Wrong number of values.
+        assert_eq!(code(full.encode_write(OpType::Insert, &good()[..5])), ErrorCode::BadRequest);
+        // Wrong number of key values.
+        assert_eq!(code(full.encode_read(&[Value::UInt(1)], LockMode::Shared)), ErrorCode::BadPrimaryKey);
+        assert_eq!(code(encode_delete(&t, &[])), ErrorCode::BadPrimaryKey);
+        // Wrong type, out of range, too long.
+        let mut v = good();
+        v[0] = Value::from("not a number");
+        assert_eq!(code(full.encode_write(OpType::Update, &v)), ErrorCode::BadValue);
+        let mut v = good();
+        v[5] = Value::Int(70_000);
+        assert_eq!(code(full.encode_write(OpType::Write, &v)), ErrorCode::BadValue);
+        let mut v = good();
+        v[2] = Value::from("too long");
+        assert_eq!(code(full.encode_write(OpType::Insert, &v)), ErrorCode::ValueTooLong);
+        let mut v = good();
+        v[1] = Value::from("key too long");
+        assert_eq!(code(full.encode_write(OpType::Insert, &v)), ErrorCode::ValueTooLong);
+        // NULL into the key and into a NOT NULL column.
+        let mut v = good();
+        v[3] = Value::Null;
+        assert_eq!(code(full.encode_write(OpType::Insert, &v)), ErrorCode::IllegalNull);
+        assert_eq!(
+            code(full.encode_read(&[Value::Null, "k".into()], LockMode::Shared)),
+            ErrorCode::IllegalNull
+        );
+        let mut v = good();
+        v[5] = Value::Null;
+        assert_eq!(code(full.encode_write(OpType::Update, &v)), ErrorCode::IllegalNull);
+        // A record without the whole key cannot write.
+        let partial = t.record(&["k1", "req"]).unwrap();
+        assert!(!partial.has_key());
+        assert_eq!(
+            code(partial.encode_write(OpType::Write, &[Value::UInt(1), Value::Int(1)])),
+            ErrorCode::BadPrimaryKey
+        );
+        // An insert that leaves out a NOT NULL column without default;
+        // update and write may leave it out.
+        let no_req = t.record(&["k1", "k2", "n"]).unwrap();
+        let vals = [Value::UInt(1), "k".into(), Value::Int(1)];
+        assert_eq!(code(no_req.encode_write(OpType::Insert, &vals)), ErrorCode::IllegalNull);
+        assert!(no_req.encode_write(OpType::Update, &vals).is_ok());
+        assert!(no_req.encode_write(OpType::Write, &vals).is_ok());
+        // Bad record definitions.
+        assert_eq!(t.record(&["nope"]).unwrap_err().code, ErrorCode::NoSuchColumn);
+        assert_eq!(t.record(&["a", "a"]).unwrap_err().code, ErrorCode::BadRequest);
+    }
+}

@@ -1,0 +1,26 @@
+//! The data node settings the blocks need (a subset of the node's config).
+
+#[derive(Clone, Debug)]
+pub struct KernelConfig {
+    pub data_memory_bytes: usize,
+    pub max_concurrent_transactions: usize,
+    pub max_concurrent_operations: usize,
+    pub max_operations_per_transaction: usize,
+    /// A lock wait longer than this aborts its transaction (error 266).
+    pub deadlock_timeout_ms: u64,
+    /// An open transaction idle longer than this is aborted (0 = never).
+    pub transaction_inactive_timeout_ms: u64,
+}
+
+impl Default for KernelConfig {
+    fn default() -> Self {
+        KernelConfig {
+            data_memory_bytes: 512 << 20,
+            max_concurrent_transactions: 4096,
+            max_concurrent_operations: 32_768,
+            max_operations_per_transaction: 8192,
+            deadlock_timeout_ms: 1200,
+            transaction_inactive_timeout_ms: 0,
+        }
+    }
+}

@@ -1,0 +1,675 @@
+//! LQH, the local query handler: runs operations on this node's fragments.
+//!
+//! It takes row locks, keeps each transaction's uncommitted changes beside
+//! the committed rows (so committed reads never see them and an abort just
+//! drops them), applies them at commit, and times out lock waits.
+//!
+//! Invariants:
+//! - The row store holds committed images, plus *tentative* rows inserted
+//!   by open transactions. Uncommitted updates and deletes live in
+//!   `TableEntry::pending`, keyed by row id; only the transaction holding
+//!   the row's exclusive lock has a pending entry for it.
+//! - Memory an uncommitted update may need at commit (a longer var part)
+//!   is charged at prepare, so commit never fails for want of memory.
+//! - Operations of one transaction run in arrival order on this node:
+//!   while one waits for a lock, later ones queue behind it.
+//!
+//! Signals taken: `LqhKeyReq`, `CommitReq`, `AbortReq`; sent: `LqhKeyConf`,
+//! `LqhKeyRef`, `CommitConf`, `AbortConf` (all to the local TC).
+
+use crate::config::KernelConfig;
+use crate::signal::{BlockSignal, TxnRef};
+use hashbrown::HashMap;
+use shoal_storage::{Fragment, LockMode as RowLock, LockOutcome, Memory, RowId, WaitToken};
+use shoal_types::layout::AttrSlice;
+use shoal_types::{hash_key, ErrorCode, RowLayout, SchemaVersion, ShoalError, TableDef, TableId};
+use shoal_wire::signals::ALL_COLUMNS;
+use shoal_wire::{KeyOp, LockMode, OpResult, OpType};
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+enum PendingKind {
+    /// The row store holds this transaction's new (tentative) row.
+    Inserted,
+    /// A tentative row this transaction then deleted: removed at commit or abort.
+    InsertedThenDeleted,
+    /// New image of a committed row; `var: None` keeps the committed var part.
+    Updated { fixed: Vec<u8>, var: Option<Vec<u8>> },
+    /// The committed row goes away at commit.
+    Deleted,
+}
+
+struct Pending {
+    owner: TxnRef,
+    kind: PendingKind,
+    /// Memory charged at prepare for a larger var part at commit.
+    reserved_bytes: usize,
+}
+
+struct TableEntry {
+    version: SchemaVersion,
+    layout: Arc<RowLayout>,
+    frag: Fragment,
+    pending: HashMap<RowId, Pending>,
+}
+
+struct WaitingOp {
+    txn: TxnRef,
+    op_index: u16,
+    op: KeyOp,
+    row: RowId,
+    since_ms: u64,
+    /// Whether this wait holds an operation record (not an upgrade).
+    counted: bool,
+}
+
+#[derive(Default)]
+struct LqhTxn {
+    /// Rows this transaction has locked here: (table, row, key hash).
+    rows: Vec<(TableId, RowId, u64)>,
+    waiting: Option<WaitToken>,
+    /// Operations that arrived while another of this transaction waited.
+    queued: VecDeque<(u16, KeyOp)>,
+    /// An operation failed for good (e.g. lock timeout): run nothing more.
+    failed: bool,
+}
+
+pub struct Lqh {
+    cfg: KernelConfig,
+    mem: Memory,
+    tables: HashMap<TableId, TableEntry>,
+    txns: HashMap<TxnRef, LqhTxn>,
+    waiting: HashMap<WaitToken, WaitingOp>,
+    next_token: WaitToken,
+    /// Operation records in use (locked rows + waiting + queued), bounded
+    /// by `max_concurrent_operations`.
+    ops_in_use: usize,
+    granted: Vec<WaitToken>,
+}
+
+fn err(code: ErrorCode, detail: impl Into<String>) -> ShoalError {
+    ShoalError::with_detail(code, detail)
+}
+
+/// The image of a row as the operating transaction sees it.
+enum Current {
+    Missing,
+    Committed,
+    Own,
+}
+
+impl Lqh {
+    pub fn new(cfg: KernelConfig) -> Self {
+        Lqh {
+            mem: Memory::new(cfg.data_memory_bytes),
+            cfg,
+            tables: HashMap::new(),
+            txns: HashMap::new(),
+            waiting: HashMap::new(),
+            next_token: 1,
+            ops_in_use: 0,
+            granted: Vec::new(),
+        }
+    }
+
+    pub fn memory(&self) -> &Memory {
+        &self.mem
+    }
+
+    pub fn row_count(&self) -> usize {
+        self.tables.values().map(|t| t.frag.row_count()).sum()
+    }
+
+    pub fn ops_in_use(&self) -> usize {
+        self.ops_in_use
+    }
+
+    pub fn has_table(&self, id: TableId) -> bool {
+        self.tables.contains_key(&id)
+    }
+
+    pub fn create_table(&mut self, def: &TableDef) {
+        let layout = Arc::new(RowLayout::new(def));
+        self.tables.insert(
+            def.id,
+            TableEntry {
+                version: def.version,
+                frag: Fragment::new(layout.clone()),
+                layout,
+                pending: HashMap::new(),
+            },
+        );
+    }
+
+    /// Drops a table: frees its rows and fails every operation waiting on it.
+    pub fn drop_table(&mut self, id: TableId, out: &mut VecDeque<BlockSignal>) {
+        let Some(mut entry) = self.tables.remove(&id) else {
+            return;
+        };
+        for p in entry.pending.values() {
+            self.mem.release(p.reserved_bytes);
+        }
+        entry.frag.drop_all(&mut self.mem);
+        let tokens: Vec<WaitToken> = self
+            .waiting
+            .iter()
+            .filter(|(_, w)| w.op.table == id)
+            .map(|(t, _)| *t)
+            .collect();
+        for token in tokens {
+            let w = self.waiting.remove(&token).expect("listed");
+            self.ops_in_use -= w.counted as usize;
+            if let Some(t) = self.txns.get_mut(&w.txn) {
+                t.waiting = None;
+                t.failed = true;
+            }
+            out.push_back(BlockSignal::LqhKeyRef {
+                txn: w.txn,
+                op_index: w.op_index,
+                error: err(ErrorCode::NoSuchTable, format!("table {id} was dropped")),
+            });
+        }
+    }
+
+    pub fn handle(&mut self, now_ms: u64, sig: BlockSignal, out: &mut VecDeque<BlockSignal>) {
+        match sig {
+            BlockSignal::LqhKeyReq { txn, op_index, op } => self.key_req(now_ms, txn, op_index, op, out),
+            BlockSignal::CommitReq { txn } => {
+                self.finish(txn, true, now_ms, out);
+                out.push_back(BlockSignal::CommitConf { txn });
+            }
+            BlockSignal::AbortReq { txn } => {
+                self.finish(txn, false, now_ms, out);
+                out.push_back(BlockSignal::AbortConf { txn });
+            }
+            other => panic!("LQH got a signal meant for TC: {other:?}"),
+        }
+    }
+
+    /// Fails lock waits older than the deadlock timeout.
+    pub fn tick(&mut self, now_ms: u64, out: &mut VecDeque<BlockSignal>) {
+        let timeout = self.cfg.deadlock_timeout_ms;
+        let expired: Vec<WaitToken> = self
+            .waiting
+            .iter()
+            .filter(|(_, w)| now_ms.saturating_sub(w.since_ms) >= timeout)
+            .map(|(t, _)| *t)
+            .collect();
+        for token in expired {
+            let w = self.waiting.remove(&token).expect("listed");
+            self.ops_in_use -= w.counted as usize;
+            if let Some(entry) = self.tables.get_mut(&w.op.table) {
+                entry.frag.locks.cancel_wait(w.row, w.txn, &mut self.granted);
+            }
+            if let Some(t) = self.txns.get_mut(&w.txn) {
+                t.waiting = None;
+                t.failed = true;
+            }
+            out.push_back(BlockSignal::LqhKeyRef {
+                txn: w.txn,
+                op_index: w.op_index,
+                error: err(
+                    ErrorCode::DeadlockTimeout,
+                    format!("lock wait exceeded deadlock_timeout_ms={timeout}"),
+                ),
+            });
+        }
+        self.resume_granted(now_ms, out);
+    }
+
+    fn key_req(&mut self, now_ms: u64, txn: TxnRef, op_index: u16, op: KeyOp, out: &mut VecDeque<BlockSignal>) {
+        let committed_read = op.op == OpType::Read && op.lock == LockMode::CommittedRead;
+        if !committed_read {
+            let t = self.txns.entry(txn).or_default();
+            if t.failed {
+                return;
+            }
+            if t.waiting.is_some() || !t.queued.is_empty() {
+                if self.ops_in_use >= self.cfg.max_concurrent_operations {
+                    out.push_back(too_many_ops(txn, op_index, self.cfg.max_concurrent_operations));
+                    return;
+                }
+                self.ops_in_use += 1;
+                t.queued.push_back((op_index, op));
+                return;
+            }
+        }
+        self.run_op(now_ms, txn, op_index, op, None, out);
+        self.resume_granted(now_ms, out);
+    }
+
+    /// Runs one operation. `waited_on` is the row whose lock this operation
+    /// just got after waiting (its lock is already counted in `rows`).
+    fn run_op(
+        &mut self,
+        now_ms: u64,
+        txn: TxnRef,
+        op_index: u16,
+        op: KeyOp,
+        waited_on: Option<RowId>,
+        out: &mut VecDeque<BlockSignal>,
+    ) {
+        match self.try_op(now_ms, txn, op_index, op, waited_on) {
+            Ok(Some(result)) => out.push_back(BlockSignal::LqhKeyConf { txn, op_index, result }),
+            Ok(None) => {} // waiting for a lock
+            Err(error) => out.push_back(BlockSignal::LqhKeyRef { txn, op_index, error }),
+        }
+    }
+
+    fn try_op(
+        &mut self,
+        now_ms: u64,
+        txn: TxnRef,
+        op_index: u16,
+        op: KeyOp,
+        waited_on: Option<RowId>,
+    ) -> Result<Option<OpResult>, ShoalError> {
+        let entry = self.tables.get_mut(&op.table).ok_or_else(|| {
+            err(ErrorCode::NoSuchTable, format!("table id {} is not known to this node", op.table))
+        })?;
+        if entry.version != op.version {
+            return Err(err(
+                ErrorCode::InvalidSchemaVersion,
+                format!(
+                    "table id {} is at version {}, the request used version {}",
+                    op.table, entry.version, op.version
+                ),
+            ));
+        }
+        let layout = entry.layout.clone();
+        layout.split_key(&op.key, |_, _| {})?;
+        check_request_body(&layout, &op)?;
+        let hash = hash_key(&op.key);
+        let found = entry.frag.lookup(hash, &op.key);
+
+        if op.op == OpType::Read && op.lock == LockMode::CommittedRead {
+            return match found {
+                Some(row) => {
+                    let own = entry.pending.get(&row).is_some_and(|p| p.owner == txn);
+                    if own {
+                        read_own(entry, &layout, row, &op)
+                    } else if entry.frag.is_tentative(row) {
+                        Err(not_found())
+                    } else {
+                        let (fixed, var) = entry.frag.row(row);
+                        Ok(Some(read_image(&layout, fixed, var, &op)))
+                    }
+                }
+                None => Err(not_found()),
+            };
+        }
+
+        // A resumed operation whose row vanished while it waited (deleted, or
+        // an aborted insert) holds a lock on a dead row id: let it go so the
+        // id can be reused cleanly.
+        if let Some(w) = waited_on {
+            if found != Some(w) && !entry.pending.contains_key(&w) {
+                entry.frag.locks.release(w, txn, &mut self.granted);
+            }
+        }
+
+        let mode = match (op.op, op.lock) {
+            (OpType::Read, LockMode::Shared) => RowLock::Shared,
+            _ => RowLock::Exclusive,
+        };
+        let row = match found {
+            Some(row) => row,
+            None => {
+                if !matches!(op.op, OpType::Insert | OpType::Write) {
+                    return Err(not_found());
+                }
+                if self.ops_in_use >= self.cfg.max_concurrent_operations {
+                    return Err(too_many_ops_err(self.cfg.max_concurrent_operations));
+                }
+                let (attrs, _) = AttrSlice::parse(&op.attrs)?;
+                let (fixed, var) = layout.build_row(&op.key, attrs)?;
+                let row = entry
+                    .frag
+                    .insert_tentative(&mut self.mem, hash, &fixed, &var)
+                    .map_err(|e| out_of_memory(e.requested_bytes, e.free_bytes))?;
+                let outcome = entry.frag.locks.acquire(row, txn, RowLock::Exclusive, 0);
+                assert_eq!(outcome, LockOutcome::Granted, "a fresh row id has no lock holders");
+                entry.pending.insert(row, Pending { owner: txn, kind: PendingKind::Inserted, reserved_bytes: 0 });
+                self.ops_in_use += 1;
+                self.txns.entry(txn).or_default().rows.push((op.table, row, hash));
+                return Ok(Some(OpResult { code: 0, data: Vec::new() }));
+            }
+        };
+
+        let held_before = entry.frag.locks.holds(row, txn);
+        let enough = match held_before {
+            Some(RowLock::Exclusive) => true,
+            Some(RowLock::Shared) => mode == RowLock::Shared,
+            None => false,
+        };
+        if !enough {
+            if held_before.is_none() && self.ops_in_use >= self.cfg.max_concurrent_operations {
+                return Err(too_many_ops_err(self.cfg.max_concurrent_operations));
+            }
+            let token = self.next_token;
+            match entry.frag.locks.acquire(row, txn, mode, token) {
+                LockOutcome::Granted => {
+                    if held_before.is_none() {
+                        self.ops_in_use += 1;
+                        self.txns.entry(txn).or_default().rows.push((op.table, row, hash));
+                    }
+                }
+                LockOutcome::Waiting => {
+                    self.next_token += 1;
+                    // A first lock on this row needs an operation record; an
+                    // upgrade reuses the one it has.
+                    let counted = held_before.is_none();
+                    if counted {
+                        self.ops_in_use += 1;
+                    }
+                    self.txns.entry(txn).or_default().waiting = Some(token);
+                    self.waiting.insert(
+                        token,
+                        WaitingOp { txn, op_index, op, row, since_ms: now_ms, counted },
+                    );
+                    return Ok(None);
+                }
+            }
+        }
+        apply_locked(entry, &layout, &mut self.mem, txn, row, hash, &op).map(Some)
+    }
+
+    /// Resumes operations whose lock waits were granted, then the operations
+    /// queued behind them.
+    fn resume_granted(&mut self, now_ms: u64, out: &mut VecDeque<BlockSignal>) {
+        while let Some(token) = self.granted.pop() {
+            let Some(w) = self.waiting.remove(&token) else {
+                continue;
+            };
+            let hash = hash_key(&w.op.key);
+            let t = self.txns.entry(w.txn).or_default();
+            t.waiting = None;
+            if w.counted {
+                // The waiting record becomes the locked-row record.
+                t.rows.push((w.op.table, w.row, hash));
+            }
+            let txn = w.txn;
+            self.run_op(now_ms, txn, w.op_index, w.op, Some(w.row), out);
+            self.drain_queue(now_ms, txn, out);
+        }
+    }
+
+    fn drain_queue(&mut self, now_ms: u64, txn: TxnRef, out: &mut VecDeque<BlockSignal>) {
+        loop {
+            let Some(t) = self.txns.get_mut(&txn) else { return };
+            if t.waiting.is_some() || t.failed {
+                return;
+            }
+            let Some((op_index, op)) = t.queued.pop_front() else { return };
+            self.ops_in_use -= 1;
+            self.run_op(now_ms, txn, op_index, op, None, out);
+        }
+    }
+
+    /// Commits (`commit = true`) or aborts a transaction's work here.
+    fn finish(&mut self, txn: TxnRef, commit: bool, now_ms: u64, out: &mut VecDeque<BlockSignal>) {
+        let Some(t) = self.txns.remove(&txn) else {
+            return;
+        };
+        self.ops_in_use -= t.queued.len();
+        if let Some(token) = t.waiting {
+            if let Some(w) = self.waiting.remove(&token) {
+                self.ops_in_use -= w.counted as usize;
+                if let Some(entry) = self.tables.get_mut(&w.op.table) {
+                    entry.frag.locks.cancel_wait(w.row, txn, &mut self.granted);
+                }
+            }
+        }
+        self.ops_in_use -= t.rows.len();
+        for (table, row, hash) in t.rows {
+            let Some(entry) = self.tables.get_mut(&table) else { continue };
+            if entry.pending.get(&row).is_some_and(|p| p.owner == txn) {
+                let p = entry.pending.remove(&row).expect("checked");
+                self.mem.release(p.reserved_bytes);
+                match (p.kind, commit) {
+                    (PendingKind::Inserted, true) => entry.frag.commit_insert(row),
+                    (PendingKind::Inserted | PendingKind::InsertedThenDeleted, _) => {
+                        entry.frag.remove(&mut self.mem, hash, row)
+                    }
+                    (PendingKind::Updated { fixed, var }, true) => entry
+                        .frag
+                        .replace(&mut self.mem, row, &fixed, var.as_deref())
+                        .expect("commit memory was reserved at prepare"),
+                    (PendingKind::Deleted, true) => entry.frag.remove(&mut self.mem, hash, row),
+                    (PendingKind::Updated { .. } | PendingKind::Deleted, false) => {}
+                }
+            }
+            entry.frag.locks.release(row, txn, &mut self.granted);
+        }
+        self.resume_granted(now_ms, out);
+    }
+}
+
+fn not_found() -> ShoalError {
+    ShoalError::new(ErrorCode::TupleNotFound)
+}
+
+fn out_of_memory(requested: usize, free: usize) -> ShoalError {
+    err(
+        ErrorCode::OutOfDataMemory,
+        format!("needed {requested} bytes, {free} bytes of data_memory free"),
+    )
+}
+
+fn too_many_ops_err(max: usize) -> ShoalError {
+    err(ErrorCode::TooManyOperations, format!("max_concurrent_operations={max} reached"))
+}
+
+fn too_many_ops(txn: TxnRef, op_index: u16, max: usize) -> BlockSignal {
+    BlockSignal::LqhKeyRef { txn, op_index, error: too_many_ops_err(max) }
+}
+
+/// Checks the parts of a request that do not depend on the row: the read
+/// column list, or the attribute list's structure.
+fn check_request_body(layout: &RowLayout, op: &KeyOp) -> Result<(), ShoalError> {
+    match op.op {
+        OpType::Read => {
+            read_columns(&op.attrs).and_then(|cols| match cols {
+                Some(ids) => layout.check_column_ids(ids),
+                None => Ok(()),
+            })
+        }
+        OpType::Delete => {
+            if op.attrs.is_empty() {
+                Ok(())
+            } else {
+                Err(err(ErrorCode::BadRequest, "a delete carries no attributes"))
+            }
+        }
+        _ => {
+            let (_, rest) = AttrSlice::parse(&op.attrs)?;
+            if rest.is_empty() {
+                Ok(())
+            } else {
+                Err(err(ErrorCode::BadRequest, "bytes after the attribute list"))
+            }
+        }
+    }
+}
+
+/// Parses a read's column list: `None` means all columns.
+fn read_columns(bytes: &[u8]) -> Result<Option<impl Iterator<Item = u16> + '_>, ShoalError> {
+    if bytes.len() < 2 {
+        return Err(err(ErrorCode::BadRequest, "read column list truncated"));
+    }
+    let count = u16::from_le_bytes([bytes[0], bytes[1]]);
+    if count == ALL_COLUMNS {
+        return if bytes.len() == 2 {
+            Ok(None)
+        } else {
+            Err(err(ErrorCode::BadRequest, "bytes after an all-columns read list"))
+        };
+    }
+    if bytes.len() != 2 + 2 * count as usize {
+        return Err(err(ErrorCode::BadRequest, "read column list length does not match its count"));
+    }
+    Ok(Some(bytes[2..].chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]))))
+}
+
+fn read_image(layout: &RowLayout, fixed: &[u8], var: &[u8], op: &KeyOp) -> OpResult {
+    let mut data = Vec::with_capacity(64);
+    match read_columns(&op.attrs).expect("checked") {
+        Some(mut ids) => layout.read_attrs(fixed, var, Some(&mut ids), &mut data),
+        None => layout.read_attrs(fixed, var, None, &mut data),
+    }
+    OpResult { code: 0, data }
+}
+
+/// A committed read by the transaction that has uncommitted changes to the
+/// row: it sees its own writes.
+fn read_own(entry: &TableEntry, layout: &RowLayout, row: RowId, op: &KeyOp) -> Result<Option<OpResult>, ShoalError> {
+    let (cfixed, cvar) = entry.frag.row(row);
+    match &entry.pending[&row].kind {
+        PendingKind::Inserted => Ok(Some(read_image(layout, cfixed, cvar, op))),
+        PendingKind::Updated { fixed, var } => {
+            Ok(Some(read_image(layout, fixed, var.as_deref().unwrap_or(cvar), op)))
+        }
+        PendingKind::Deleted | PendingKind::InsertedThenDeleted => Err(not_found()),
+    }
+}
+
+/// Runs an operation on a row this transaction has locked as needed.
+fn apply_locked(
+    entry: &mut TableEntry,
+    layout: &RowLayout,
+    mem: &mut Memory,
+    txn: TxnRef,
+    row: RowId,
+    _hash: u64,
+    op: &KeyOp,
+) -> Result<OpResult, ShoalError> {
+    let ok = || OpResult { code: 0, data: Vec::new() };
+    let current = match entry.pending.get(&row) {
+        Some(p) => {
+            assert_eq!(p.owner, txn, "pending changes belong to the exclusive lock holder");
+            match p.kind {
+                PendingKind::Inserted | PendingKind::Updated { .. } => Current::Own,
+                PendingKind::Deleted | PendingKind::InsertedThenDeleted => Current::Missing,
+            }
+        }
+        None => {
+            assert!(!entry.frag.is_tentative(row), "tentative rows have a pending entry");
+            Current::Committed
+        }
+    };
+    let exists = !matches!(current, Current::Missing);
+    match op.op {
+        OpType::Read => {
+            if !exists {
+                return Err(not_found());
+            }
+            match current {
+                Current::Committed => {
+                    let (fixed, var) = entry.frag.row(row);
+                    Ok(read_image(layout, fixed, var, op))
+                }
+                _ => read_own(entry, layout, row, op).map(|r| r.expect("exists")),
+            }
+        }
+        OpType::Delete => {
+            if !exists {
+                return Err(not_found());
+            }
+            match entry.pending.get_mut(&row) {
+                Some(p) => {
+                    mem.release(p.reserved_bytes);
+                    p.reserved_bytes = 0;
+                    p.kind = match p.kind {
+                        PendingKind::Inserted => PendingKind::InsertedThenDeleted,
+                        _ => PendingKind::Deleted,
+                    };
+                }
+                None => {
+                    entry.pending.insert(row, Pending { owner: txn, kind: PendingKind::Deleted, reserved_bytes: 0 });
+                }
+            }
+            Ok(ok())
+        }
+        OpType::Insert if exists => Err(ShoalError::new(ErrorCode::TupleAlreadyExists)),
+        OpType::Insert | OpType::Write if !exists => {
+            // Re-insert after this transaction deleted the row: a full new image.
+            let (attrs, _) = AttrSlice::parse(&op.attrs)?;
+            let (fixed, var) = layout.build_row(&op.key, attrs)?;
+            let p = entry.pending.get_mut(&row).expect("missing rows have a pending delete");
+            match p.kind {
+                PendingKind::InsertedThenDeleted => {
+                    entry
+                        .frag
+                        .replace(mem, row, &fixed, Some(&var))
+                        .map_err(|e| out_of_memory(e.requested_bytes, e.free_bytes))?;
+                    p.kind = PendingKind::Inserted;
+                }
+                _ => {
+                    let committed_var = entry.frag.row(row).1.len();
+                    reserve_growth(mem, p, committed_var, var.len())?;
+                    p.kind = PendingKind::Updated { fixed, var: Some(var) };
+                }
+            }
+            Ok(ok())
+        }
+        OpType::Update | OpType::Write => {
+            if !exists {
+                return Err(not_found());
+            }
+            let (attrs, _) = AttrSlice::parse(&op.attrs)?;
+            let (cfixed, cvar) = entry.frag.row(row);
+            match entry.pending.get_mut(&row) {
+                None => {
+                    let (fixed, var) = layout.update_row(cfixed, cvar, attrs)?;
+                    let mut p = Pending { owner: txn, kind: PendingKind::Deleted, reserved_bytes: 0 };
+                    if let Some(v) = &var {
+                        reserve_growth(mem, &mut p, cvar.len(), v.len())?;
+                    }
+                    p.kind = PendingKind::Updated { fixed, var };
+                    entry.pending.insert(row, p);
+                }
+                Some(p) => match &mut p.kind {
+                    PendingKind::Inserted => {
+                        let (fixed, var) = layout.update_row(cfixed, cvar, attrs)?;
+                        entry
+                            .frag
+                            .replace(mem, row, &fixed, var.as_deref())
+                            .map_err(|e| out_of_memory(e.requested_bytes, e.free_bytes))?;
+                    }
+                    PendingKind::Updated { fixed, var } => {
+                        let base_var = var.as_deref().unwrap_or(cvar);
+                        let (nfixed, nvar) = layout.update_row(fixed, base_var, attrs)?;
+                        let nvar = nvar.or_else(|| var.take());
+                        if let Some(v) = &nvar {
+                            let committed_var = cvar.len();
+                            let new_len = v.len();
+                            let mut tmp = Pending { owner: txn, kind: PendingKind::Deleted, reserved_bytes: p.reserved_bytes };
+                            reserve_growth(mem, &mut tmp, committed_var, new_len)?;
+                            p.reserved_bytes = tmp.reserved_bytes;
+                        }
+                        p.kind = PendingKind::Updated { fixed: nfixed, var: nvar };
+                    }
+                    PendingKind::Deleted | PendingKind::InsertedThenDeleted => unreachable!("exists"),
+                },
+            }
+            Ok(ok())
+        }
+        OpType::Insert => unreachable!("both insert cases handled"),
+    }
+}
+
+/// Charges now what a var part growing from `old_len` to `new_len` bytes
+/// will need at commit, replacing the pending entry's earlier reservation.
+fn reserve_growth(mem: &mut Memory, p: &mut Pending, old_len: usize, new_len: usize) -> Result<(), ShoalError> {
+    let need = Fragment::var_charge(new_len).saturating_sub(Fragment::var_charge(old_len));
+    mem.release(p.reserved_bytes);
+    let before = p.reserved_bytes;
+    p.reserved_bytes = 0;
+    if let Err(e) = mem.try_charge(need) {
+        mem.try_charge(before).expect("the old reservation fitted a moment ago");
+        p.reserved_bytes = before;
+        return Err(out_of_memory(e.requested_bytes, e.free_bytes));
+    }
+    p.reserved_bytes = need;
+    Ok(())
+}

@@ -1,0 +1,111 @@
+//! One data node's blocks wired together. The driver (runtime or
+//! simulator) hands it client signals, disconnects, schema changes and
+//! clock ticks; it runs every resulting local signal to completion and
+//! returns what to send to clients.
+
+use crate::config::KernelConfig;
+use crate::lqh::Lqh;
+use crate::signal::BlockSignal;
+use crate::tc::Tc;
+use shoal_types::{ErrorCode, ShoalError, TableDef, TableId};
+use shoal_wire::Signal;
+use std::collections::VecDeque;
+
+/// A client connection, numbered by the driver.
+pub type ConnId = u64;
+
+#[derive(Debug, PartialEq)]
+pub enum Output {
+    Send { conn: ConnId, signal: Signal },
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeStats {
+    pub data_memory_used_bytes: u64,
+    pub data_memory_total_bytes: u64,
+    pub rows: u64,
+    pub transactions: u64,
+    pub operations: u64,
+}
+
+pub struct DataNode {
+    tc: Tc,
+    lqh: Lqh,
+    queue: VecDeque<BlockSignal>,
+}
+
+impl DataNode {
+    pub fn new(cfg: KernelConfig) -> Self {
+        DataNode { tc: Tc::new(cfg.clone()), lqh: Lqh::new(cfg), queue: VecDeque::new() }
+    }
+
+    /// Adds a table (mgmd's schema event). Re-adding a known id is a no-op.
+    pub fn create_table(&mut self, def: &TableDef) {
+        if !self.lqh.has_table(def.id) {
+            self.lqh.create_table(def);
+        }
+    }
+
+    pub fn drop_table(&mut self, now_ms: u64, id: TableId, out: &mut Vec<Output>) {
+        self.lqh.drop_table(id, &mut self.queue);
+        self.run(now_ms, out);
+    }
+
+    /// A signal from a client. An error means the client broke the protocol
+    /// (sent a signal only nodes may send): the driver closes the connection.
+    pub fn client_signal(&mut self, now_ms: u64, conn: ConnId, signal: Signal, out: &mut Vec<Output>) -> Result<(), ShoalError> {
+        match signal {
+            Signal::TcKeyReq(req) => {
+                self.tc.client_req(now_ms, conn, req, &mut self.queue, out);
+                self.run(now_ms, out);
+                Ok(())
+            }
+            other => Err(ShoalError::with_detail(
+                ErrorCode::ProtocolViolation,
+                format!("a client may not send {}", signal_name(&other)),
+            )),
+        }
+    }
+
+    pub fn client_disconnected(&mut self, now_ms: u64, conn: ConnId, out: &mut Vec<Output>) {
+        self.tc.client_gone(conn, &mut self.queue, out);
+        self.run(now_ms, out);
+    }
+
+    /// Periodic timer (the driver calls it every few milliseconds).
+    pub fn tick(&mut self, now_ms: u64, out: &mut Vec<Output>) {
+        self.lqh.tick(now_ms, &mut self.queue);
+        self.tc.tick(now_ms, &mut self.queue, out);
+        self.run(now_ms, out);
+    }
+
+    pub fn stats(&self) -> NodeStats {
+        NodeStats {
+            data_memory_used_bytes: self.lqh.memory().used_bytes() as u64,
+            data_memory_total_bytes: self.lqh.memory().limit_bytes() as u64,
+            rows: self.lqh.row_count() as u64,
+            transactions: self.tc.transaction_count() as u64,
+            operations: self.lqh.ops_in_use() as u64,
+        }
+    }
+
+    fn run(&mut self, now_ms: u64, out: &mut Vec<Output>) {
+        while let Some(sig) = self.queue.pop_front() {
+            match sig {
+                BlockSignal::LqhKeyReq { .. } | BlockSignal::CommitReq { .. } | BlockSignal::AbortReq { .. } => {
+                    self.lqh.handle(now_ms, sig, &mut self.queue)
+                }
+                _ => self.tc.handle(now_ms, sig, &mut self.queue, out),
+            }
+        }
+    }
+}
+
+fn signal_name(s: &Signal) -> &'static str {
+    match s {
+        Signal::TcKeyReq(_) => "TcKeyReq",
+        Signal::TcKeyConf(_) => "TcKeyConf",
+        Signal::TcKeyRef(_) => "TcKeyRef",
+        Signal::ErrorReport(_) => "ErrorReport",
+    }
+}

@@ -1,0 +1,337 @@
+//! Unit tests of the data node blocks through `DataNode`, the way a driver
+//! uses them: client signals in, client signals out, time passed in.
+//! (The simulator, crates/sim, runs thousands of random transactions
+//! against a model; these pin down specific behaviours.)
+
+use crate::{ConnId, DataNode, KernelConfig, Output};
+use shoal_types::{ColumnDef, ColumnType, ErrorCode, RowLayout, SchemaVersion, TableDef, TableId, TransId, Value};
+use shoal_wire::{ExecType, KeyOp, LockMode, OpType, Signal, TcKeyConf, TcKeyReq, TransState, ALL_COLUMNS, OP_IGNORE_ERROR};
+
+const T: TableId = TableId(7);
+const V: SchemaVersion = SchemaVersion(3);
+
+fn table() -> TableDef {
+    let mut def = TableDef::new(
+        "t",
+        vec![
+            ColumnDef::new("k", ColumnType::Int { unsigned: true }),
+            ColumnDef::new("v", ColumnType::BigInt { unsigned: false }),
+            ColumnDef::new("s", ColumnType::VarChar(200)).nullable(),
+        ],
+        &["k"],
+    )
+    .unwrap();
+    def.id = T;
+    def.version = V;
+    def
+}
+
+struct Harness {
+    node: DataNode,
+    def: TableDef,
+    layout: RowLayout,
+    now: u64,
+}
+
+impl Harness {
+    fn new(cfg: KernelConfig) -> Harness {
+        let def = table();
+        let mut node = DataNode::new(cfg);
+        node.create_table(&def);
+        let layout = RowLayout::new(&def);
+        Harness { node, def, layout, now: 1_000 }
+    }
+
+    fn key(&self, k: u32) -> Vec<u8> {
+        let mut out = Vec::new();
+        self.layout.encode_key(&[Value::UInt(u64::from(k))], &mut out).unwrap();
+        out
+    }
+
+    fn op(&self, op: OpType, k: u32, v: i64, s: &str) -> KeyOp {
+        let mut attrs = Vec::new();
+        if matches!(op, OpType::Insert | OpType::Update | OpType::Write) {
+            // Key columns travel in the key, not in the attribute list.
+            let (vv, sv) = (Value::Int(v), Value::Str(s.into()));
+            shoal_types::layout::encode_attrs(&self.def, &[(1, &vv), (2, &sv)], &mut attrs).unwrap();
+        } else if op == OpType::Read {
+            attrs.extend_from_slice(&ALL_COLUMNS.to_le_bytes());
+        }
+        KeyOp { op, lock: LockMode::CommittedRead, flags: 0, table: T, version: V, key: self.key(k), attrs }
+    }
+
+    fn read(&self, k: u32, lock: LockMode) -> KeyOp {
+        KeyOp { lock, ..self.op(OpType::Read, k, 0, "") }
+    }
+
+    fn send(&mut self, conn: ConnId, trans: u64, exec: ExecType, ops: Vec<KeyOp>) -> Vec<Output> {
+        let mut out = Vec::new();
+        let req = TcKeyReq { trans: TransId(trans), exec, ops };
+        self.node.client_signal(self.now, conn, Signal::TcKeyReq(req), &mut out).unwrap();
+        out
+    }
+
+    fn tick(&mut self, ms: u64) -> Vec<Output> {
+        let mut out = Vec::new();
+        let end = self.now + ms;
+        while self.now < end {
+            self.now += 10;
+            self.node.tick(self.now, &mut out);
+        }
+        out
+    }
+
+    /// Commits one transaction and expects success.
+    fn commit(&mut self, ops: Vec<KeyOp>) -> TcKeyConf {
+        let out = self.send(1, 1_000_000 + self.now, ExecType::Commit, ops);
+        conf(&out)
+    }
+
+    /// The (v, s) a committed read of `k` returns, or None if not found.
+    fn value(&mut self, k: u32) -> Option<(i64, Option<String>)> {
+        let mut op = self.read(k, LockMode::CommittedRead);
+        op.flags = OP_IGNORE_ERROR;
+        let c = self.commit(vec![op]);
+        if c.results[0].code == ErrorCode::TupleNotFound as u16 {
+            return None;
+        }
+        let (attrs, _) = shoal_types::AttrSlice::parse(&c.results[0].data).unwrap();
+        let mut v = None;
+        let mut s = None;
+        for (col, bytes) in attrs.iter() {
+            match col {
+                1 => v = bytes.map(|b| shoal_types::value::decode_value(self.def.columns[1].ty, b)),
+                2 => s = bytes.map(|b| shoal_types::value::decode_value(self.def.columns[2].ty, b)),
+                _ => {}
+            }
+        }
+        let v = match v {
+            Some(Value::Int(v)) => v,
+            other => panic!("v is {other:?}"),
+        };
+        let s = s.map(|s| match s {
+            Value::Str(s) => s,
+            other => panic!("s is {other:?}"),
+        });
+        Some((v, s))
+    }
+}
+
+fn conf(out: &[Output]) -> TcKeyConf {
+    match out {
+        [Output::Send { signal: Signal::TcKeyConf(c), .. }] => c.clone(),
+        other => panic!("expected one TcKeyConf, got {other:?}"),
+    }
+}
+
+fn refused(out: &[Output]) -> (u16, u16) {
+    match out {
+        [Output::Send { signal: Signal::TcKeyRef(r), .. }] => (r.code, r.op_index),
+        other => panic!("expected one TcKeyRef, got {other:?}"),
+    }
+}
+
+#[test]
+fn insert_read_update_delete() {
+    let mut h = Harness::new(KernelConfig::default());
+    let ins = h.op(OpType::Insert, 1, 10, "ten");
+    let c = h.commit(vec![ins]);
+    assert_eq!(c.state, TransState::Committed);
+    assert_eq!(h.value(1), Some((10, Some("ten".into()))));
+    let upd = h.op(OpType::Update, 1, 11, &"x".repeat(150));
+    h.commit(vec![upd]);
+    assert_eq!(h.value(1), Some((11, Some("x".repeat(150)))));
+    let del = h.op(OpType::Delete, 1, 0, "");
+    h.commit(vec![del]);
+    assert_eq!(h.value(1), None);
+    let s = h.node.stats();
+    assert_eq!((s.rows, s.transactions, s.operations), (0, 0, 0));
+}
+
+#[test]
+fn errors_abort_unless_ignored() {
+    let mut h = Harness::new(KernelConfig::default());
+    let ins = h.op(OpType::Insert, 1, 1, "a");
+    h.commit(vec![ins]);
+    // Insert of an existing key: 630, and the whole transaction (with its
+    // other insert) has no effect.
+    let ops = vec![h.op(OpType::Insert, 2, 2, "b"), h.op(OpType::Insert, 1, 1, "a")];
+    let out = h.send(1, 5, ExecType::Commit, ops);
+    assert_eq!(refused(&out), (ErrorCode::TupleAlreadyExists as u16, 1));
+    assert_eq!(h.value(2), None);
+    // Update of a missing key with IGNORE_ERROR: reported per op, the rest commits.
+    let mut missing = h.op(OpType::Update, 9, 9, "");
+    missing.flags = OP_IGNORE_ERROR;
+    let ops = vec![missing, h.op(OpType::Insert, 2, 2, "b")];
+    let c = h.commit(ops);
+    assert_eq!(c.results[0].code, ErrorCode::TupleNotFound as u16);
+    assert_eq!(c.results[1].code, 0);
+    assert_eq!(h.value(2), Some((2, Some("b".into()))));
+}
+
+#[test]
+fn unknown_table_and_stale_version() {
+    let mut h = Harness::new(KernelConfig::default());
+    let mut op = h.op(OpType::Insert, 1, 1, "a");
+    op.table = TableId(99);
+    let out = h.send(1, 1, ExecType::Commit, vec![op]);
+    assert_eq!(refused(&out).0, ErrorCode::NoSuchTable as u16);
+    let mut op = h.op(OpType::Insert, 1, 1, "a");
+    op.version = SchemaVersion(2);
+    let out = h.send(1, 2, ExecType::Commit, vec![op]);
+    assert_eq!(refused(&out).0, ErrorCode::InvalidSchemaVersion as u16);
+    // After a drop, the table is unknown.
+    let mut out = Vec::new();
+    h.node.drop_table(h.now, T, &mut out);
+    let op = h.op(OpType::Insert, 1, 1, "a");
+    let out = h.send(1, 3, ExecType::Commit, vec![op]);
+    assert_eq!(refused(&out).0, ErrorCode::NoSuchTable as u16);
+}
+
+#[test]
+fn no_commit_keeps_locks_and_own_writes_visible() {
+    let mut h = Harness::new(KernelConfig::default());
+    let ins = h.op(OpType::Insert, 1, 1, "a");
+    h.commit(vec![ins]);
+    // Transaction 10 updates row 1 and stays open.
+    let upd = h.op(OpType::Update, 1, 2, "b");
+    let c = conf(&h.send(1, 10, ExecType::NoCommit, vec![upd]));
+    assert_eq!(c.state, TransState::Open);
+    // It reads its own write.
+    let own = h.read(1, LockMode::Shared);
+    let c = conf(&h.send(1, 10, ExecType::NoCommit, vec![own]));
+    assert!(!c.results[0].data.is_empty());
+    // A committed read by another transaction sees the old value, unblocked.
+    assert_eq!(h.value(1), Some((1, Some("a".into()))));
+    // A shared read by another transaction waits for the lock.
+    let other = h.read(1, LockMode::Shared);
+    assert!(h.send(2, 20, ExecType::Commit, vec![other]).is_empty(), "waits for the lock");
+    // Commit of transaction 10 answers it, then the waiter gets the new value.
+    let out = h.send(1, 10, ExecType::Commit, vec![]);
+    assert_eq!(out.len(), 2, "{out:?}");
+    assert_eq!(h.value(1), Some((2, Some("b".into()))));
+    let s = h.node.stats();
+    assert_eq!((s.transactions, s.operations), (0, 0));
+}
+
+#[test]
+fn rollback_undoes_everything() {
+    let mut h = Harness::new(KernelConfig::default());
+    let ins = h.op(OpType::Insert, 1, 1, "a");
+    h.commit(vec![ins]);
+    let ops = vec![h.op(OpType::Update, 1, 5, "long value"), h.op(OpType::Insert, 2, 2, "b"), h.op(OpType::Delete, 1, 0, "")];
+    conf(&h.send(1, 10, ExecType::NoCommit, ops));
+    let c = conf(&h.send(1, 10, ExecType::Rollback, vec![]));
+    assert_eq!(c.state, TransState::Aborted);
+    assert_eq!(h.value(1), Some((1, Some("a".into()))));
+    assert_eq!(h.value(2), None);
+    assert_eq!(h.node.stats().rows, 1);
+}
+
+#[test]
+fn deadlock_times_out_one_transaction() {
+    let mut h = Harness::new(KernelConfig { deadlock_timeout_ms: 500, ..KernelConfig::default() });
+    let ops = vec![h.op(OpType::Insert, 1, 1, ""), h.op(OpType::Insert, 2, 2, "")];
+    h.commit(ops);
+    // A locks 1, B locks 2, then each wants the other's row.
+    let a1 = h.read(1, LockMode::Exclusive);
+    conf(&h.send(1, 100, ExecType::NoCommit, vec![a1]));
+    let b2 = h.read(2, LockMode::Exclusive);
+    conf(&h.send(2, 200, ExecType::NoCommit, vec![b2]));
+    let a2 = h.read(2, LockMode::Exclusive);
+    assert!(h.send(1, 100, ExecType::NoCommit, vec![a2]).is_empty());
+    let b1 = h.read(1, LockMode::Exclusive);
+    assert!(h.send(2, 200, ExecType::NoCommit, vec![b1]).is_empty());
+    let out = h.tick(600);
+    // Both waits time out (each waited > 500 ms); whichever times out first
+    // releases its locks and lets the other proceed.
+    let codes: Vec<_> = out
+        .iter()
+        .map(|o| match o {
+            Output::Send { signal: Signal::TcKeyRef(r), .. } => r.code,
+            Output::Send { signal: Signal::TcKeyConf(_), .. } => 0,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert!(codes.contains(&(ErrorCode::DeadlockTimeout as u16)), "{codes:?}");
+    assert_eq!(codes.len(), 2, "both transactions are answered: {codes:?}");
+}
+
+#[test]
+fn inactive_transaction_is_aborted() {
+    let mut h = Harness::new(KernelConfig { transaction_inactive_timeout_ms: 300, ..KernelConfig::default() });
+    let ins = h.op(OpType::Insert, 1, 1, "a");
+    conf(&h.send(1, 10, ExecType::NoCommit, vec![ins]));
+    h.tick(400);
+    // The row insert was undone and the locks released.
+    assert_eq!(h.value(1), None);
+    let out = h.send(1, 10, ExecType::Commit, vec![]);
+    assert_eq!(refused(&out).0, ErrorCode::InactiveTimeout as u16);
+}
+
+#[test]
+fn client_disconnect_aborts_its_transactions() {
+    let mut h = Harness::new(KernelConfig::default());
+    let ins = h.op(OpType::Insert, 1, 1, "a");
+    conf(&h.send(5, 10, ExecType::NoCommit, vec![ins]));
+    let mut out = Vec::new();
+    h.node.client_disconnected(h.now, 5, &mut out);
+    assert!(out.is_empty(), "nothing is sent to a gone client: {out:?}");
+    assert_eq!(h.value(1), None);
+    let s = h.node.stats();
+    assert_eq!((s.transactions, s.operations, s.rows), (0, 0, 0));
+}
+
+#[test]
+fn transaction_limits() {
+    let mut h = Harness::new(KernelConfig { max_concurrent_transactions: 2, max_operations_per_transaction: 3, ..KernelConfig::default() });
+    let ops: Vec<_> = (0..4).map(|k| h.op(OpType::Insert, k, 0, "")).collect();
+    // Too many operations in one transaction can never succeed: permanent.
+    let out = h.send(1, 1, ExecType::Commit, ops);
+    assert_eq!(refused(&out).0, ErrorCode::RequestTooLarge as u16);
+    let a = h.op(OpType::Insert, 1, 0, "");
+    conf(&h.send(1, 2, ExecType::NoCommit, vec![a]));
+    let b = h.op(OpType::Insert, 2, 0, "");
+    conf(&h.send(1, 3, ExecType::NoCommit, vec![b]));
+    let c = h.op(OpType::Insert, 3, 0, "");
+    let out = h.send(1, 4, ExecType::Commit, vec![c]);
+    assert_eq!(refused(&out).0, ErrorCode::TooManyTransactions as u16);
+    assert_eq!(ErrorCode::TooManyTransactions.class(), shoal_types::ErrorClass::Temporary);
+}
+
+#[test]
+fn out_of_memory_keeps_reads_updates_and_deletes_working() {
+    let mut h = Harness::new(KernelConfig { data_memory_bytes: 256 * 1024, ..KernelConfig::default() });
+    let mut n = 0;
+    let code = loop {
+        let ins = h.op(OpType::Insert, n, i64::from(n), &"v".repeat(100));
+        let out = h.send(1, u64::from(n) + 1, ExecType::Commit, vec![ins]);
+        match &out[..] {
+            [Output::Send { signal: Signal::TcKeyConf(_), .. }] => n += 1,
+            _ => break refused(&out).0,
+        }
+        assert!(n < 100_000, "memory limit never reached");
+    };
+    assert_eq!(code, ErrorCode::OutOfDataMemory as u16);
+    assert!(n > 100);
+    // Reads, same-size updates and deletes still work.
+    assert_eq!(h.value(0), Some((0, Some("v".repeat(100)))));
+    let upd = h.op(OpType::Update, 0, -1, &"w".repeat(100));
+    h.commit(vec![upd]);
+    assert_eq!(h.value(0), Some((-1, Some("w".repeat(100)))));
+    let deletes: Vec<_> = (0..n / 2).map(|k| h.op(OpType::Delete, k, 0, "")).collect();
+    h.commit(deletes);
+    // Freed memory is reused by new inserts.
+    let inserts: Vec<_> = (n..n + n / 4).map(|k| h.op(OpType::Insert, k, 0, &"z".repeat(100))).collect();
+    let c = h.commit(inserts);
+    assert!(c.results.iter().all(|r| r.code == 0));
+}
+
+#[test]
+fn client_may_not_send_node_signals() {
+    let mut h = Harness::new(KernelConfig::default());
+    let mut out = Vec::new();
+    let bogus = Signal::TcKeyConf(TcKeyConf { trans: TransId(1), state: TransState::Committed, results: vec![] });
+    let err = h.node.client_signal(h.now, 1, bogus, &mut out).unwrap_err();
+    assert_eq!(err.code, ErrorCode::ProtocolViolation);
+}

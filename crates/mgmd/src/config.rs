@@ -1,0 +1,848 @@
+//! Cluster configuration: one TOML file read by mgmd, with NDB's concepts
+//! under snake_case names (`docs/CONFIG.md` lists every key, its default and
+//! its NDB name).
+//!
+//! Layout of the file:
+//!
+//! ```toml
+//! [system]              # cluster-wide and mgmd settings (NDB [system], [ndb_mgmd])
+//! cluster_id = 1
+//! [datanode_defaults]   # settings shared by every data node (NDB [ndbd default])
+//! no_of_replicas = 2
+//! data_memory = "512M"
+//! [[node]]              # one per node (NDB [ndb_mgmd], [ndbd], [api])
+//! node_id = 1
+//! type = "datanode"
+//! host = "127.0.0.1"
+//! ```
+//!
+//! Invariants of a [`ClusterConfig`] that passed [`ClusterConfig::validate`]:
+//! node ids are unique and in 1..=255, there is exactly one mgmd and at
+//! least one data node, the data node count is a multiple of
+//! `no_of_replicas` (1..=4), and every limit is non-zero.
+
+use serde::{Deserialize, Serialize};
+use shoal_types::{ErrorCode, ShoalError};
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// Node kind strings used in `[[node]] type = ...`.
+pub const KIND_MGMD: &str = "mgmd";
+pub const KIND_DATANODE: &str = "datanode";
+pub const KIND_API: &str = "api";
+
+/// The largest node id (as in NDB).
+pub const NODE_ID_MAX: u16 = 255;
+/// mgmd's port when its `[[node]]` section gives none (NDB's 1186).
+pub const MGMD_PORT_DEFAULT: u16 = 1186;
+/// The node id `ClusterConfig::local` gives the mgmd when there are at most
+/// 48 data nodes: NDB's data node ids end at 48, so 49 is the customary
+/// first id of a non-data node and leaves 1..=48 free for data nodes added
+/// later.
+pub const LOCAL_MGMD_NODE_ID: u16 = 49;
+
+/// Upper bounds some keys must respect. The data-node wire protocol
+/// (`shoal-wire`) caps frames at 8 MiB and 16 Ki signals; a config asking for
+/// more could never be honoured, so it is rejected here.
+const WIRE_FRAME_BYTES_MAX: u32 = 8 * 1024 * 1024;
+const WIRE_SIGNALS_PER_FRAME_MAX: u32 = 16 * 1024;
+
+/// A node section of the config file (`[[node]]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeSection {
+    pub node_id: u16,
+    /// "mgmd" | "datanode" | "api"
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub host: String,
+    /// Listening port (mgmd, data nodes). 0 = pick a free port at start.
+    #[serde(default)]
+    pub port: u16,
+    /// Data node only: overrides `[datanode_defaults]` data_dir.
+    #[serde(default)]
+    pub data_dir: Option<PathBuf>,
+}
+
+/// The effective settings of one data node, as served to it at start.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DataNodeConfig {
+    pub node_id: u16,
+    pub host: String,
+    pub port: u16,
+    pub data_dir: PathBuf,
+    pub data_memory_bytes: u64,
+    pub threads: u32,
+    pub max_concurrent_transactions: u32,
+    pub max_concurrent_operations: u32,
+    pub max_operations_per_transaction: u32,
+    pub deadlock_timeout_ms: u64,
+    pub transaction_inactive_timeout_ms: u64,
+    pub max_frame_bytes: u32,
+    pub max_signals_per_frame: u32,
+    pub max_client_connections: u32,
+}
+
+/// The whole cluster configuration, flattened: the file's `[system]` and
+/// `[datanode_defaults]` keys become fields, `[[node]]` becomes `nodes`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClusterConfig {
+    // ---- [system] ----
+    /// Identifies the cluster; nodes of another cluster are refused in the
+    /// data-node handshake.
+    pub cluster_id: u64,
+    /// Base directory: mgmd keeps its files in `<data_dir>/mgmd-<id>` unless
+    /// its `[[node]]` names a `data_dir`; data nodes default under it too.
+    pub data_dir: PathBuf,
+    /// How long mgmd waits for every data node to acknowledge a schema change.
+    pub schema_ack_timeout_ms: u64,
+    /// Most simultaneous connections mgmd accepts (nodes, clients, `shoal mgm`).
+    pub mgmd_max_connections: u32,
+
+    // ---- [datanode_defaults] ----
+    /// Base directory of data nodes (`<dir>/datanode-<id>`); `None` = `data_dir`.
+    pub datanode_data_dir: Option<PathBuf>,
+    pub no_of_replicas: u32,
+    pub data_memory_bytes: u64,
+    pub threads: u32,
+    pub deadlock_timeout_ms: u64,
+    /// 0 = never time out an idle transaction.
+    pub transaction_inactive_timeout_ms: u64,
+    pub max_concurrent_transactions: u32,
+    pub max_concurrent_operations: u32,
+    pub max_operations_per_transaction: u32,
+    pub heartbeat_interval_ms: u64,
+    pub max_frame_bytes: u32,
+    pub max_signals_per_frame: u32,
+    pub max_client_connections: u32,
+
+    // ---- [[node]] ----
+    pub nodes: Vec<NodeSection>,
+}
+
+/// Defaults of every optional key, in one place (docs/CONFIG.md mirrors it).
+pub mod defaults {
+    pub const CLUSTER_ID: u64 = 1;
+    pub const DATA_DIR: &str = "shoal-data";
+    pub const SCHEMA_ACK_TIMEOUT_MS: u64 = 10_000;
+    pub const MGMD_MAX_CONNECTIONS: u32 = 256;
+    pub const NO_OF_REPLICAS: u32 = 2;
+    pub const DATA_MEMORY_BYTES: u64 = 512 * 1024 * 1024;
+    pub const THREADS: u32 = 2;
+    pub const DEADLOCK_TIMEOUT_MS: u64 = 1200;
+    pub const TRANSACTION_INACTIVE_TIMEOUT_MS: u64 = 0;
+    pub const MAX_CONCURRENT_TRANSACTIONS: u32 = 4096;
+    pub const MAX_CONCURRENT_OPERATIONS: u32 = 32768;
+    pub const MAX_OPERATIONS_PER_TRANSACTION: u32 = 32768;
+    pub const HEARTBEAT_INTERVAL_MS: u64 = 1500;
+    pub const MAX_FRAME_BYTES: u32 = 8 * 1024 * 1024;
+    pub const MAX_SIGNALS_PER_FRAME: u32 = 16 * 1024;
+    pub const MAX_CLIENT_CONNECTIONS: u32 = 1024;
+}
+
+// ----------------------------------------------------------------------------
+// The file form. Separate structs so the file layout (sections, optional
+// keys, "512M" sizes) stays independent of the flat in-memory form, and so
+// `deny_unknown_fields` can name a misspelt key.
+
+#[derive(Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    #[serde(default)]
+    system: FileSystem,
+    #[serde(default)]
+    datanode_defaults: FileDataNodeDefaults,
+    #[serde(default)]
+    node: Vec<FileNode>,
+}
+
+#[derive(Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileSystem {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cluster_id: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data_dir: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    schema_ack_timeout_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mgmd_max_connections: Option<u32>,
+}
+
+#[derive(Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileDataNodeDefaults {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    no_of_replicas: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data_memory: Option<ByteSize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    threads: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    deadlock_timeout_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    transaction_inactive_timeout_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_concurrent_transactions: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_concurrent_operations: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_operations_per_transaction: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    heartbeat_interval_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_frame_bytes: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_signals_per_frame: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_client_connections: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data_dir: Option<PathBuf>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileNode {
+    node_id: u16,
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    host: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    port: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    data_dir: Option<PathBuf>,
+}
+
+/// A byte count written either as an integer or as a string with an
+/// optional binary suffix: "98M", "1G", "64K", "1T", "1048576".
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct ByteSize(u64);
+
+impl Serialize for ByteSize {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format_byte_size(self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = ByteSize;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a byte count: an integer or a string like \"512M\" or \"1G\"")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<ByteSize, E> {
+                u64::try_from(v)
+                    .map(ByteSize)
+                    .map_err(|_| E::custom(format!("byte count must not be negative, got {v}")))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<ByteSize, E> {
+                Ok(ByteSize(v))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ByteSize, E> {
+                parse_byte_size(v).map(ByteSize).map_err(E::custom)
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
+/// Parses "512M", "1G", "64k", "1T" (binary multiples, as NDB) or a plain
+/// number of bytes.
+pub fn parse_byte_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (digits, shift) = match t.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let shift = match c.to_ascii_uppercase() {
+                'K' => 10,
+                'M' => 20,
+                'G' => 30,
+                'T' => 40,
+                _ => return Err(format!("bad size {s:?}: suffix must be K, M, G or T")),
+            };
+            (&t[..i], shift)
+        }
+        _ => (t, 0),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!(
+            "bad size {s:?}: expected digits with an optional K/M/G/T suffix"
+        ));
+    }
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("bad size {s:?}: number too large"))?;
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("bad size {s:?}: more than 2^64 bytes"))
+}
+
+/// The shortest exact spelling of a byte count ("512M", "1G", "12345").
+pub fn format_byte_size(bytes: u64) -> String {
+    for (shift, suffix) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
+        let unit = 1u64 << shift;
+        if bytes >= unit && bytes % unit == 0 {
+            return format!("{}{suffix}", bytes / unit);
+        }
+    }
+    bytes.to_string()
+}
+
+fn config_error(detail: impl Into<String>) -> ShoalError {
+    // A bad config file is an mgmd start failure: the caller prints it and
+    // exits; MgmdFailure is the registry's code for "mgmd cannot work".
+    ShoalError::with_detail(ErrorCode::MgmdFailure, detail)
+}
+
+impl ClusterConfig {
+    /// Parses and validates a config file's text. Unknown keys are errors
+    /// that name the key (a misspelt limit silently ignored would be worse).
+    pub fn from_toml_str(s: &str) -> Result<ClusterConfig, ShoalError> {
+        let file: FileConfig = toml::from_str(s)
+            .map_err(|e| config_error(format!("invalid config: {}", e.to_string().trim_end())))?;
+        let sys = file.system;
+        let dn = file.datanode_defaults;
+        let mut nodes = Vec::with_capacity(file.node.len());
+        for n in file.node {
+            let port = match (n.port, n.kind.as_str()) {
+                (Some(p), _) => p,
+                (None, KIND_MGMD) => MGMD_PORT_DEFAULT,
+                (None, _) => 0,
+            };
+            nodes.push(NodeSection {
+                node_id: n.node_id,
+                kind: n.kind,
+                host: n.host.unwrap_or_else(|| "127.0.0.1".to_string()),
+                port,
+                data_dir: n.data_dir,
+            });
+        }
+        let cfg = ClusterConfig {
+            cluster_id: sys.cluster_id.unwrap_or(defaults::CLUSTER_ID),
+            data_dir: sys.data_dir.unwrap_or_else(|| PathBuf::from(defaults::DATA_DIR)),
+            schema_ack_timeout_ms: sys
+                .schema_ack_timeout_ms
+                .unwrap_or(defaults::SCHEMA_ACK_TIMEOUT_MS),
+            mgmd_max_connections: sys
+                .mgmd_max_connections
+                .unwrap_or(defaults::MGMD_MAX_CONNECTIONS),
+            datanode_data_dir: dn.data_dir,
+            no_of_replicas: dn.no_of_replicas.unwrap_or(defaults::NO_OF_REPLICAS),
+            data_memory_bytes: dn
+                .data_memory
+                .map(|b| b.0)
+                .unwrap_or(defaults::DATA_MEMORY_BYTES),
+            threads: dn.threads.unwrap_or(defaults::THREADS),
+            deadlock_timeout_ms: dn
+                .deadlock_timeout_ms
+                .unwrap_or(defaults::DEADLOCK_TIMEOUT_MS),
+            transaction_inactive_timeout_ms: dn
+                .transaction_inactive_timeout_ms
+                .unwrap_or(defaults::TRANSACTION_INACTIVE_TIMEOUT_MS),
+            max_concurrent_transactions: dn
+                .max_concurrent_transactions
+                .unwrap_or(defaults::MAX_CONCURRENT_TRANSACTIONS),
+            max_concurrent_operations: dn
+                .max_concurrent_operations
+                .unwrap_or(defaults::MAX_CONCURRENT_OPERATIONS),
+            max_operations_per_transaction: dn
+                .max_operations_per_transaction
+                .unwrap_or(defaults::MAX_OPERATIONS_PER_TRANSACTION),
+            heartbeat_interval_ms: dn
+                .heartbeat_interval_ms
+                .unwrap_or(defaults::HEARTBEAT_INTERVAL_MS),
+            max_frame_bytes: dn.max_frame_bytes.unwrap_or(defaults::MAX_FRAME_BYTES),
+            max_signals_per_frame: dn
+                .max_signals_per_frame
+                .unwrap_or(defaults::MAX_SIGNALS_PER_FRAME),
+            max_client_connections: dn
+                .max_client_connections
+                .unwrap_or(defaults::MAX_CLIENT_CONNECTIONS),
+            nodes,
+        };
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Reads, parses and validates a config file.
+    pub fn load(path: &Path) -> Result<ClusterConfig, ShoalError> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            config_error(format!("cannot read config file {}: {e}", path.display()))
+        })?;
+        ClusterConfig::from_toml_str(&text)
+            .map_err(|e| config_error(format!("config file {}: {}", path.display(), e.detail)))
+    }
+
+    /// The config as a file, every key written out explicitly, so the file
+    /// `shoal up` leaves behind documents the values it ran with.
+    pub fn to_toml(&self) -> String {
+        let file = FileConfig {
+            system: FileSystem {
+                cluster_id: Some(self.cluster_id),
+                data_dir: Some(self.data_dir.clone()),
+                schema_ack_timeout_ms: Some(self.schema_ack_timeout_ms),
+                mgmd_max_connections: Some(self.mgmd_max_connections),
+            },
+            datanode_defaults: FileDataNodeDefaults {
+                no_of_replicas: Some(self.no_of_replicas),
+                data_memory: Some(ByteSize(self.data_memory_bytes)),
+                threads: Some(self.threads),
+                deadlock_timeout_ms: Some(self.deadlock_timeout_ms),
+                transaction_inactive_timeout_ms: Some(self.transaction_inactive_timeout_ms),
+                max_concurrent_transactions: Some(self.max_concurrent_transactions),
+                max_concurrent_operations: Some(self.max_concurrent_operations),
+                max_operations_per_transaction: Some(self.max_operations_per_transaction),
+                heartbeat_interval_ms: Some(self.heartbeat_interval_ms),
+                max_frame_bytes: Some(self.max_frame_bytes),
+                max_signals_per_frame: Some(self.max_signals_per_frame),
+                max_client_connections: Some(self.max_client_connections),
+                data_dir: self.datanode_data_dir.clone(),
+            },
+            node: self
+                .nodes
+                .iter()
+                .map(|n| FileNode {
+                    node_id: n.node_id,
+                    kind: n.kind.clone(),
+                    host: Some(n.host.clone()),
+                    port: Some(n.port),
+                    data_dir: n.data_dir.clone(),
+                })
+                .collect(),
+        };
+        let body = toml::to_string(&file).expect("config serializes to TOML");
+        format!("# Shoal cluster configuration (see docs/CONFIG.md).\n\n{body}")
+    }
+
+    /// The config `shoal up` writes: `data_nodes` data nodes with ids
+    /// 1..=data_nodes (so node groups follow id order, as in NDB), all on
+    /// 127.0.0.1 with port 0 (a free port at start; set `nodes[i].port` for
+    /// fixed ones), and one mgmd with id 49 ([`LOCAL_MGMD_NODE_ID`]; id
+    /// `data_nodes + 1` if there are more than 48 data nodes) on `mgm_port`.
+    /// No API sections: API nodes get ids from 50 up. mgmd keeps its files in
+    /// `<data_dir>/mgmd-49`, data node N in `<data_dir>/datanode-N`.
+    ///
+    /// It is not validated (e.g. a data node count that is not a multiple of
+    /// `replicas`); call [`ClusterConfig::validate`] on user input.
+    pub fn local(data_nodes: u32, replicas: u32, mgm_port: u16, data_dir: &Path) -> ClusterConfig {
+        let data_nodes_u16 = u16::try_from(data_nodes).unwrap_or(u16::MAX);
+        let mgmd_id = if data_nodes_u16 < LOCAL_MGMD_NODE_ID {
+            LOCAL_MGMD_NODE_ID
+        } else {
+            data_nodes_u16.saturating_add(1)
+        };
+        let mut nodes = vec![NodeSection {
+            node_id: mgmd_id,
+            kind: KIND_MGMD.to_string(),
+            host: "127.0.0.1".to_string(),
+            port: mgm_port,
+            data_dir: None,
+        }];
+        for id in 1..=data_nodes_u16 {
+            nodes.push(NodeSection {
+                node_id: id,
+                kind: KIND_DATANODE.to_string(),
+                host: "127.0.0.1".to_string(),
+                port: 0,
+                data_dir: None,
+            });
+        }
+        ClusterConfig {
+            cluster_id: defaults::CLUSTER_ID,
+            data_dir: data_dir.to_path_buf(),
+            schema_ack_timeout_ms: defaults::SCHEMA_ACK_TIMEOUT_MS,
+            mgmd_max_connections: defaults::MGMD_MAX_CONNECTIONS,
+            datanode_data_dir: None,
+            no_of_replicas: replicas,
+            data_memory_bytes: defaults::DATA_MEMORY_BYTES,
+            threads: defaults::THREADS,
+            deadlock_timeout_ms: defaults::DEADLOCK_TIMEOUT_MS,
+            transaction_inactive_timeout_ms: defaults::TRANSACTION_INACTIVE_TIMEOUT_MS,
+            max_concurrent_transactions: defaults::MAX_CONCURRENT_TRANSACTIONS,
+            max_concurrent_operations: defaults::MAX_CONCURRENT_OPERATIONS,
+            max_operations_per_transaction: defaults::MAX_OPERATIONS_PER_TRANSACTION,
+            heartbeat_interval_ms: defaults::HEARTBEAT_INTERVAL_MS,
+            max_frame_bytes: defaults::MAX_FRAME_BYTES,
+            max_signals_per_frame: defaults::MAX_SIGNALS_PER_FRAME,
+            max_client_connections: defaults::MAX_CLIENT_CONNECTIONS,
+            nodes,
+        }
+    }
+
+    /// Checks every rule of the module's invariants; the error says which
+    /// rule and which node.
+    pub fn validate(&self) -> Result<(), ShoalError> {
+        let mut ids = BTreeSet::new();
+        let mut endpoints = BTreeSet::new();
+        for n in &self.nodes {
+            if n.node_id == 0 || n.node_id > NODE_ID_MAX {
+                return Err(config_error(format!(
+                    "node id {} is out of range 1..={NODE_ID_MAX}",
+                    n.node_id
+                )));
+            }
+            if !ids.insert(n.node_id) {
+                return Err(config_error(format!(
+                    "node id {} appears in more than one [[node]] section",
+                    n.node_id
+                )));
+            }
+            if ![KIND_MGMD, KIND_DATANODE, KIND_API].contains(&n.kind.as_str()) {
+                return Err(config_error(format!(
+                    "node {}: type {:?} is not one of \"mgmd\", \"datanode\", \"api\"",
+                    n.node_id, n.kind
+                )));
+            }
+            if n.host.is_empty() {
+                return Err(config_error(format!("node {}: host is empty", n.node_id)));
+            }
+            if n.kind != KIND_API && n.port != 0 && !endpoints.insert((n.host.clone(), n.port)) {
+                return Err(config_error(format!(
+                    "node {}: {}:{} is already used by another node",
+                    n.node_id, n.host, n.port
+                )));
+            }
+        }
+        let mgmds = self.nodes.iter().filter(|n| n.kind == KIND_MGMD).count();
+        if mgmds != 1 {
+            return Err(config_error(format!(
+                "the config needs exactly one [[node]] with type = \"mgmd\", found {mgmds}"
+            )));
+        }
+        if !(1..=4).contains(&self.no_of_replicas) {
+            return Err(config_error(format!(
+                "no_of_replicas must be 1..=4, got {}",
+                self.no_of_replicas
+            )));
+        }
+        let data_nodes = self.data_node_ids().len();
+        if data_nodes == 0 {
+            return Err(config_error(
+                "the config needs at least one [[node]] with type = \"datanode\"",
+            ));
+        }
+        if data_nodes % self.no_of_replicas as usize != 0 {
+            return Err(config_error(format!(
+                "{data_nodes} data node(s) is not a multiple of no_of_replicas = {} \
+                 (each node group holds no_of_replicas data nodes)",
+                self.no_of_replicas
+            )));
+        }
+        let nonzero: [(&str, u64); 11] = [
+            ("data_memory", self.data_memory_bytes),
+            ("threads", self.threads.into()),
+            ("deadlock_timeout_ms", self.deadlock_timeout_ms),
+            ("max_concurrent_transactions", self.max_concurrent_transactions.into()),
+            ("max_concurrent_operations", self.max_concurrent_operations.into()),
+            ("max_operations_per_transaction", self.max_operations_per_transaction.into()),
+            ("heartbeat_interval_ms", self.heartbeat_interval_ms),
+            ("max_frame_bytes", self.max_frame_bytes.into()),
+            ("max_signals_per_frame", self.max_signals_per_frame.into()),
+            ("max_client_connections", self.max_client_connections.into()),
+            ("schema_ack_timeout_ms", self.schema_ack_timeout_ms),
+        ];
+        for (key, value) in nonzero {
+            if value == 0 {
+                return Err(config_error(format!("{key} must be greater than 0")));
+            }
+        }
+        if self.mgmd_max_connections == 0 {
+            return Err(config_error("mgmd_max_connections must be greater than 0"));
+        }
+        if self.max_operations_per_transaction > self.max_concurrent_operations {
+            return Err(config_error(format!(
+                "max_operations_per_transaction ({}) exceeds max_concurrent_operations ({}): \
+                 such a transaction could never run",
+                self.max_operations_per_transaction, self.max_concurrent_operations
+            )));
+        }
+        if self.max_frame_bytes > WIRE_FRAME_BYTES_MAX {
+            return Err(config_error(format!(
+                "max_frame_bytes ({}) exceeds the protocol limit {WIRE_FRAME_BYTES_MAX}",
+                self.max_frame_bytes
+            )));
+        }
+        if self.max_signals_per_frame > WIRE_SIGNALS_PER_FRAME_MAX {
+            return Err(config_error(format!(
+                "max_signals_per_frame ({}) exceeds the protocol limit {WIRE_SIGNALS_PER_FRAME_MAX}",
+                self.max_signals_per_frame
+            )));
+        }
+        Ok(())
+    }
+
+    /// The mgmd's `[[node]]` section. Panics if the config has none, which
+    /// `validate` rules out.
+    pub fn mgmd_node(&self) -> &NodeSection {
+        self.nodes
+            .iter()
+            .find(|n| n.kind == KIND_MGMD)
+            .expect("a validated config has one mgmd node")
+    }
+
+    /// "host:port" of the mgmd node.
+    pub fn mgmd_addr(&self) -> String {
+        let n = self.mgmd_node();
+        format!("{}:{}", n.host, n.port)
+    }
+
+    /// The directory where mgmd keeps the schema.
+    pub fn mgmd_data_dir(&self) -> PathBuf {
+        let n = self.mgmd_node();
+        n.data_dir
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join(format!("mgmd-{}", n.node_id)))
+    }
+
+    /// Data node ids in ascending order.
+    pub fn data_node_ids(&self) -> Vec<u16> {
+        let mut ids: Vec<u16> = self
+            .nodes
+            .iter()
+            .filter(|n| n.kind == KIND_DATANODE)
+            .map(|n| n.node_id)
+            .collect();
+        ids.sort_unstable();
+        ids
+    }
+
+    /// Node groups as in NDB: data nodes in id order, `no_of_replicas` per
+    /// group (nodes 1,2 form group 0 and 3,4 group 1 with two replicas).
+    pub fn node_groups(&self) -> Vec<Vec<u16>> {
+        let per_group = self.no_of_replicas.max(1) as usize;
+        self.data_node_ids()
+            .chunks(per_group)
+            .map(|c| c.to_vec())
+            .collect()
+    }
+
+    /// The effective settings of data node `node_id`, or `None` if that id
+    /// is not a data node in this config.
+    pub fn data_node_config(&self, node_id: u16) -> Option<DataNodeConfig> {
+        let n = self
+            .nodes
+            .iter()
+            .find(|n| n.node_id == node_id && n.kind == KIND_DATANODE)?;
+        let data_dir = n.data_dir.clone().unwrap_or_else(|| {
+            self.datanode_data_dir
+                .as_ref()
+                .unwrap_or(&self.data_dir)
+                .join(format!("datanode-{node_id}"))
+        });
+        Some(DataNodeConfig {
+            node_id,
+            host: n.host.clone(),
+            port: n.port,
+            data_dir,
+            data_memory_bytes: self.data_memory_bytes,
+            threads: self.threads,
+            max_concurrent_transactions: self.max_concurrent_transactions,
+            max_concurrent_operations: self.max_concurrent_operations,
+            max_operations_per_transaction: self.max_operations_per_transaction,
+            deadlock_timeout_ms: self.deadlock_timeout_ms,
+            transaction_inactive_timeout_ms: self.transaction_inactive_timeout_ms,
+            max_frame_bytes: self.max_frame_bytes,
+            max_signals_per_frame: self.max_signals_per_frame,
+            max_client_connections: self.max_client_connections,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = r#"
+[[node]]
+node_id = 49
+type = "mgmd"
+
+[[node]]
+node_id = 1
+type = "datanode"
+
+[[node]]
+node_id = 2
+type = "datanode"
+"#;
+
+    #[test]
+    fn minimal_file_gets_defaults() {
+        let c = ClusterConfig::from_toml_str(MINIMAL).unwrap();
+        assert_eq!(c.cluster_id, 1);
+        assert_eq!(c.no_of_replicas, 2);
+        assert_eq!(c.data_memory_bytes, 512 << 20);
+        assert_eq!(c.deadlock_timeout_ms, 1200);
+        assert_eq!(c.transaction_inactive_timeout_ms, 0);
+        assert_eq!(c.max_concurrent_transactions, 4096);
+        assert_eq!(c.max_concurrent_operations, 32768);
+        assert_eq!(c.mgmd_addr(), "127.0.0.1:1186");
+        assert_eq!(c.mgmd_data_dir(), PathBuf::from("shoal-data/mgmd-49"));
+        assert_eq!(c.data_node_ids(), vec![1, 2]);
+        assert_eq!(c.node_groups(), vec![vec![1, 2]]);
+        let d = c.data_node_config(2).unwrap();
+        assert_eq!(d.port, 0);
+        assert_eq!(d.data_dir, PathBuf::from("shoal-data/datanode-2"));
+        assert_eq!(d.data_memory_bytes, 512 << 20);
+        assert!(c.data_node_config(49).is_none(), "mgmd is not a data node");
+        assert!(c.data_node_config(7).is_none());
+    }
+
+    #[test]
+    fn full_file_parses() {
+        let text = r#"
+[system]
+cluster_id = 77
+data_dir = "/var/lib/shoal"
+schema_ack_timeout_ms = 2000
+mgmd_max_connections = 10
+
+[datanode_defaults]
+no_of_replicas = 1
+data_memory = "98M"
+threads = 4
+deadlock_timeout_ms = 500
+transaction_inactive_timeout_ms = 60000
+max_concurrent_transactions = 100
+max_concurrent_operations = 1000
+max_operations_per_transaction = 10
+heartbeat_interval_ms = 100
+max_frame_bytes = 65536
+max_signals_per_frame = 64
+max_client_connections = 8
+data_dir = "/data"
+
+[[node]]
+node_id = 3
+type = "mgmd"
+host = "10.0.0.1"
+port = 2000
+data_dir = "/mgm"
+
+[[node]]
+node_id = 1
+type = "datanode"
+host = "10.0.0.2"
+port = 3000
+
+[[node]]
+node_id = 2
+type = "datanode"
+host = "10.0.0.3"
+port = 3000
+data_dir = "/special"
+
+[[node]]
+node_id = 100
+type = "api"
+"#;
+        let c = ClusterConfig::from_toml_str(text).unwrap();
+        assert_eq!(c.cluster_id, 77);
+        assert_eq!(c.data_memory_bytes, 98 << 20);
+        assert_eq!(c.mgmd_addr(), "10.0.0.1:2000");
+        assert_eq!(c.mgmd_data_dir(), PathBuf::from("/mgm"));
+        let d1 = c.data_node_config(1).unwrap();
+        assert_eq!(d1.data_dir, PathBuf::from("/data/datanode-1"));
+        assert_eq!((d1.host.as_str(), d1.port), ("10.0.0.2", 3000));
+        assert_eq!(d1.threads, 4);
+        assert_eq!(d1.max_signals_per_frame, 64);
+        assert_eq!(
+            c.data_node_config(2).unwrap().data_dir,
+            PathBuf::from("/special")
+        );
+        assert_eq!(c.node_groups(), vec![vec![1], vec![2]]);
+        // Round trip through the writer.
+        let again = ClusterConfig::from_toml_str(&c.to_toml()).unwrap();
+        assert_eq!(again, c);
+    }
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_byte_size("1G"), Ok(1 << 30));
+        assert_eq!(parse_byte_size("64k"), Ok(64 << 10));
+        assert_eq!(parse_byte_size("12345"), Ok(12345));
+        assert!(parse_byte_size("12X").is_err());
+        assert!(parse_byte_size("M").is_err());
+        assert!(parse_byte_size("99999999999T").is_err());
+        assert_eq!(format_byte_size(512 << 20), "512M");
+        assert_eq!(format_byte_size(1 << 30), "1G");
+        assert_eq!(format_byte_size(1000), "1000");
+        let with_int = MINIMAL.replace(
+            "[[node]]\nnode_id = 49",
+            "[datanode_defaults]\ndata_memory = 1048576\n\n[[node]]\nnode_id = 49",
+        );
+        assert_eq!(
+            ClusterConfig::from_toml_str(&with_int).unwrap().data_memory_bytes,
+            1 << 20
+        );
+    }
+
+    fn err_of(text: &str) -> String {
+        let e = ClusterConfig::from_toml_str(text).unwrap_err();
+        assert_eq!(e.code, ErrorCode::MgmdFailure);
+        e.detail
+    }
+
+    #[test]
+    fn unknown_keys_are_named() {
+        let e = err_of(&format!("[datanode_defaults]\ndata_memroy = \"1G\"\n{MINIMAL}"));
+        assert!(e.contains("data_memroy"), "{e}");
+        let e = err_of(&format!("[sytem]\ncluster_id = 1\n{MINIMAL}"));
+        assert!(e.contains("sytem"), "{e}");
+        let e = err_of(&format!("{MINIMAL}\nnodeid = 3\n"));
+        assert!(e.contains("nodeid"), "{e}");
+    }
+
+    #[test]
+    fn validation_rules() {
+        let e = err_of(&MINIMAL.replace("node_id = 2", "node_id = 1"));
+        assert!(e.contains("node id 1 appears"), "{e}");
+        let e = err_of(&MINIMAL.replace("node_id = 2", "node_id = 0"));
+        assert!(e.contains("out of range"), "{e}");
+        let e = err_of(&MINIMAL.replace("node_id = 2", "node_id = 256"));
+        assert!(!e.is_empty());
+        let e = err_of(&MINIMAL.replace("type = \"mgmd\"", "type = \"datanode\""));
+        assert!(e.contains("exactly one"), "{e}");
+        let e = err_of(&format!("{MINIMAL}\n[[node]]\nnode_id = 9\ntype = \"mgmd\"\nport = 1\n"));
+        assert!(e.contains("exactly one"), "{e}");
+        let e = err_of("[[node]]\nnode_id = 1\ntype = \"mgmd\"\n");
+        assert!(e.contains("at least one"), "{e}");
+        let e = err_of(&format!("{MINIMAL}\n[[node]]\nnode_id = 3\ntype = \"datanode\"\n"));
+        assert!(e.contains("multiple of no_of_replicas"), "{e}");
+        let e = err_of(&format!("[datanode_defaults]\nno_of_replicas = 5\n{MINIMAL}"));
+        assert!(e.contains("1..=4"), "{e}");
+        let e = err_of(&format!("[datanode_defaults]\nthreads = 0\n{MINIMAL}"));
+        assert!(e.contains("threads"), "{e}");
+        let e = err_of(&MINIMAL.replace("type = \"datanode\"", "type = \"ndbd\""));
+        assert!(e.contains("ndbd"), "{e}");
+        let e = err_of(&format!("[datanode_defaults]\ndata_memory = \"1Q\"\n{MINIMAL}"));
+        assert!(e.contains("suffix"), "{e}");
+        let e = err_of(&format!(
+            "[datanode_defaults]\nmax_operations_per_transaction = 40000\n{MINIMAL}"
+        ));
+        assert!(e.contains("max_concurrent_operations"), "{e}");
+    }
+
+    #[test]
+    fn local_layout() {
+        let c = ClusterConfig::local(4, 2, 1186, Path::new("/tmp/x"));
+        c.validate().unwrap();
+        assert_eq!(c.mgmd_node().node_id, LOCAL_MGMD_NODE_ID);
+        assert_eq!(c.mgmd_addr(), "127.0.0.1:1186");
+        assert_eq!(c.data_node_ids(), vec![1, 2, 3, 4]);
+        assert_eq!(c.node_groups(), vec![vec![1, 2], vec![3, 4]]);
+        assert_eq!(c.mgmd_data_dir(), PathBuf::from("/tmp/x/mgmd-49"));
+        assert_eq!(
+            c.data_node_config(3).unwrap().data_dir,
+            PathBuf::from("/tmp/x/datanode-3")
+        );
+        let again = ClusterConfig::from_toml_str(&c.to_toml()).unwrap();
+        assert_eq!(again, c);
+        assert!(ClusterConfig::local(3, 2, 1186, Path::new("/x"))
+            .validate()
+            .is_err());
+        let big = ClusterConfig::local(60, 2, 1186, Path::new("/x"));
+        big.validate().unwrap();
+        assert_eq!(big.mgmd_node().node_id, 61);
+    }
+}

@@ -1,0 +1,381 @@
+//! The mgmd protocol: length-prefixed JSON frames over TCP.
+//!
+//! Every frame is a `u32` little-endian body length followed by that many
+//! bytes of UTF-8 JSON. Bodies larger than [`FRAME_BYTES_MAX`] (16 MiB) are
+//! refused by both sides and the connection is closed. A client sends
+//! [`ClientFrame`]s; mgmd answers each request that expects an answer with a
+//! [`ServerMessage::Response`] carrying the request's `id`, and pushes
+//! [`ServerMessage::Event`]s to registered data nodes. `docs/PROTOCOL.md`
+//! ("mgmd protocol") describes every message.
+//!
+//! JSON (rather than the binary signal format of the data path) is a
+//! deliberate choice: mgmd traffic is rare and small, and being able to read
+//! it with `tcpdump` or speak it from a script is worth more than speed.
+
+use serde::{Deserialize, Serialize};
+use shoal_types::{ErrorCode, ShoalError, TableDef};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::config::DataNodeConfig;
+
+/// Version carried in every frame (`"v"`); a peer with another version is
+/// refused with `HandshakeRejected`.
+pub const PROTOCOL_VERSION: u16 = 1;
+/// Largest frame body, in bytes.
+pub const FRAME_BYTES_MAX: usize = 16 * 1024 * 1024;
+/// Bytes of the length prefix.
+pub const FRAME_HEADER_BYTES: usize = 4;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeState {
+    /// Known to the config, not connected.
+    NotStarted,
+    /// Connected to mgmd, loading schema, not serving yet.
+    Starting,
+    /// Serving clients.
+    Started,
+}
+
+impl NodeState {
+    /// Lower-case words for `show` and messages.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeState::NotStarted => "not started",
+            NodeState::Starting => "starting",
+            NodeState::Started => "started",
+        }
+    }
+}
+
+/// What a data node reports about itself (at state changes and every second).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeStatus {
+    pub state: NodeState,
+    pub data_memory_used_bytes: u64,
+    pub data_memory_total_bytes: u64,
+    pub rows: u64,
+    pub client_connections: u32,
+    /// The port the data node actually listens on (its config may say 0).
+    #[serde(default)]
+    pub listen_port: u16,
+}
+
+/// Schema changes pushed by mgmd to each data node; each must be acked
+/// (after the node applied it) before mgmd answers the client.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MgmEvent {
+    TableCreated(shoal_types::TableDef),
+    TableDropped { id: shoal_types::TableId },
+    /// mgmd asks the node to stop.
+    Shutdown,
+}
+
+/// The cluster as `show` sees it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClusterStatus {
+    pub cluster_id: u64,
+    pub no_of_replicas: u32,
+    /// Every configured node, plus connected API nodes without a section,
+    /// in node-id order.
+    pub nodes: Vec<NodeInfo>,
+}
+
+/// One node in [`ClusterStatus`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeInfo {
+    pub node_id: u16,
+    /// "mgmd" | "datanode" | "api"
+    pub kind: String,
+    /// The configured host; for connected API nodes the peer's address.
+    pub host: String,
+    /// The live listen port for started data nodes, else the configured one.
+    pub port: u16,
+    pub state: NodeState,
+    /// The last status a connected data node reported.
+    pub status: Option<NodeStatus>,
+}
+
+/// A [`ShoalError`] on the wire: the registry code and the detail.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WireError {
+    pub code: u16,
+    pub detail: String,
+}
+
+impl From<&ShoalError> for WireError {
+    fn from(e: &ShoalError) -> Self {
+        WireError {
+            code: e.code_u16(),
+            detail: e.detail.clone(),
+        }
+    }
+}
+
+impl From<WireError> for ShoalError {
+    fn from(e: WireError) -> Self {
+        match ErrorCode::from_u16(e.code) {
+            Some(code) => ShoalError::with_detail(code, e.detail),
+            None => ShoalError::with_detail(
+                ErrorCode::Internal,
+                format!("unknown error code {} from peer: {}", e.code, e.detail),
+            ),
+        }
+    }
+}
+
+/// A frame from a client (data node, API node, `shoal mgm`) to mgmd.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClientFrame {
+    pub v: u16,
+    /// Chosen by the client, echoed in the response. Ignored for requests
+    /// that get no response (`report_status`, `ack_event`).
+    pub id: u64,
+    pub request: Request,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Request {
+    /// Any connection. Answer: `Response::Status`.
+    Show,
+    /// Unregistered connection only. `None` = first free data node id.
+    /// Answer: `Response::DataNodeRegistered`.
+    RegisterDataNode { node_id: Option<u16> },
+    /// Unregistered connection only. Answer: `Response::ApiRegistered`.
+    RegisterApi,
+    /// Data node only; no answer.
+    ReportStatus { status: NodeStatus },
+    /// Data node only; no answer. `error: None` = applied.
+    AckEvent {
+        event_id: u64,
+        error: Option<WireError>,
+    },
+    /// Any connection. Answer: `Response::Nodes`.
+    DataNodes,
+    /// API node only. Answer: `Response::Table`.
+    CreateTable { def: TableDef },
+    /// API node only. Answer: `Response::Ok`.
+    DropTable { name: String },
+    /// Any connection. Answer: `Response::Table`.
+    GetTable { name: String },
+    /// Any connection. Answer: `Response::Tables`.
+    ListTables,
+    /// API node only: push `MgmEvent::Shutdown` to a data node and wait for
+    /// its ack. Answer: `Response::Ok`.
+    StopNode { node_id: u16 },
+}
+
+impl Request {
+    /// Whether mgmd answers this request.
+    pub fn expects_response(&self) -> bool {
+        !matches!(
+            self,
+            Request::ReportStatus { .. } | Request::AckEvent { .. }
+        )
+    }
+}
+
+/// A frame from mgmd to a client.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ServerFrame {
+    pub v: u16,
+    pub msg: ServerMessage,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerMessage {
+    Response { id: u64, response: Response },
+    Event { event_id: u64, event: MgmEvent },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Response {
+    Error(WireError),
+    Ok,
+    Status(ClusterStatus),
+    DataNodeRegistered {
+        node_id: u16,
+        cluster_id: u64,
+        config: DataNodeConfig,
+        tables: Vec<TableDef>,
+    },
+    ApiRegistered {
+        node_id: u16,
+        cluster_id: u64,
+    },
+    Nodes(Vec<NodeInfo>),
+    Table(TableDef),
+    Tables(Vec<TableDef>),
+}
+
+/// Just the version of a frame, read before the rest so a peer speaking a
+/// newer protocol gets a clear refusal instead of a parse error.
+#[derive(Deserialize)]
+pub struct VersionProbe {
+    pub v: u16,
+}
+
+/// Why reading a frame failed.
+#[derive(Debug)]
+pub enum FrameError {
+    Io(std::io::Error),
+    TooLarge { len: usize, max: usize },
+}
+
+impl std::fmt::Display for FrameError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FrameError::Io(e) => write!(f, "{e}"),
+            FrameError::TooLarge { len, max } => {
+                write!(f, "frame of {len} bytes exceeds the limit of {max} bytes")
+            }
+        }
+    }
+}
+
+/// Reads one frame body. `Ok(None)` = the peer closed the connection
+/// cleanly between frames. Not cancel-safe (callers drop the connection
+/// when they stop reading).
+pub async fn read_frame<R: AsyncRead + Unpin>(
+    r: &mut R,
+    max_bytes: usize,
+) -> Result<Option<Vec<u8>>, FrameError> {
+    let mut header = [0u8; FRAME_HEADER_BYTES];
+    let mut filled = 0;
+    while filled < FRAME_HEADER_BYTES {
+        let n = r.read(&mut header[filled..]).await.map_err(FrameError::Io)?;
+        if n == 0 {
+            if filled == 0 {
+                return Ok(None);
+            }
+            return Err(FrameError::Io(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                "connection closed inside a frame header",
+            )));
+        }
+        filled += n;
+    }
+    let len = u32::from_le_bytes(header) as usize;
+    if len > max_bytes {
+        return Err(FrameError::TooLarge {
+            len,
+            max: max_bytes,
+        });
+    }
+    let mut body = vec![0u8; len];
+    r.read_exact(&mut body).await.map_err(FrameError::Io)?;
+    Ok(Some(body))
+}
+
+/// Encodes `msg` as one frame (length prefix + JSON).
+pub fn encode_frame<T: Serialize>(msg: &T) -> Result<Vec<u8>, ShoalError> {
+    let mut buf = vec![0u8; FRAME_HEADER_BYTES];
+    serde_json::to_writer(&mut buf, msg).map_err(|e| {
+        ShoalError::with_detail(ErrorCode::Internal, format!("cannot encode frame: {e}"))
+    })?;
+    let len = buf.len() - FRAME_HEADER_BYTES;
+    if len > FRAME_BYTES_MAX {
+        return Err(ShoalError::with_detail(
+            ErrorCode::RequestTooLarge,
+            format!("mgmd frame of {len} bytes exceeds the limit of {FRAME_BYTES_MAX} bytes"),
+        ));
+    }
+    buf[..FRAME_HEADER_BYTES].copy_from_slice(&(len as u32).to_le_bytes());
+    Ok(buf)
+}
+
+/// Writes one already-encoded frame and flushes it.
+pub async fn write_encoded<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    frame: &[u8],
+) -> std::io::Result<()> {
+    w.write_all(frame).await?;
+    w.flush().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn frame_round_trip_and_limits() {
+        let msg = ClientFrame {
+            v: PROTOCOL_VERSION,
+            id: 7,
+            request: Request::GetTable { name: "t1".into() },
+        };
+        let bytes = encode_frame(&msg).unwrap();
+        assert_eq!(
+            u32::from_le_bytes(bytes[..4].try_into().unwrap()) as usize,
+            bytes.len() - 4
+        );
+        let mut r = &bytes[..];
+        let body = read_frame(&mut r, FRAME_BYTES_MAX).await.unwrap().unwrap();
+        let back: ClientFrame = serde_json::from_slice(&body).unwrap();
+        assert_eq!(back, msg);
+        assert!(read_frame(&mut r, FRAME_BYTES_MAX).await.unwrap().is_none());
+
+        let mut r = &bytes[..];
+        assert!(matches!(
+            read_frame(&mut r, 3).await,
+            Err(FrameError::TooLarge { .. })
+        ));
+        let mut truncated = &bytes[..bytes.len() - 1];
+        assert!(matches!(
+            read_frame(&mut truncated, FRAME_BYTES_MAX).await,
+            Err(FrameError::Io(_))
+        ));
+    }
+
+    #[test]
+    fn json_shape_is_stable() {
+        // docs/PROTOCOL.md shows these shapes; keep them in sync.
+        let f = ClientFrame {
+            v: 1,
+            id: 1,
+            request: Request::RegisterDataNode { node_id: Some(2) },
+        };
+        assert_eq!(
+            serde_json::to_string(&f).unwrap(),
+            r#"{"v":1,"id":1,"request":{"register_data_node":{"node_id":2}}}"#
+        );
+        let f = ClientFrame {
+            v: 1,
+            id: 2,
+            request: Request::Show,
+        };
+        assert_eq!(
+            serde_json::to_string(&f).unwrap(),
+            r#"{"v":1,"id":2,"request":"show"}"#
+        );
+        let s = ServerFrame {
+            v: 1,
+            msg: ServerMessage::Event {
+                event_id: 5,
+                event: MgmEvent::TableDropped {
+                    id: shoal_types::TableId(3),
+                },
+            },
+        };
+        assert_eq!(
+            serde_json::to_string(&s).unwrap(),
+            r#"{"v":1,"msg":{"event":{"event_id":5,"event":{"table_dropped":{"id":3}}}}}"#
+        );
+        let e: ShoalError = WireError {
+            code: 723,
+            detail: "x".into(),
+        }
+        .into();
+        assert_eq!(e.code, ErrorCode::NoSuchTable);
+        let e: ShoalError = WireError {
+            code: 1,
+            detail: "x".into(),
+        }
+        .into();
+        assert_eq!(e.code, ErrorCode::Internal);
+    }
+}

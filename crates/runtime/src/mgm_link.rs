@@ -1,0 +1,126 @@
+//! The data node's link to mgmd, on its own thread with a small tokio
+//! runtime: registers the node, forwards schema events and shutdown
+//! requests to the event loop (waking it), and sends acks and status
+//! reports back.
+
+use shoal_mgmd::{DataNodeConfig, DataNodeSession, MgmClient, MgmEvent, NodeStatus};
+use shoal_types::{ShoalError, TableDef};
+use std::sync::mpsc;
+use std::sync::Arc;
+use tokio::sync::mpsc as tmpsc;
+
+/// From the link to the event loop.
+pub enum LinkEvent {
+    Schema { event_id: u64, event: MgmEvent },
+    /// SIGINT/SIGTERM, or mgmd asked the node to stop.
+    Shutdown(String),
+    /// mgmd went away; the node keeps serving (as NDB data nodes do).
+    MgmdLost(String),
+}
+
+/// From the event loop to the link.
+pub enum LinkRequest {
+    Ack { event_id: u64, result: Result<(), ShoalError> },
+    Status(NodeStatus),
+}
+
+pub struct Registration {
+    pub node_id: u16,
+    pub cluster_id: u64,
+    pub config: DataNodeConfig,
+    pub tables: Vec<TableDef>,
+}
+
+pub struct MgmLink {
+    pub registration: Registration,
+    pub events: mpsc::Receiver<LinkEvent>,
+    pub requests: tmpsc::UnboundedSender<LinkRequest>,
+}
+
+/// Connects and registers (blocking), then leaves a thread serving the link.
+pub fn start(mgmd_addr: &str, node_id: Option<u16>, waker: Arc<mio::Waker>) -> Result<MgmLink, ShoalError> {
+    let (reg_tx, reg_rx) = mpsc::channel::<Result<Registration, ShoalError>>();
+    let (ev_tx, ev_rx) = mpsc::channel::<LinkEvent>();
+    let (req_tx, req_rx) = tmpsc::unbounded_channel::<LinkRequest>();
+    let addr = mgmd_addr.to_string();
+    std::thread::Builder::new()
+        .name("mgm-link".into())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("tokio runtime for the mgmd link");
+            rt.block_on(serve(addr, node_id, reg_tx, ev_tx, req_rx, waker));
+        })
+        .expect("spawn mgm-link thread");
+    let registration = reg_rx
+        .recv()
+        .map_err(|_| ShoalError::with_detail(shoal_types::ErrorCode::MgmdFailure, "mgmd link thread died"))??;
+    Ok(MgmLink { registration, events: ev_rx, requests: req_tx })
+}
+
+async fn serve(
+    addr: String,
+    node_id: Option<u16>,
+    reg_tx: mpsc::Sender<Result<Registration, ShoalError>>,
+    ev_tx: mpsc::Sender<LinkEvent>,
+    mut req_rx: tmpsc::UnboundedReceiver<LinkRequest>,
+    waker: Arc<mio::Waker>,
+) {
+    let session: Result<DataNodeSession, ShoalError> = async {
+        let client = MgmClient::connect(&addr).await?;
+        client.register_data_node(node_id).await
+    }
+    .await;
+    let mut session = match session {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = reg_tx.send(Err(e));
+            return;
+        }
+    };
+    let _ = reg_tx.send(Ok(Registration {
+        node_id: session.node_id(),
+        cluster_id: session.cluster_id(),
+        config: session.config().clone(),
+        tables: session.initial_tables().to_vec(),
+    }));
+    let notify = |ev: LinkEvent| {
+        let _ = ev_tx.send(ev);
+        let _ = waker.wake();
+    };
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).expect("SIGINT handler");
+    let mut mgmd_alive = true;
+    loop {
+        tokio::select! {
+            _ = sigterm.recv() => { notify(LinkEvent::Shutdown("SIGTERM".into())); return; }
+            _ = sigint.recv() => { notify(LinkEvent::Shutdown("SIGINT".into())); return; }
+            ev = session.next_event(), if mgmd_alive => match ev {
+                Ok((event_id, MgmEvent::Shutdown)) => {
+                    let _ = session.ack_event(event_id, Ok(())).await;
+                    notify(LinkEvent::Shutdown("mgmd asked the node to stop".into()));
+                }
+                Ok((event_id, event)) => notify(LinkEvent::Schema { event_id, event }),
+                Err(e) => {
+                    mgmd_alive = false;
+                    notify(LinkEvent::MgmdLost(e.to_string()));
+                }
+            },
+            req = req_rx.recv() => match req {
+                None => return,
+                Some(_) if !mgmd_alive => {}
+                Some(LinkRequest::Ack { event_id, result }) => {
+                    if let Err(e) = session.ack_event(event_id, result).await {
+                        tracing::warn!("acking mgmd event {event_id} failed: {e}");
+                    }
+                }
+                Some(LinkRequest::Status(status)) => {
+                    if let Err(e) = session.report_status(status).await {
+                        tracing::warn!("status report to mgmd failed: {e}");
+                    }
+                }
+            },
+        }
+    }
+}

@@ -1,0 +1,729 @@
+//! Attribute lists (how column values travel) and the stored-row layout
+//! (how a data node keeps a row: a fixed part and an optional variable part).
+//!
+//! **Attribute list** — `u16 count`, then per attribute `u16 column id`,
+//! `u16 length` (`0xFFFF` = NULL) and that many canonical value bytes
+//! (see [`crate::value`]).
+//!
+//! **Primary key** — the key columns in key order; a fixed-size column as
+//! its canonical bytes, a variable-size one as `u16 length` + bytes. Equal
+//! keys have equal bytes, so the key bytes are hashed and compared directly.
+//!
+//! **Fixed part** — `[fixed key columns][null bitmap][other fixed columns]
+//! [u32 var-part handle, if the table has variable columns]`. Putting the
+//! fixed key columns first means that, when every key column is fixed, the
+//! key equals the first bytes of the fixed part and the hash index compares
+//! keys with one `memcmp`.
+//!
+//! **Variable part** — every VARCHAR/VARBINARY column in column order, each
+//! as `u16 length` (`0xFFFF` = NULL) + bytes.
+
+use crate::error::{ErrorCode, ShoalError};
+use crate::schema::{ColumnDef, TableDef};
+use crate::value::{encode_value, validate_bytes, Value};
+
+/// Length marker of a NULL attribute.
+pub const NULL_LEN: u16 = 0xFFFF;
+
+fn bad_request(detail: impl Into<String>) -> ShoalError {
+    ShoalError::with_detail(ErrorCode::BadRequest, detail)
+}
+
+/// Appends one attribute to an attribute list under construction.
+#[inline]
+pub fn push_attr(out: &mut Vec<u8>, col: u16, val: Option<&[u8]>) {
+    out.extend_from_slice(&col.to_le_bytes());
+    match val {
+        None => out.extend_from_slice(&NULL_LEN.to_le_bytes()),
+        Some(b) => {
+            debug_assert!(b.len() < NULL_LEN as usize);
+            out.extend_from_slice(&(b.len() as u16).to_le_bytes());
+            out.extend_from_slice(b);
+        }
+    }
+}
+
+/// Builds an attribute list in place: reserves the count, then patches it.
+pub struct AttrListWriter {
+    count_at: usize,
+    count: u16,
+}
+
+impl AttrListWriter {
+    pub fn begin(out: &mut Vec<u8>) -> Self {
+        let count_at = out.len();
+        out.extend_from_slice(&0u16.to_le_bytes());
+        AttrListWriter { count_at, count: 0 }
+    }
+
+    #[inline]
+    pub fn push(&mut self, out: &mut Vec<u8>, col: u16, val: Option<&[u8]>) {
+        push_attr(out, col, val);
+        self.count += 1;
+    }
+
+    pub fn finish(self, out: &mut [u8]) {
+        out[self.count_at..self.count_at + 2].copy_from_slice(&self.count.to_le_bytes());
+    }
+}
+
+/// A structurally valid attribute list borrowed from a buffer.
+#[derive(Clone, Copy, Debug)]
+pub struct AttrSlice<'a> {
+    body: &'a [u8],
+    count: u16,
+}
+
+impl<'a> AttrSlice<'a> {
+    pub const EMPTY: AttrSlice<'static> = AttrSlice { body: &[], count: 0 };
+
+    /// Parses an attribute list from the front of `buf`, checking every
+    /// length, and returns it with the bytes that follow it.
+    pub fn parse(buf: &'a [u8]) -> Result<(AttrSlice<'a>, &'a [u8]), ShoalError> {
+        if buf.len() < 2 {
+            return Err(bad_request("attribute list truncated"));
+        }
+        let count = u16::from_le_bytes([buf[0], buf[1]]);
+        let mut pos = 2usize;
+        for _ in 0..count {
+            if buf.len() < pos + 4 {
+                return Err(bad_request("attribute header truncated"));
+            }
+            let len = u16::from_le_bytes([buf[pos + 2], buf[pos + 3]]);
+            pos += 4;
+            if len != NULL_LEN {
+                if buf.len() < pos + len as usize {
+                    return Err(bad_request("attribute value truncated"));
+                }
+                pos += len as usize;
+            }
+        }
+        Ok((
+            AttrSlice {
+                body: &buf[2..pos],
+                count,
+            },
+            &buf[pos..],
+        ))
+    }
+
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Encoded size including the count.
+    pub fn encoded_len(&self) -> usize {
+        2 + self.body.len()
+    }
+
+    /// Appends the encoded list (count included) to `out`.
+    pub fn write_to(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.count.to_le_bytes());
+        out.extend_from_slice(self.body);
+    }
+
+    pub fn iter(&self) -> AttrIter<'a> {
+        AttrIter { rest: self.body }
+    }
+}
+
+/// Iterates `(column id, value bytes or None for NULL)`.
+pub struct AttrIter<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Iterator for AttrIter<'a> {
+    type Item = (u16, Option<&'a [u8]>);
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.rest.is_empty() {
+            return None;
+        }
+        let col = u16::from_le_bytes([self.rest[0], self.rest[1]]);
+        let len = u16::from_le_bytes([self.rest[2], self.rest[3]]);
+        if len == NULL_LEN {
+            self.rest = &self.rest[4..];
+            Some((col, None))
+        } else {
+            let (v, rest) = self.rest[4..].split_at(len as usize);
+            self.rest = rest;
+            Some((col, Some(v)))
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Slot {
+    Fixed { offset: usize, len: usize },
+    Var { index: usize },
+}
+
+/// Where each column of one table lives in a stored row, plus the encoded
+/// defaults. Built once per (table, version) and shared.
+#[derive(Clone, Debug)]
+pub struct RowLayout {
+    pub table: TableDef,
+    slots: Vec<Slot>,
+    /// Bit index in the null bitmap, for nullable columns.
+    null_bits: Vec<Option<usize>>,
+    null_offset: usize,
+    /// Bytes of the fixed part.
+    pub fixed_size: usize,
+    /// Offset of the u32 var-part handle, when the table has var columns.
+    pub var_handle_offset: Option<usize>,
+    var_count: usize,
+    /// `Some(n)` when every key column is fixed: the key is `fixed[..n]`.
+    pub key_prefix_len: Option<usize>,
+    /// Encoded default per column (`None`: NULL, or "must be given" if NOT NULL).
+    defaults: Vec<Option<Vec<u8>>>,
+}
+
+impl RowLayout {
+    pub fn new(table: &TableDef) -> RowLayout {
+        let n = table.columns.len();
+        let mut slots = vec![Slot::Var { index: usize::MAX }; n];
+        let mut offset = 0usize;
+        let mut all_key_fixed = true;
+        for &k in &table.primary_key {
+            match table.columns[k as usize].ty.fixed_size() {
+                Some(len) => {
+                    slots[k as usize] = Slot::Fixed { offset, len };
+                    offset += len;
+                }
+                None => all_key_fixed = false,
+            }
+        }
+        let key_prefix_len = all_key_fixed.then_some(offset);
+        let mut null_bits = vec![None; n];
+        let mut nullable = 0usize;
+        for (i, c) in table.columns.iter().enumerate() {
+            if c.nullable {
+                null_bits[i] = Some(nullable);
+                nullable += 1;
+            }
+        }
+        let null_offset = offset;
+        offset += nullable.div_ceil(8);
+        let mut var_count = 0usize;
+        for (i, c) in table.columns.iter().enumerate() {
+            if table.is_key_column(i as u16) && !c.ty.is_var() {
+                continue;
+            }
+            match c.ty.fixed_size() {
+                Some(len) => {
+                    slots[i] = Slot::Fixed { offset, len };
+                    offset += len;
+                }
+                None => {
+                    slots[i] = Slot::Var { index: var_count };
+                    var_count += 1;
+                }
+            }
+        }
+        let var_handle_offset = (var_count > 0).then(|| {
+            let at = offset;
+            offset += 4;
+            at
+        });
+        let defaults = table
+            .columns
+            .iter()
+            .map(|c| {
+                c.default.as_ref().filter(|d| !d.is_null()).map(|d| {
+                    let mut b = Vec::new();
+                    encode_value(c, d, &mut b).expect("defaults are validated at create");
+                    b
+                })
+            })
+            .collect();
+        RowLayout {
+            table: table.clone(),
+            slots,
+            null_bits,
+            null_offset,
+            fixed_size: offset.max(1),
+            var_handle_offset,
+            var_count,
+            key_prefix_len,
+            defaults,
+        }
+    }
+
+    pub fn columns(&self) -> &[ColumnDef] {
+        &self.table.columns
+    }
+
+    pub fn has_var_part(&self) -> bool {
+        self.var_count > 0
+    }
+
+    fn column(&self, col: u16) -> Result<&ColumnDef, ShoalError> {
+        self.table.columns.get(col as usize).ok_or_else(|| {
+            ShoalError::with_detail(
+                ErrorCode::NoSuchColumn,
+                format!("table {:?} has no column id {col}", self.table.name),
+            )
+        })
+    }
+
+    /// Checks a column id list for a read.
+    pub fn check_column_ids(&self, cols: impl Iterator<Item = u16>) -> Result<(), ShoalError> {
+        for c in cols {
+            self.column(c)?;
+        }
+        Ok(())
+    }
+
+    /// Encodes key values given in key order (client side).
+    pub fn encode_key(&self, values: &[Value], out: &mut Vec<u8>) -> Result<(), ShoalError> {
+        if values.len() != self.table.primary_key.len() {
+            return Err(ShoalError::with_detail(
+                ErrorCode::BadPrimaryKey,
+                format!(
+                    "table {:?} has {} primary key column(s), got {} value(s)",
+                    self.table.name,
+                    self.table.primary_key.len(),
+                    values.len()
+                ),
+            ));
+        }
+        for (&k, v) in self.table.primary_key.iter().zip(values) {
+            let col = &self.table.columns[k as usize];
+            if v.is_null() {
+                return Err(ShoalError::with_detail(
+                    ErrorCode::IllegalNull,
+                    format!("primary key column {:?} cannot be NULL", col.name),
+                ));
+            }
+            if col.ty.is_var() {
+                let at = out.len();
+                out.extend_from_slice(&[0, 0]);
+                encode_value(col, v, out)?;
+                let len = (out.len() - at - 2) as u16;
+                out[at..at + 2].copy_from_slice(&len.to_le_bytes());
+            } else {
+                encode_value(col, v, out)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Splits and validates an encoded key (data-node side), calling `f`
+    /// with each key column id and its value bytes.
+    pub fn split_key<'k>(
+        &self,
+        key: &'k [u8],
+        mut f: impl FnMut(u16, &'k [u8]),
+    ) -> Result<(), ShoalError> {
+        let bad = |what: &str| {
+            ShoalError::with_detail(
+                ErrorCode::BadPrimaryKey,
+                format!("table {:?}: {what}", self.table.name),
+            )
+        };
+        if let Some(n) = self.key_prefix_len {
+            if key.len() != n {
+                return Err(bad(&format!("key must be {n} bytes, got {}", key.len())));
+            }
+        }
+        let mut rest = key;
+        for &k in &self.table.primary_key {
+            let col = &self.table.columns[k as usize];
+            let len = match col.ty.fixed_size() {
+                Some(n) => n,
+                None => {
+                    if rest.len() < 2 {
+                        return Err(bad("key truncated"));
+                    }
+                    let n = u16::from_le_bytes([rest[0], rest[1]]) as usize;
+                    rest = &rest[2..];
+                    n
+                }
+            };
+            if rest.len() < len {
+                return Err(bad("key truncated"));
+            }
+            let (v, r) = rest.split_at(len);
+            validate_bytes(col, v)?;
+            f(k, v);
+            rest = r;
+        }
+        if !rest.is_empty() {
+            return Err(bad("extra bytes after the key"));
+        }
+        Ok(())
+    }
+
+    fn set_null(&self, fixed: &mut [u8], col: usize, null: bool) {
+        if let Some(bit) = self.null_bits[col] {
+            let byte = &mut fixed[self.null_offset + bit / 8];
+            if null {
+                *byte |= 1 << (bit % 8);
+            } else {
+                *byte &= !(1 << (bit % 8));
+            }
+        }
+    }
+
+    fn is_null(&self, fixed: &[u8], col: usize) -> bool {
+        match self.null_bits[col] {
+            Some(bit) => fixed[self.null_offset + bit / 8] & (1 << (bit % 8)) != 0,
+            None => false,
+        }
+    }
+
+    fn var_values<'r>(&self, var: &'r [u8]) -> Vec<Option<&'r [u8]>> {
+        let mut vals = Vec::with_capacity(self.var_count);
+        let mut rest = var;
+        for _ in 0..self.var_count {
+            let len = u16::from_le_bytes([rest[0], rest[1]]);
+            rest = &rest[2..];
+            if len == NULL_LEN {
+                vals.push(None);
+            } else {
+                let (v, r) = rest.split_at(len as usize);
+                vals.push(Some(v));
+                rest = r;
+            }
+        }
+        vals
+    }
+
+    fn encode_var(vals: &[Option<&[u8]>]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(vals.iter().map(|v| 2 + v.map_or(0, <[u8]>::len)).sum());
+        for v in vals {
+            match v {
+                None => out.extend_from_slice(&NULL_LEN.to_le_bytes()),
+                Some(b) => {
+                    out.extend_from_slice(&(b.len() as u16).to_le_bytes());
+                    out.extend_from_slice(b);
+                }
+            }
+        }
+        out
+    }
+
+    /// Checks one attribute of an insert or update.
+    fn check_attr(&self, col: u16, val: Option<&[u8]>) -> Result<&ColumnDef, ShoalError> {
+        let c = self.column(col)?;
+        if self.table.is_key_column(col) {
+            return Err(bad_request(format!(
+                "column {:?} is part of the primary key; it is set by the key, not as a value",
+                c.name
+            )));
+        }
+        match val {
+            None if !c.nullable => Err(ShoalError::with_detail(
+                ErrorCode::IllegalNull,
+                format!("column {:?} is NOT NULL", c.name),
+            )),
+            None => Ok(c),
+            Some(b) => validate_bytes(c, b).map(|_| c),
+        }
+    }
+
+    /// Builds a new row from its key and the given attributes; columns not
+    /// given take their default. Returns (fixed part, var part).
+    pub fn build_row(&self, key: &[u8], attrs: AttrSlice<'_>) -> Result<(Vec<u8>, Vec<u8>), ShoalError> {
+        let n = self.table.columns.len();
+        let mut fixed = vec![0u8; self.fixed_size];
+        let mut var: Vec<Option<&[u8]>> = vec![None; self.var_count];
+        let mut given = vec![false; n];
+        self.split_key(key, |k, v| {
+            given[k as usize] = true;
+            match self.slots[k as usize] {
+                Slot::Fixed { offset, len } => fixed[offset..offset + len].copy_from_slice(v),
+                Slot::Var { index } => var[index] = Some(v),
+            }
+        })?;
+        for (col, val) in attrs.iter() {
+            self.check_attr(col, val)?;
+            let i = col as usize;
+            if given[i] {
+                return Err(bad_request(format!(
+                    "column {:?} is given twice",
+                    self.table.columns[i].name
+                )));
+            }
+            given[i] = true;
+            self.store(&mut fixed, &mut var, i, val);
+        }
+        for i in 0..n {
+            if given[i] {
+                continue;
+            }
+            let c = &self.table.columns[i];
+            match &self.defaults[i] {
+                Some(d) => self.store(&mut fixed, &mut var, i, Some(d)),
+                None if c.nullable => self.store(&mut fixed, &mut var, i, None),
+                None => {
+                    return Err(ShoalError::with_detail(
+                        ErrorCode::IllegalNull,
+                        format!("column {:?} is NOT NULL and has no default; give a value", c.name),
+                    ))
+                }
+            }
+        }
+        Ok((fixed, Self::encode_var(&var)))
+    }
+
+    fn store<'v>(&self, fixed: &mut [u8], var: &mut [Option<&'v [u8]>], col: usize, val: Option<&'v [u8]>) {
+        self.set_null(fixed, col, val.is_none());
+        match self.slots[col] {
+            Slot::Fixed { offset, len } => match val {
+                Some(b) => fixed[offset..offset + len].copy_from_slice(b),
+                None => fixed[offset..offset + len].fill(0),
+            },
+            Slot::Var { index } => var[index] = val,
+        }
+    }
+
+    /// Applies an update to a stored row. Returns the new fixed part and,
+    /// when a variable column changed, the new var part (`None`: unchanged).
+    pub fn update_row(
+        &self,
+        fixed: &[u8],
+        var: &[u8],
+        attrs: AttrSlice<'_>,
+    ) -> Result<(Vec<u8>, Option<Vec<u8>>), ShoalError> {
+        let mut new_fixed = fixed.to_vec();
+        let mut vars: Option<Vec<Option<&[u8]>>> = None;
+        for (col, val) in attrs.iter() {
+            self.check_attr(col, val)?;
+            let i = col as usize;
+            if let Slot::Var { .. } = self.slots[i] {
+                if vars.is_none() {
+                    vars = Some(self.var_values(var));
+                }
+            }
+            let mut scratch: Vec<Option<&[u8]>> = Vec::new();
+            let target = vars.as_mut().unwrap_or(&mut scratch);
+            self.store(&mut new_fixed, target, i, val);
+        }
+        Ok((new_fixed, vars.map(|v| Self::encode_var(&v))))
+    }
+
+    /// The bytes of one column of a stored row (`None`: NULL).
+    pub fn column_bytes<'r>(&self, fixed: &'r [u8], var: &'r [u8], col: u16) -> Option<&'r [u8]> {
+        let i = col as usize;
+        match self.slots[i] {
+            Slot::Fixed { offset, len } => {
+                if self.is_null(fixed, i) {
+                    None
+                } else {
+                    Some(&fixed[offset..offset + len])
+                }
+            }
+            Slot::Var { index } => self.var_values(var)[index],
+        }
+    }
+
+    /// Appends an attribute list of the given columns (all when `cols` is
+    /// `None`) of a stored row. Column ids must have been checked.
+    pub fn read_attrs(&self, fixed: &[u8], var: &[u8], cols: Option<&mut dyn Iterator<Item = u16>>, out: &mut Vec<u8>) {
+        let w = AttrListWriter::begin(out);
+        let mut w = w;
+        let vars = if self.var_count > 0 { self.var_values(var) } else { Vec::new() };
+        let mut emit = |col: u16, out: &mut Vec<u8>| {
+            let i = col as usize;
+            let v = match self.slots[i] {
+                Slot::Fixed { offset, len } => {
+                    (!self.is_null(fixed, i)).then(|| &fixed[offset..offset + len])
+                }
+                Slot::Var { index } => vars[index],
+            };
+            w.push(out, col, v);
+        };
+        match cols {
+            Some(it) => {
+                for c in it {
+                    emit(c, out);
+                }
+            }
+            None => {
+                for c in 0..self.table.columns.len() as u16 {
+                    emit(c, out);
+                }
+            }
+        }
+        w.finish(out);
+    }
+
+    /// Appends the encoded primary key of a stored row.
+    pub fn key_of_row(&self, fixed: &[u8], var: &[u8], out: &mut Vec<u8>) {
+        if let Some(n) = self.key_prefix_len {
+            out.extend_from_slice(&fixed[..n]);
+            return;
+        }
+        for &k in &self.table.primary_key {
+            let v = self.column_bytes(fixed, var, k).expect("key columns are NOT NULL");
+            if self.table.columns[k as usize].ty.is_var() {
+                out.extend_from_slice(&(v.len() as u16).to_le_bytes());
+            }
+            out.extend_from_slice(v);
+        }
+    }
+
+    /// Whether a stored row has this encoded key.
+    #[inline]
+    pub fn key_matches(&self, fixed: &[u8], var: &[u8], key: &[u8]) -> bool {
+        match self.key_prefix_len {
+            Some(n) => key.len() == n && &fixed[..n] == key,
+            None => {
+                let mut buf = Vec::with_capacity(key.len());
+                self.key_of_row(fixed, var, &mut buf);
+                buf == key
+            }
+        }
+    }
+}
+
+/// Encodes `values` (by column id) as an attribute list for an insert or
+/// update (client side).
+pub fn encode_attrs(table: &TableDef, values: &[(u16, &Value)], out: &mut Vec<u8>) -> Result<(), ShoalError> {
+    let mut w = AttrListWriter::begin(out);
+    let mut scratch = Vec::new();
+    for &(col, v) in values {
+        let c = table.columns.get(col as usize).ok_or_else(|| {
+            ShoalError::with_detail(ErrorCode::NoSuchColumn, format!("no column id {col}"))
+        })?;
+        if v.is_null() {
+            w.push(out, col, None);
+        } else {
+            scratch.clear();
+            encode_value(c, v, &mut scratch)?;
+            w.push(out, col, Some(&scratch));
+        }
+    }
+    w.finish(out);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{ColumnDef, ColumnType};
+    use crate::value::decode_value;
+
+    fn table() -> TableDef {
+        TableDef::new(
+            "t",
+            vec![
+                ColumnDef::new("a", ColumnType::VarChar(10)).nullable(),
+                ColumnDef::new("id", ColumnType::Int { unsigned: false }),
+                ColumnDef::new("b", ColumnType::BigInt { unsigned: true }).default_value(7u64),
+                ColumnDef::new("c", ColumnType::Char(3)).nullable(),
+                ColumnDef::new("k2", ColumnType::VarBinary(4)),
+            ],
+            &["id", "k2"],
+        )
+        .unwrap()
+    }
+
+    fn attrs(t: &TableDef, vals: &[(u16, Value)]) -> Vec<u8> {
+        let refs: Vec<(u16, &Value)> = vals.iter().map(|(c, v)| (*c, v)).collect();
+        let mut out = Vec::new();
+        encode_attrs(t, &refs, &mut out).unwrap();
+        out
+    }
+
+    #[test]
+    fn build_read_update_round_trip() {
+        let t = table();
+        let l = RowLayout::new(&t);
+        assert_eq!(l.key_prefix_len, None);
+        let mut key = Vec::new();
+        l.encode_key(&[Value::Int(5), Value::Bytes(vec![1, 2])], &mut key).unwrap();
+        let a = attrs(&t, &[(0, "hi".into())]);
+        let (a, rest) = AttrSlice::parse(&a).unwrap();
+        assert!(rest.is_empty());
+        let (fixed, var) = l.build_row(&key, a).unwrap();
+        assert!(l.key_matches(&fixed, &var, &key));
+        assert_eq!(l.column_bytes(&fixed, &var, 2), Some(&7u64.to_le_bytes()[..]));
+        assert_eq!(l.column_bytes(&fixed, &var, 3), None);
+        let mut out = Vec::new();
+        l.read_attrs(&fixed, &var, None, &mut out);
+        let (read, _) = AttrSlice::parse(&out).unwrap();
+        let vals: Vec<_> = read.iter().collect();
+        assert_eq!(vals.len(), 5);
+        assert_eq!(decode_value(t.columns[0].ty, vals[0].1.unwrap()), Value::Str("hi".into()));
+
+        let up = attrs(&t, &[(0, Value::Null), (3, "xy".into())]);
+        let (up, _) = AttrSlice::parse(&up).unwrap();
+        let (f2, v2) = l.update_row(&fixed, &var, up).unwrap();
+        let v2 = v2.unwrap();
+        assert_eq!(l.column_bytes(&f2, &v2, 0), None);
+        assert_eq!(l.column_bytes(&f2, &v2, 3), Some(&b"xy "[..]));
+        assert!(l.key_matches(&f2, &v2, &key));
+    }
+
+    #[test]
+    fn rejects_bad_rows() {
+        let t = table();
+        let l = RowLayout::new(&t);
+        let mut key = Vec::new();
+        l.encode_key(&[Value::Int(5), Value::Bytes(vec![1])], &mut key).unwrap();
+        let none = [0u8, 0];
+        let (empty, _) = AttrSlice::parse(&none).unwrap();
+        assert!(l.build_row(&key, empty).is_ok());
+        assert_eq!(l.build_row(&key[..3], empty).unwrap_err().code, ErrorCode::BadPrimaryKey);
+        let mut longer = key.clone();
+        longer.push(0);
+        assert_eq!(l.build_row(&longer, empty).unwrap_err().code, ErrorCode::BadPrimaryKey);
+        // NULL into NOT NULL.
+        let mut raw = Vec::new();
+        let mut w = AttrListWriter::begin(&mut raw);
+        w.push(&mut raw, 2, None);
+        w.finish(&mut raw);
+        let (a, _) = AttrSlice::parse(&raw).unwrap();
+        assert_eq!(l.build_row(&key, a).unwrap_err().code, ErrorCode::IllegalNull);
+        // Wrong length for a BIGINT.
+        let mut raw = Vec::new();
+        let mut w = AttrListWriter::begin(&mut raw);
+        w.push(&mut raw, 2, Some(&[1, 2, 3]));
+        w.finish(&mut raw);
+        let (a, _) = AttrSlice::parse(&raw).unwrap();
+        assert_eq!(l.build_row(&key, a).unwrap_err().code, ErrorCode::BadValue);
+        // Unknown column and key column as a value.
+        for col in [9u16, 1] {
+            let mut raw = Vec::new();
+            let mut w = AttrListWriter::begin(&mut raw);
+            w.push(&mut raw, col, Some(&[0, 0, 0, 0]));
+            w.finish(&mut raw);
+            let (a, _) = AttrSlice::parse(&raw).unwrap();
+            assert!(l.build_row(&key, a).is_err());
+        }
+        // Truncated attribute lists are refused by the parser.
+        assert!(AttrSlice::parse(&[1, 0, 0]).is_err());
+        assert!(AttrSlice::parse(&[1, 0, 0, 0, 5, 0, 1]).is_err());
+    }
+
+    #[test]
+    fn fixed_keys_are_a_prefix() {
+        let t = TableDef::new(
+            "f",
+            vec![
+                ColumnDef::new("v", ColumnType::Int { unsigned: true }),
+                ColumnDef::new("k", ColumnType::Int { unsigned: true }),
+            ],
+            &["k"],
+        )
+        .unwrap();
+        let l = RowLayout::new(&t);
+        assert_eq!(l.key_prefix_len, Some(4));
+        assert_eq!(l.fixed_size, 8);
+        assert!(!l.has_var_part());
+        let mut key = Vec::new();
+        l.encode_key(&[Value::UInt(9)], &mut key).unwrap();
+        let a = attrs(&t, &[(0, Value::UInt(3))]);
+        let (a, _) = AttrSlice::parse(&a).unwrap();
+        let (fixed, var) = l.build_row(&key, a).unwrap();
+        assert_eq!(&fixed[..4], &9u32.to_le_bytes());
+        assert!(var.is_empty());
+    }
+}

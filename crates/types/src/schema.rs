@@ -1,0 +1,308 @@
+//! Table schemas: columns with types, nullability and defaults, a primary
+//! key of one or more columns, and per-table options. mgmd owns schemas and
+//! persists them; data nodes and clients cache them by (id, version).
+
+use crate::error::{ErrorCode, ShoalError};
+use crate::ids::{SchemaVersion, TableId};
+use crate::value::Value;
+use serde::{Deserialize, Serialize};
+
+/// Largest encoded row (fixed + variable part), as in NDB.
+pub const ROW_BYTES_MAX: usize = 30_000;
+/// Largest encoded primary key.
+pub const KEY_BYTES_MAX: usize = 3_072;
+/// Most columns in one table.
+pub const COLUMNS_MAX: usize = 512;
+/// Longest table or column name.
+pub const NAME_LEN_MAX: usize = 64;
+
+/// A column's type. Lengths of CHAR/VARCHAR/BINARY/VARBINARY are in bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ColumnType {
+    TinyInt { unsigned: bool },
+    SmallInt { unsigned: bool },
+    Int { unsigned: bool },
+    BigInt { unsigned: bool },
+    Float,
+    Double,
+    /// Fixed length, right-padded with spaces; trailing spaces are not significant.
+    Char(u16),
+    VarChar(u16),
+    /// Fixed length, right-padded with zero bytes.
+    Binary(u16),
+    VarBinary(u16),
+    /// Seconds since 1970-01-01 UTC, 0..=u32::MAX (stored in 4 bytes).
+    Timestamp,
+    /// Seconds since 1970-01-01 UTC, years 1000..=9999 (stored in 8 bytes).
+    DateTime,
+}
+
+impl ColumnType {
+    /// Bytes in the fixed part for fixed-size types; `None` for VARCHAR/VARBINARY.
+    pub fn fixed_size(self) -> Option<usize> {
+        Some(match self {
+            ColumnType::TinyInt { .. } => 1,
+            ColumnType::SmallInt { .. } => 2,
+            ColumnType::Int { .. } | ColumnType::Float | ColumnType::Timestamp => 4,
+            ColumnType::BigInt { .. } | ColumnType::Double | ColumnType::DateTime => 8,
+            ColumnType::Char(n) | ColumnType::Binary(n) => n as usize,
+            ColumnType::VarChar(_) | ColumnType::VarBinary(_) => return None,
+        })
+    }
+
+    /// Largest encoded value in bytes.
+    pub fn max_size(self) -> usize {
+        match self {
+            ColumnType::VarChar(n) | ColumnType::VarBinary(n) => n as usize,
+            other => other.fixed_size().expect("fixed type"),
+        }
+    }
+
+    pub fn is_var(self) -> bool {
+        self.fixed_size().is_none()
+    }
+
+    /// SQL spelling, for messages and `show`.
+    pub fn sql_name(self) -> String {
+        let u = |unsigned: bool| if unsigned { " UNSIGNED" } else { "" };
+        match self {
+            ColumnType::TinyInt { unsigned } => format!("TINYINT{}", u(unsigned)),
+            ColumnType::SmallInt { unsigned } => format!("SMALLINT{}", u(unsigned)),
+            ColumnType::Int { unsigned } => format!("INT{}", u(unsigned)),
+            ColumnType::BigInt { unsigned } => format!("BIGINT{}", u(unsigned)),
+            ColumnType::Float => "FLOAT".into(),
+            ColumnType::Double => "DOUBLE".into(),
+            ColumnType::Char(n) => format!("CHAR({n})"),
+            ColumnType::VarChar(n) => format!("VARCHAR({n})"),
+            ColumnType::Binary(n) => format!("BINARY({n})"),
+            ColumnType::VarBinary(n) => format!("VARBINARY({n})"),
+            ColumnType::Timestamp => "TIMESTAMP".into(),
+            ColumnType::DateTime => "DATETIME".into(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ColumnDef {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub ty: ColumnType,
+    pub nullable: bool,
+    /// Value used when an insert leaves the column out. `None` means NULL
+    /// for nullable columns and "must be given" for NOT NULL ones.
+    #[serde(default)]
+    pub default: Option<Value>,
+}
+
+impl ColumnDef {
+    pub fn new(name: impl Into<String>, ty: ColumnType) -> Self {
+        ColumnDef {
+            name: name.into(),
+            ty,
+            nullable: false,
+            default: None,
+        }
+    }
+
+    pub fn nullable(mut self) -> Self {
+        self.nullable = true;
+        self
+    }
+
+    pub fn default_value(mut self, v: impl Into<Value>) -> Self {
+        self.default = Some(v.into());
+        self
+    }
+}
+
+/// Per-table options. Later issues give them effect (fragment count, read
+/// from backup); they are stored from the start so schemas need no migration.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableOptions {
+    /// Fragments for the table; `None` = the cluster default.
+    #[serde(default)]
+    pub fragment_count: Option<u32>,
+    /// Serve reads from any replica (NDB's READ_BACKUP).
+    #[serde(default)]
+    pub read_backup: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TableDef {
+    /// Assigned by mgmd at create time (0 in a create request).
+    pub id: TableId,
+    /// Assigned by mgmd at create time (0 in a create request).
+    pub version: SchemaVersion,
+    pub name: String,
+    pub columns: Vec<ColumnDef>,
+    /// Column indexes of the primary key, in key order.
+    pub primary_key: Vec<u16>,
+    #[serde(default)]
+    pub options: TableOptions,
+}
+
+fn bad(detail: String) -> ShoalError {
+    ShoalError::with_detail(ErrorCode::BadTableDefinition, detail)
+}
+
+fn check_name(kind: &str, name: &str) -> Result<(), ShoalError> {
+    let ok_chars = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$');
+    if name.is_empty() || name.len() > NAME_LEN_MAX || !ok_chars {
+        return Err(bad(format!(
+            "{kind} name {name:?} must be 1..={NAME_LEN_MAX} characters of A-Z, a-z, 0-9, _ or $"
+        )));
+    }
+    Ok(())
+}
+
+impl TableDef {
+    /// A table definition for a create request; `primary_key` names columns.
+    pub fn new(
+        name: impl Into<String>,
+        columns: Vec<ColumnDef>,
+        primary_key: &[&str],
+    ) -> Result<Self, ShoalError> {
+        let mut pk = Vec::with_capacity(primary_key.len());
+        for key_name in primary_key {
+            let idx = columns
+                .iter()
+                .position(|c| c.name == *key_name)
+                .ok_or_else(|| bad(format!("primary key column {key_name:?} is not a column")))?;
+            pk.push(idx as u16);
+        }
+        let def = TableDef {
+            id: TableId(0),
+            version: SchemaVersion(0),
+            name: name.into(),
+            columns,
+            primary_key: pk,
+            options: TableOptions::default(),
+        };
+        def.validate()?;
+        Ok(def)
+    }
+
+    pub fn column_index(&self, name: &str) -> Option<u16> {
+        self.columns
+            .iter()
+            .position(|c| c.name == name)
+            .map(|i| i as u16)
+    }
+
+    pub fn is_key_column(&self, col: u16) -> bool {
+        self.primary_key.contains(&col)
+    }
+
+    /// Checks every rule a table must satisfy; mgmd calls it before storing.
+    pub fn validate(&self) -> Result<(), ShoalError> {
+        check_name("table", &self.name)?;
+        if self.columns.is_empty() || self.columns.len() > COLUMNS_MAX {
+            return Err(bad(format!(
+                "a table needs 1..={COLUMNS_MAX} columns, got {}",
+                self.columns.len()
+            )));
+        }
+        let mut row_bytes = 0usize;
+        for (i, c) in self.columns.iter().enumerate() {
+            check_name("column", &c.name)?;
+            if self.columns[..i].iter().any(|o| o.name == c.name) {
+                return Err(bad(format!("column {:?} appears twice", c.name)));
+            }
+            match c.ty {
+                ColumnType::Char(n)
+                | ColumnType::VarChar(n)
+                | ColumnType::Binary(n)
+                | ColumnType::VarBinary(n)
+                    if n == 0 || n as usize > ROW_BYTES_MAX =>
+                {
+                    return Err(bad(format!(
+                        "column {:?}: length must be 1..={ROW_BYTES_MAX}, got {n}",
+                        c.name
+                    )));
+                }
+                _ => {}
+            }
+            row_bytes += c.ty.max_size() + if c.ty.is_var() { 2 } else { 0 };
+            if let Some(d) = &c.default {
+                let mut buf = Vec::new();
+                crate::value::encode_value(c, d, &mut buf)
+                    .map_err(|e| bad(format!("column {:?}: bad default: {e}", c.name)))?;
+            }
+        }
+        if row_bytes > ROW_BYTES_MAX {
+            return Err(bad(format!(
+                "largest row would be {row_bytes} bytes; the limit is {ROW_BYTES_MAX}"
+            )));
+        }
+        if self.primary_key.is_empty() {
+            return Err(bad("a table needs a primary key of at least one column".into()));
+        }
+        let mut key_bytes = 0usize;
+        for (i, &k) in self.primary_key.iter().enumerate() {
+            let col = self
+                .columns
+                .get(k as usize)
+                .ok_or_else(|| bad(format!("primary key names column index {k}, which does not exist")))?;
+            if self.primary_key[..i].contains(&k) {
+                return Err(bad(format!("column {:?} appears twice in the primary key", col.name)));
+            }
+            if col.nullable {
+                return Err(bad(format!(
+                    "primary key column {:?} must be NOT NULL",
+                    col.name
+                )));
+            }
+            key_bytes += col.ty.max_size() + if col.ty.is_var() { 2 } else { 0 };
+        }
+        if key_bytes > KEY_BYTES_MAX {
+            return Err(bad(format!(
+                "primary key may take {key_bytes} bytes; the limit is {KEY_BYTES_MAX}"
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cols() -> Vec<ColumnDef> {
+        vec![
+            ColumnDef::new("id", ColumnType::Int { unsigned: true }),
+            ColumnDef::new("name", ColumnType::VarChar(32)).nullable(),
+        ]
+    }
+
+    #[test]
+    fn valid_table() {
+        let t = TableDef::new("t1", cols(), &["id"]).unwrap();
+        assert_eq!(t.primary_key, vec![0]);
+        assert_eq!(t.column_index("name"), Some(1));
+    }
+
+    #[test]
+    fn rejects_bad_tables() {
+        assert!(TableDef::new("t1", cols(), &["nope"]).is_err());
+        assert!(TableDef::new("t1", cols(), &["name"]).is_err(), "nullable pk");
+        assert!(TableDef::new("t-1", cols(), &["id"]).is_err(), "bad name");
+        assert!(TableDef::new("t1", cols(), &[]).is_err(), "no pk");
+        let mut dup = cols();
+        dup.push(ColumnDef::new("id", ColumnType::Double));
+        assert!(TableDef::new("t1", dup, &["id"]).is_err());
+        let big = vec![
+            ColumnDef::new("id", ColumnType::Int { unsigned: false }),
+            ColumnDef::new("a", ColumnType::VarBinary(20_000)),
+            ColumnDef::new("b", ColumnType::VarBinary(20_000)),
+        ];
+        assert!(TableDef::new("t1", big, &["id"]).is_err(), "row too big");
+        let bad_default = vec![
+            ColumnDef::new("id", ColumnType::Int { unsigned: false }),
+            ColumnDef::new("a", ColumnType::TinyInt { unsigned: false }).default_value(1000i64),
+        ];
+        assert!(TableDef::new("t1", bad_default, &["id"]).is_err());
+    }
+}

@@ -1,0 +1,368 @@
+//! Column values and their canonical byte encoding (the "attribute bytes"
+//! that travel on the wire and sit in stored rows):
+//!
+//! | type | bytes |
+//! |---|---|
+//! | TINYINT/SMALLINT/INT/BIGINT | 1/2/4/8, little-endian two's complement or unsigned |
+//! | FLOAT / DOUBLE | 4 / 8, IEEE-754 little-endian |
+//! | CHAR(n) | exactly n, right-padded with spaces |
+//! | BINARY(n) | exactly n, right-padded with 0x00 |
+//! | VARCHAR(n) / VARBINARY(n) | 0..=n bytes (the length travels beside them) |
+//! | TIMESTAMP | 4, u32 seconds since 1970-01-01 UTC |
+//! | DATETIME | 8, i64 seconds since 1970-01-01 UTC, years 1000..=9999 |
+
+use crate::error::{ErrorCode, ShoalError};
+use crate::schema::{ColumnDef, ColumnType};
+use serde::{Deserialize, Serialize};
+
+/// Seconds since 1970 of 1000-01-01 00:00:00 and 9999-12-31 23:59:59.
+pub const DATETIME_MIN: i64 = -30_610_224_000;
+pub const DATETIME_MAX: i64 = 253_402_300_799;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Value {
+    Null,
+    Int(i64),
+    UInt(u64),
+    Float(f32),
+    Double(f64),
+    /// CHAR / VARCHAR text.
+    Str(String),
+    /// BINARY / VARBINARY bytes.
+    Bytes(Vec<u8>),
+    /// TIMESTAMP, seconds since 1970.
+    Timestamp(u32),
+    /// DATETIME, seconds since 1970.
+    DateTime(i64),
+}
+
+impl Value {
+    pub fn is_null(&self) -> bool {
+        matches!(self, Value::Null)
+    }
+
+    /// The value as a signed integer, if it is one that fits.
+    pub fn as_i64(&self) -> Option<i64> {
+        match *self {
+            Value::Int(v) => Some(v),
+            Value::UInt(v) => i64::try_from(v).ok(),
+            Value::Timestamp(v) => Some(v as i64),
+            Value::DateTime(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    pub fn as_u64(&self) -> Option<u64> {
+        match *self {
+            Value::Int(v) => u64::try_from(v).ok(),
+            Value::UInt(v) => Some(v),
+            Value::Timestamp(v) => Some(v as u64),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn as_bytes(&self) -> Option<&[u8]> {
+        match self {
+            Value::Str(s) => Some(s.as_bytes()),
+            Value::Bytes(b) => Some(b),
+            _ => None,
+        }
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            Value::Null => "NULL",
+            Value::Int(_) | Value::UInt(_) => "integer",
+            Value::Float(_) | Value::Double(_) => "floating-point number",
+            Value::Str(_) => "string",
+            Value::Bytes(_) => "byte string",
+            Value::Timestamp(_) => "timestamp",
+            Value::DateTime(_) => "datetime",
+        }
+    }
+}
+
+macro_rules! from_int {
+    ($($t:ty => $v:ident),*) => { $(
+        impl From<$t> for Value {
+            fn from(x: $t) -> Value { Value::$v(x.into()) }
+        }
+    )* };
+}
+from_int!(i8 => Int, i16 => Int, i32 => Int, i64 => Int, u8 => UInt, u16 => UInt, u32 => UInt, u64 => UInt);
+
+impl From<f32> for Value {
+    fn from(x: f32) -> Value {
+        Value::Float(x)
+    }
+}
+impl From<f64> for Value {
+    fn from(x: f64) -> Value {
+        Value::Double(x)
+    }
+}
+impl From<&str> for Value {
+    fn from(x: &str) -> Value {
+        Value::Str(x.to_string())
+    }
+}
+impl From<String> for Value {
+    fn from(x: String) -> Value {
+        Value::Str(x)
+    }
+}
+impl From<&[u8]> for Value {
+    fn from(x: &[u8]) -> Value {
+        Value::Bytes(x.to_vec())
+    }
+}
+impl From<Vec<u8>> for Value {
+    fn from(x: Vec<u8>) -> Value {
+        Value::Bytes(x)
+    }
+}
+impl<T: Into<Value>> From<Option<T>> for Value {
+    fn from(x: Option<T>) -> Value {
+        x.map_or(Value::Null, Into::into)
+    }
+}
+
+fn mismatch(col: &ColumnDef, v: &Value) -> ShoalError {
+    ShoalError::with_detail(
+        ErrorCode::BadValue,
+        format!(
+            "column {:?} is {}; a {} does not fit",
+            col.name,
+            col.ty.sql_name(),
+            v.kind()
+        ),
+    )
+}
+
+fn out_of_range(col: &ColumnDef, v: &Value) -> ShoalError {
+    ShoalError::with_detail(
+        ErrorCode::BadValue,
+        format!("column {:?} is {}; {:?} is out of range", col.name, col.ty.sql_name(), v),
+    )
+}
+
+fn too_long(col: &ColumnDef, len: usize) -> ShoalError {
+    ShoalError::with_detail(
+        ErrorCode::ValueTooLong,
+        format!(
+            "column {:?} is {}; the value has {len} bytes",
+            col.name,
+            col.ty.sql_name()
+        ),
+    )
+}
+
+/// Appends the canonical bytes of a non-NULL `v` for column `col`.
+/// NULL is not encodable here: it travels as a length marker.
+pub fn encode_value(col: &ColumnDef, v: &Value, out: &mut Vec<u8>) -> Result<(), ShoalError> {
+    macro_rules! int {
+        ($signed:ty, $unsigned:ty, $unsigned_flag:expr) => {{
+            if $unsigned_flag {
+                let x = v.as_u64().ok_or_else(|| {
+                    if matches!(v, Value::Int(_)) { out_of_range(col, v) } else { mismatch(col, v) }
+                })?;
+                let x = <$unsigned>::try_from(x).map_err(|_| out_of_range(col, v))?;
+                out.extend_from_slice(&x.to_le_bytes());
+            } else {
+                let x = match *v {
+                    Value::Int(x) => x,
+                    Value::UInt(x) => i64::try_from(x).map_err(|_| out_of_range(col, v))?,
+                    _ => return Err(mismatch(col, v)),
+                };
+                let x = <$signed>::try_from(x).map_err(|_| out_of_range(col, v))?;
+                out.extend_from_slice(&x.to_le_bytes());
+            }
+        }};
+    }
+    match col.ty {
+        ColumnType::TinyInt { unsigned } => int!(i8, u8, unsigned),
+        ColumnType::SmallInt { unsigned } => int!(i16, u16, unsigned),
+        ColumnType::Int { unsigned } => int!(i32, u32, unsigned),
+        ColumnType::BigInt { unsigned } => int!(i64, u64, unsigned),
+        ColumnType::Float => {
+            let x = match *v {
+                Value::Float(x) => x,
+                Value::Double(x) => x as f32,
+                Value::Int(x) => x as f32,
+                Value::UInt(x) => x as f32,
+                _ => return Err(mismatch(col, v)),
+            };
+            out.extend_from_slice(&x.to_le_bytes());
+        }
+        ColumnType::Double => {
+            let x = match *v {
+                Value::Float(x) => x as f64,
+                Value::Double(x) => x,
+                Value::Int(x) => x as f64,
+                Value::UInt(x) => x as f64,
+                _ => return Err(mismatch(col, v)),
+            };
+            out.extend_from_slice(&x.to_le_bytes());
+        }
+        ColumnType::Char(n) | ColumnType::Binary(n) => {
+            let b = v.as_bytes().ok_or_else(|| mismatch(col, v))?;
+            if b.len() > n as usize {
+                return Err(too_long(col, b.len()));
+            }
+            let pad = if matches!(col.ty, ColumnType::Char(_)) { b' ' } else { 0 };
+            out.extend_from_slice(b);
+            out.resize(out.len() + n as usize - b.len(), pad);
+        }
+        ColumnType::VarChar(n) | ColumnType::VarBinary(n) => {
+            let b = v.as_bytes().ok_or_else(|| mismatch(col, v))?;
+            if b.len() > n as usize {
+                return Err(too_long(col, b.len()));
+            }
+            out.extend_from_slice(b);
+        }
+        ColumnType::Timestamp => {
+            let x = match *v {
+                Value::Timestamp(x) => x,
+                Value::Int(_) | Value::UInt(_) => v
+                    .as_u64()
+                    .and_then(|x| u32::try_from(x).ok())
+                    .ok_or_else(|| out_of_range(col, v))?,
+                _ => return Err(mismatch(col, v)),
+            };
+            out.extend_from_slice(&x.to_le_bytes());
+        }
+        ColumnType::DateTime => {
+            let x = match *v {
+                Value::DateTime(x) | Value::Int(x) => x,
+                Value::Timestamp(x) => x as i64,
+                Value::UInt(x) => i64::try_from(x).map_err(|_| out_of_range(col, v))?,
+                _ => return Err(mismatch(col, v)),
+            };
+            if !(DATETIME_MIN..=DATETIME_MAX).contains(&x) {
+                return Err(out_of_range(col, v));
+            }
+            out.extend_from_slice(&x.to_le_bytes());
+        }
+    }
+    Ok(())
+}
+
+/// Checks that `bytes` are valid canonical bytes for `col` (the data node
+/// runs this on every value it receives: clients are not trusted).
+pub fn validate_bytes(col: &ColumnDef, bytes: &[u8]) -> Result<(), ShoalError> {
+    match col.ty.fixed_size() {
+        Some(n) if bytes.len() != n => Err(ShoalError::with_detail(
+            ErrorCode::BadValue,
+            format!(
+                "column {:?} is {} and takes exactly {n} bytes, got {}",
+                col.name,
+                col.ty.sql_name(),
+                bytes.len()
+            ),
+        )),
+        None if bytes.len() > col.ty.max_size() => Err(too_long(col, bytes.len())),
+        _ => {
+            if col.ty == ColumnType::DateTime {
+                let x = i64::from_le_bytes(bytes.try_into().expect("8 bytes"));
+                if !(DATETIME_MIN..=DATETIME_MAX).contains(&x) {
+                    return Err(out_of_range(col, &Value::DateTime(x)));
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Decodes canonical bytes (already validated) of column type `ty`.
+pub fn decode_value(ty: ColumnType, b: &[u8]) -> Value {
+    match ty {
+        ColumnType::TinyInt { unsigned: false } => Value::Int(b[0] as i8 as i64),
+        ColumnType::TinyInt { unsigned: true } => Value::UInt(b[0] as u64),
+        ColumnType::SmallInt { unsigned: false } => {
+            Value::Int(i16::from_le_bytes([b[0], b[1]]) as i64)
+        }
+        ColumnType::SmallInt { unsigned: true } => {
+            Value::UInt(u16::from_le_bytes([b[0], b[1]]) as u64)
+        }
+        ColumnType::Int { unsigned: false } => {
+            Value::Int(i32::from_le_bytes(b[..4].try_into().expect("4")) as i64)
+        }
+        ColumnType::Int { unsigned: true } => {
+            Value::UInt(u32::from_le_bytes(b[..4].try_into().expect("4")) as u64)
+        }
+        ColumnType::BigInt { unsigned: false } => {
+            Value::Int(i64::from_le_bytes(b[..8].try_into().expect("8")))
+        }
+        ColumnType::BigInt { unsigned: true } => {
+            Value::UInt(u64::from_le_bytes(b[..8].try_into().expect("8")))
+        }
+        ColumnType::Float => Value::Float(f32::from_le_bytes(b[..4].try_into().expect("4"))),
+        ColumnType::Double => Value::Double(f64::from_le_bytes(b[..8].try_into().expect("8"))),
+        ColumnType::Char(_) => {
+            let end = b.iter().rposition(|&c| c != b' ').map_or(0, |p| p + 1);
+            Value::Str(String::from_utf8_lossy(&b[..end]).into_owned())
+        }
+        ColumnType::VarChar(_) => Value::Str(String::from_utf8_lossy(b).into_owned()),
+        ColumnType::Binary(_) | ColumnType::VarBinary(_) => Value::Bytes(b.to_vec()),
+        ColumnType::Timestamp => Value::Timestamp(u32::from_le_bytes(b[..4].try_into().expect("4"))),
+        ColumnType::DateTime => Value::DateTime(i64::from_le_bytes(b[..8].try_into().expect("8"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn col(ty: ColumnType) -> ColumnDef {
+        ColumnDef::new("c", ty)
+    }
+
+    fn round_trip(ty: ColumnType, v: Value) -> Value {
+        let c = col(ty);
+        let mut buf = Vec::new();
+        encode_value(&c, &v, &mut buf).unwrap();
+        validate_bytes(&c, &buf).unwrap();
+        decode_value(ty, &buf)
+    }
+
+    #[test]
+    fn integers_round_trip_and_check_range() {
+        assert_eq!(round_trip(ColumnType::TinyInt { unsigned: false }, Value::Int(-128)), Value::Int(-128));
+        assert_eq!(round_trip(ColumnType::SmallInt { unsigned: true }, Value::Int(65535)), Value::UInt(65535));
+        assert_eq!(round_trip(ColumnType::BigInt { unsigned: true }, Value::UInt(u64::MAX)), Value::UInt(u64::MAX));
+        let mut buf = Vec::new();
+        let c = col(ColumnType::TinyInt { unsigned: true });
+        assert_eq!(encode_value(&c, &Value::Int(-1), &mut buf).unwrap_err().code, ErrorCode::BadValue);
+        assert_eq!(encode_value(&c, &Value::Int(256), &mut buf).unwrap_err().code, ErrorCode::BadValue);
+        assert_eq!(encode_value(&c, &Value::Str("x".into()), &mut buf).unwrap_err().code, ErrorCode::BadValue);
+    }
+
+    #[test]
+    fn strings_pad_and_limit() {
+        assert_eq!(round_trip(ColumnType::Char(5), "ab".into()), Value::Str("ab".into()));
+        assert_eq!(round_trip(ColumnType::Binary(3), Value::Bytes(vec![1])), Value::Bytes(vec![1, 0, 0]));
+        assert_eq!(round_trip(ColumnType::VarChar(5), "héé".into()), Value::Str("héé".into()));
+        let c = col(ColumnType::VarChar(2));
+        let err = encode_value(&c, &"abc".into(), &mut Vec::new()).unwrap_err();
+        assert_eq!(err.code, ErrorCode::ValueTooLong);
+        assert!(validate_bytes(&c, b"abc").is_err());
+        assert!(validate_bytes(&col(ColumnType::Int { unsigned: false }), b"abc").is_err());
+    }
+
+    #[test]
+    fn times_and_floats() {
+        assert_eq!(round_trip(ColumnType::Timestamp, Value::Timestamp(7)), Value::Timestamp(7));
+        assert_eq!(round_trip(ColumnType::DateTime, Value::DateTime(-5)), Value::DateTime(-5));
+        assert!(encode_value(&col(ColumnType::DateTime), &Value::DateTime(i64::MAX), &mut Vec::new()).is_err());
+        assert_eq!(round_trip(ColumnType::Double, Value::Double(1.5)), Value::Double(1.5));
+        assert_eq!(round_trip(ColumnType::Float, Value::Int(3)), Value::Float(3.0));
+    }
+}

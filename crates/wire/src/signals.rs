@@ -1,0 +1,856 @@
+//! The signal catalogue: every message a client and a data node exchange,
+//! with its global signal number (GSN) and its body codec.
+//!
+//! Invariants: a body is a fixed sequence of little-endian fields (see
+//! `docs/PROTOCOL.md`, "Signals"); every reserved byte is zero; every enum
+//! byte and flag bit is one this version defines; every length is checked
+//! against the bytes that remain before anything is sliced or allocated;
+//! a body must be consumed exactly (trailing bytes are an error). Decoding
+//! never panics. Encoding asserts on values that cannot be represented (a
+//! key longer than `u16::MAX` bytes, more than `u16::MAX` operations), since
+//! such a signal is a bug in the caller, who must check its limits first.
+
+use crate::frame::{WireError, SIGNAL_HEADER_BYTES};
+use shoal_types::{SchemaVersion, TableId, TransId};
+
+/// GSN of [`TcKeyReq`].
+pub const GSN_TC_KEY_REQ: u16 = 1;
+/// GSN of [`TcKeyConf`].
+pub const GSN_TC_KEY_CONF: u16 = 2;
+/// GSN of [`TcKeyRef`].
+pub const GSN_TC_KEY_REF: u16 = 3;
+/// GSN of [`ErrorReport`].
+pub const GSN_ERROR_REPORT: u16 = 4;
+/// GSNs from here on are reserved for node-to-node signals.
+pub const GSN_NODE_SIGNALS_FIRST: u16 = 16;
+
+/// The longest detail string a signal can carry (the width of its length
+/// field). Longer details are cut at a character boundary when encoded.
+pub const SIGNAL_DETAIL_BYTES_MAX: usize = u16::MAX as usize;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ExecType {
+    NoCommit = 0,
+    Commit = 1,
+    Rollback = 2,
+}
+
+impl ExecType {
+    pub fn from_u8(byte: u8) -> Option<Self> {
+        match byte {
+            0 => Some(ExecType::NoCommit),
+            1 => Some(ExecType::Commit),
+            2 => Some(ExecType::Rollback),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum OpType {
+    Read = 0,
+    Insert = 1,
+    Update = 2,
+    /// Insert or update (upsert).
+    Write = 3,
+    Delete = 4,
+}
+
+impl OpType {
+    pub fn from_u8(byte: u8) -> Option<Self> {
+        match byte {
+            0 => Some(OpType::Read),
+            1 => Some(OpType::Insert),
+            2 => Some(OpType::Update),
+            3 => Some(OpType::Write),
+            4 => Some(OpType::Delete),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum LockMode {
+    /// No lock; the latest committed version.
+    CommittedRead = 0,
+    Shared = 1,
+    Exclusive = 2,
+}
+
+impl LockMode {
+    pub fn from_u8(byte: u8) -> Option<Self> {
+        match byte {
+            0 => Some(LockMode::CommittedRead),
+            1 => Some(LockMode::Shared),
+            2 => Some(LockMode::Exclusive),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum TransState {
+    /// After NoCommit: the transaction stays open, its locks held.
+    Open = 0,
+    Committed = 1,
+    /// After Rollback.
+    Aborted = 2,
+}
+
+impl TransState {
+    pub fn from_u8(byte: u8) -> Option<Self> {
+        match byte {
+            0 => Some(TransState::Open),
+            1 => Some(TransState::Committed),
+            2 => Some(TransState::Aborted),
+            _ => None,
+        }
+    }
+}
+
+/// `KeyOp::flags` bit: an error of this operation is reported in its
+/// result and does not abort the transaction (NDB's AO_IgnoreError).
+pub const OP_IGNORE_ERROR: u8 = 1;
+/// Every `KeyOp::flags` bit this protocol version defines; a decoder
+/// rejects any other bit.
+pub const OP_FLAGS_KNOWN: u8 = OP_IGNORE_ERROR;
+/// Read column list value meaning "all columns".
+pub const ALL_COLUMNS: u16 = 0xFFFF;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyOp {
+    pub op: OpType,
+    pub lock: LockMode,
+    pub flags: u8,
+    pub table: TableId,
+    pub version: SchemaVersion,
+    /// Encoded primary key (`shoal_types::layout`).
+    pub key: Vec<u8>,
+    /// Insert/update/write: an encoded attribute list. Read: a column list,
+    /// `u16 count` then `count` × `u16 column id` (count `0xFFFF`: all
+    /// columns, no ids follow). Delete: empty.
+    pub attrs: Vec<u8>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TcKeyReq {
+    pub trans: TransId,
+    pub exec: ExecType,
+    pub ops: Vec<KeyOp>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpResult {
+    /// 0 = success, else an error code (only with `OP_IGNORE_ERROR`).
+    pub code: u16,
+    /// Reads: the attribute list read; others: empty.
+    pub data: Vec<u8>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TcKeyConf {
+    pub trans: TransId,
+    pub state: TransState,
+    /// One per operation of the request that this answers, in order.
+    pub results: Vec<OpResult>,
+}
+
+/// The transaction failed and is aborted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TcKeyRef {
+    pub trans: TransId,
+    pub code: u16,
+    /// Index of the failing operation in its request, or 0xFFFF.
+    pub op_index: u16,
+    pub detail: String,
+}
+
+/// Sent by a node just before it closes a connection for a protocol error.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ErrorReport {
+    pub code: u16,
+    pub detail: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Signal {
+    TcKeyReq(TcKeyReq),
+    TcKeyConf(TcKeyConf),
+    TcKeyRef(TcKeyRef),
+    ErrorReport(ErrorReport),
+}
+
+// Fixed parts of the bodies, in bytes (see docs/PROTOCOL.md).
+const TC_KEY_REQ_FIXED_BYTES: usize = 8 + 1 + 1 + 2;
+/// op, lock, flags, reserved, table, version, key_len, attrs_len.
+const KEY_OP_FIXED_BYTES: usize = 1 + 1 + 1 + 1 + 4 + 4 + 2 + 4;
+const TC_KEY_CONF_FIXED_BYTES: usize = 8 + 1 + 1 + 2;
+/// code, data_len.
+const OP_RESULT_FIXED_BYTES: usize = 2 + 4;
+const TC_KEY_REF_FIXED_BYTES: usize = 8 + 2 + 2 + 2;
+const ERROR_REPORT_FIXED_BYTES: usize = 2 + 2;
+
+impl Signal {
+    /// The global signal number that identifies this signal on the wire.
+    #[inline]
+    pub fn gsn(&self) -> u16 {
+        match self {
+            Signal::TcKeyReq(_) => GSN_TC_KEY_REQ,
+            Signal::TcKeyConf(_) => GSN_TC_KEY_CONF,
+            Signal::TcKeyRef(_) => GSN_TC_KEY_REF,
+            Signal::ErrorReport(_) => GSN_ERROR_REPORT,
+        }
+    }
+
+    /// The signal's name, for messages and logs.
+    pub fn name(&self) -> &'static str {
+        gsn_name(self.gsn()).unwrap_or("?")
+    }
+
+    /// The size of the encoded body in bytes.
+    pub fn body_len(&self) -> usize {
+        match self {
+            Signal::TcKeyReq(req) => {
+                TC_KEY_REQ_FIXED_BYTES
+                    + req
+                        .ops
+                        .iter()
+                        .map(|op| KEY_OP_FIXED_BYTES + op.key.len() + op.attrs.len())
+                        .sum::<usize>()
+            }
+            Signal::TcKeyConf(conf) => {
+                TC_KEY_CONF_FIXED_BYTES
+                    + conf
+                        .results
+                        .iter()
+                        .map(|r| OP_RESULT_FIXED_BYTES + r.data.len())
+                        .sum::<usize>()
+            }
+            Signal::TcKeyRef(r) => TC_KEY_REF_FIXED_BYTES + detail_prefix(&r.detail).len(),
+            Signal::ErrorReport(r) => ERROR_REPORT_FIXED_BYTES + detail_prefix(&r.detail).len(),
+        }
+    }
+
+    /// The size of the signal in a frame: signal header plus body.
+    pub fn encoded_len(&self) -> usize {
+        SIGNAL_HEADER_BYTES + self.body_len()
+    }
+
+    /// Appends the signal header (`u16 gsn | u16 reserved | u32 body_len`)
+    /// and the body to `out`, reserving space once.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        self.encode_sized(out, self.body_len());
+    }
+
+    /// `encode` for a caller that has already computed `body_len()`.
+    pub(crate) fn encode_sized(&self, out: &mut Vec<u8>, body_len: usize) {
+        assert!(
+            u32::try_from(body_len).is_ok(),
+            "{} body of {body_len} bytes does not fit a u32 length",
+            self.name()
+        );
+        out.reserve(SIGNAL_HEADER_BYTES + body_len);
+        let start = out.len();
+        put_u16(out, self.gsn());
+        put_u16(out, 0);
+        put_u32(out, body_len as u32);
+        self.encode_body(out);
+        assert_eq!(
+            out.len() - start,
+            SIGNAL_HEADER_BYTES + body_len,
+            "{} body_len disagrees with encode_body",
+            self.name()
+        );
+    }
+
+    /// Appends only the body to `out`.
+    pub fn encode_body(&self, out: &mut Vec<u8>) {
+        match self {
+            Signal::TcKeyReq(req) => encode_tc_key_req(req, out),
+            Signal::TcKeyConf(conf) => encode_tc_key_conf(conf, out),
+            Signal::TcKeyRef(r) => {
+                put_u64(out, r.trans.0);
+                put_u16(out, r.code);
+                put_u16(out, r.op_index);
+                put_detail(out, &r.detail);
+            }
+            Signal::ErrorReport(r) => {
+                put_u16(out, r.code);
+                put_detail(out, &r.detail);
+            }
+        }
+    }
+
+    /// Decodes the body of a signal with number `gsn`. The body must be
+    /// exactly one signal's bytes: trailing bytes are an error.
+    pub fn decode(gsn: u16, body: &[u8]) -> Result<Signal, WireError> {
+        match gsn {
+            GSN_TC_KEY_REQ => decode_tc_key_req(body).map(Signal::TcKeyReq),
+            GSN_TC_KEY_CONF => decode_tc_key_conf(body).map(Signal::TcKeyConf),
+            GSN_TC_KEY_REF => decode_tc_key_ref(body).map(Signal::TcKeyRef),
+            GSN_ERROR_REPORT => decode_error_report(body).map(Signal::ErrorReport),
+            _ => Err(WireError::UnknownSignal(gsn)),
+        }
+    }
+}
+
+/// The name of a known GSN.
+pub fn gsn_name(gsn: u16) -> Option<&'static str> {
+    match gsn {
+        GSN_TC_KEY_REQ => Some("TcKeyReq"),
+        GSN_TC_KEY_CONF => Some("TcKeyConf"),
+        GSN_TC_KEY_REF => Some("TcKeyRef"),
+        GSN_ERROR_REPORT => Some("ErrorReport"),
+        _ => None,
+    }
+}
+
+fn encode_tc_key_req(req: &TcKeyReq, out: &mut Vec<u8>) {
+    let op_count = u16::try_from(req.ops.len())
+        .unwrap_or_else(|_| panic!("TcKeyReq with {} ops exceeds u16::MAX", req.ops.len()));
+    put_u64(out, req.trans.0);
+    out.push(req.exec as u8);
+    out.push(0);
+    put_u16(out, op_count);
+    for (i, op) in req.ops.iter().enumerate() {
+        assert_eq!(
+            op.flags & !OP_FLAGS_KNOWN,
+            0,
+            "TcKeyReq op {i}: unknown flag bits {:#04x}",
+            op.flags
+        );
+        let key_len = u16::try_from(op.key.len()).unwrap_or_else(|_| {
+            panic!(
+                "TcKeyReq op {i}: key of {} bytes exceeds u16::MAX",
+                op.key.len()
+            )
+        });
+        let attrs_len = u32::try_from(op.attrs.len()).unwrap_or_else(|_| {
+            panic!(
+                "TcKeyReq op {i}: attrs of {} bytes exceed u32::MAX",
+                op.attrs.len()
+            )
+        });
+        out.extend_from_slice(&[op.op as u8, op.lock as u8, op.flags, 0]);
+        put_u32(out, op.table.0);
+        put_u32(out, op.version.0);
+        put_u16(out, key_len);
+        out.extend_from_slice(&op.key);
+        put_u32(out, attrs_len);
+        out.extend_from_slice(&op.attrs);
+    }
+}
+
+fn encode_tc_key_conf(conf: &TcKeyConf, out: &mut Vec<u8>) {
+    let result_count = u16::try_from(conf.results.len()).unwrap_or_else(|_| {
+        panic!(
+            "TcKeyConf with {} results exceeds u16::MAX",
+            conf.results.len()
+        )
+    });
+    put_u64(out, conf.trans.0);
+    out.push(conf.state as u8);
+    out.push(0);
+    put_u16(out, result_count);
+    for (i, result) in conf.results.iter().enumerate() {
+        let data_len = u32::try_from(result.data.len()).unwrap_or_else(|_| {
+            panic!(
+                "TcKeyConf result {i}: data of {} bytes exceeds u32::MAX",
+                result.data.len()
+            )
+        });
+        put_u16(out, result.code);
+        put_u32(out, data_len);
+        out.extend_from_slice(&result.data);
+    }
+}
+
+fn decode_tc_key_req(body: &[u8]) -> Result<TcKeyReq, WireError> {
+    let mut r = Reader::new(body, "TcKeyReq");
+    let trans = TransId(r.u64("trans")?);
+    let exec = r.enum_u8("exec", ExecType::from_u8)?;
+    r.reserved_u8("reserved")?;
+    let op_count = usize::from(r.u16("op_count")?);
+    r.check_count(op_count, KEY_OP_FIXED_BYTES, "op_count")?;
+    let mut ops = Vec::with_capacity(op_count);
+    for i in 0..op_count {
+        r.item = Some(("op", i));
+        let op = r.enum_u8("op", OpType::from_u8)?;
+        let lock = r.enum_u8("lock", LockMode::from_u8)?;
+        let flags_at = r.pos;
+        let flags = r.u8("flags")?;
+        if flags & !OP_FLAGS_KNOWN != 0 {
+            return Err(r.malformed_at(flags_at, format_args!("unknown flag bits {flags:#04x}")));
+        }
+        r.reserved_u8("reserved")?;
+        let table = TableId(r.u32("table")?);
+        let version = SchemaVersion(r.u32("version")?);
+        let key_len = usize::from(r.u16("key_len")?);
+        let key = r.bytes(key_len, "key")?.to_vec();
+        let attrs_len = r.u32("attrs_len")? as usize;
+        let attrs = r.bytes(attrs_len, "attrs")?.to_vec();
+        ops.push(KeyOp {
+            op,
+            lock,
+            flags,
+            table,
+            version,
+            key,
+            attrs,
+        });
+    }
+    r.item = None;
+    r.finish()?;
+    Ok(TcKeyReq { trans, exec, ops })
+}
+
+fn decode_tc_key_conf(body: &[u8]) -> Result<TcKeyConf, WireError> {
+    let mut r = Reader::new(body, "TcKeyConf");
+    let trans = TransId(r.u64("trans")?);
+    let state = r.enum_u8("state", TransState::from_u8)?;
+    r.reserved_u8("reserved")?;
+    let result_count = usize::from(r.u16("result_count")?);
+    r.check_count(result_count, OP_RESULT_FIXED_BYTES, "result_count")?;
+    let mut results = Vec::with_capacity(result_count);
+    for i in 0..result_count {
+        r.item = Some(("result", i));
+        let code = r.u16("code")?;
+        let data_len = r.u32("data_len")? as usize;
+        let data = r.bytes(data_len, "data")?.to_vec();
+        results.push(OpResult { code, data });
+    }
+    r.item = None;
+    r.finish()?;
+    Ok(TcKeyConf {
+        trans,
+        state,
+        results,
+    })
+}
+
+fn decode_tc_key_ref(body: &[u8]) -> Result<TcKeyRef, WireError> {
+    let mut r = Reader::new(body, "TcKeyRef");
+    let trans = TransId(r.u64("trans")?);
+    let code = r.u16("code")?;
+    let op_index = r.u16("op_index")?;
+    let detail_len = usize::from(r.u16("detail_len")?);
+    let detail = r.utf8(detail_len, "detail")?;
+    r.finish()?;
+    Ok(TcKeyRef {
+        trans,
+        code,
+        op_index,
+        detail,
+    })
+}
+
+fn decode_error_report(body: &[u8]) -> Result<ErrorReport, WireError> {
+    let mut r = Reader::new(body, "ErrorReport");
+    let code = r.u16("code")?;
+    let detail_len = usize::from(r.u16("detail_len")?);
+    let detail = r.utf8(detail_len, "detail")?;
+    r.finish()?;
+    Ok(ErrorReport { code, detail })
+}
+
+/// The longest prefix of `s` that fits `max` bytes and ends on a character
+/// boundary.
+pub(crate) fn truncate_at_char_boundary(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+fn detail_prefix(detail: &str) -> &str {
+    truncate_at_char_boundary(detail, SIGNAL_DETAIL_BYTES_MAX)
+}
+
+/// Writes `u16 detail_len | detail`, cutting the detail to the field width.
+fn put_detail(out: &mut Vec<u8>, detail: &str) {
+    let detail = detail_prefix(detail);
+    put_u16(out, detail.len() as u16);
+    out.extend_from_slice(detail.as_bytes());
+}
+
+#[inline]
+pub(crate) fn put_u16(out: &mut Vec<u8>, v: u16) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+#[inline]
+pub(crate) fn put_u32(out: &mut Vec<u8>, v: u32) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+#[inline]
+pub(crate) fn put_u64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+/// A bounds-checked cursor over one message. Every read checks the bytes
+/// that remain and, on failure, builds a message naming the message, the
+/// item (operation or result index), the field and the offset.
+pub(crate) struct Reader<'a> {
+    buf: &'a [u8],
+    /// Invariant: `pos <= buf.len()`.
+    pub(crate) pos: usize,
+    what: &'static str,
+    /// The repeated item being read, for messages ("op 3").
+    pub(crate) item: Option<(&'static str, usize)>,
+}
+
+impl<'a> Reader<'a> {
+    pub(crate) fn new(buf: &'a [u8], what: &'static str) -> Self {
+        Reader {
+            buf,
+            pos: 0,
+            what,
+            item: None,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn remaining(&self) -> usize {
+        self.buf.len() - self.pos
+    }
+
+    #[inline]
+    pub(crate) fn bytes(&mut self, n: usize, field: &'static str) -> Result<&'a [u8], WireError> {
+        if n > self.remaining() {
+            return Err(self.truncated(field, n));
+        }
+        let s = &self.buf[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+
+    #[inline]
+    fn array<const N: usize>(&mut self, field: &'static str) -> Result<[u8; N], WireError> {
+        match self.buf[self.pos..].first_chunk::<N>() {
+            Some(a) => {
+                self.pos += N;
+                Ok(*a)
+            }
+            None => Err(self.truncated(field, N)),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn u8(&mut self, field: &'static str) -> Result<u8, WireError> {
+        Ok(self.array::<1>(field)?[0])
+    }
+
+    #[inline]
+    pub(crate) fn u16(&mut self, field: &'static str) -> Result<u16, WireError> {
+        self.array(field).map(u16::from_le_bytes)
+    }
+
+    #[inline]
+    pub(crate) fn u32(&mut self, field: &'static str) -> Result<u32, WireError> {
+        self.array(field).map(u32::from_le_bytes)
+    }
+
+    #[inline]
+    pub(crate) fn u64(&mut self, field: &'static str) -> Result<u64, WireError> {
+        self.array(field).map(u64::from_le_bytes)
+    }
+
+    #[inline]
+    pub(crate) fn reserved_u8(&mut self, field: &'static str) -> Result<(), WireError> {
+        let at = self.pos;
+        match self.u8(field)? {
+            0 => Ok(()),
+            v => Err(self.malformed_at(at, format_args!("{field} byte is {v:#04x}, must be 0"))),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn enum_u8<T>(
+        &mut self,
+        field: &'static str,
+        from_u8: fn(u8) -> Option<T>,
+    ) -> Result<T, WireError> {
+        let at = self.pos;
+        let v = self.u8(field)?;
+        from_u8(v)
+            .ok_or_else(|| self.malformed_at(at, format_args!("{field} value {v} is out of range")))
+    }
+
+    /// Reads `n` bytes that must be UTF-8.
+    pub(crate) fn utf8(&mut self, n: usize, field: &'static str) -> Result<String, WireError> {
+        let at = self.pos;
+        let bytes = self.bytes(n, field)?;
+        match std::str::from_utf8(bytes) {
+            Ok(s) => Ok(s.to_owned()),
+            Err(e) => Err(self.malformed_at(
+                at + e.valid_up_to(),
+                format_args!("{field} is not valid UTF-8"),
+            )),
+        }
+    }
+
+    /// Checks that `count` items of at least `min_item_bytes` each can fit
+    /// in what remains, so a forged count cannot make us allocate more than
+    /// the input implies.
+    #[inline]
+    pub(crate) fn check_count(
+        &self,
+        count: usize,
+        min_item_bytes: usize,
+        field: &'static str,
+    ) -> Result<(), WireError> {
+        let need = count * min_item_bytes;
+        if need > self.remaining() {
+            return Err(self.malformed_at(
+                self.pos,
+                format_args!(
+                    "{field} {count} needs at least {need} more bytes, {} left",
+                    self.remaining()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Fails if any bytes are left.
+    pub(crate) fn finish(&self) -> Result<(), WireError> {
+        if self.remaining() != 0 {
+            return Err(self.malformed_at(
+                self.pos,
+                format_args!("{} trailing bytes", self.remaining()),
+            ));
+        }
+        Ok(())
+    }
+
+    #[cold]
+    fn truncated(&self, field: &'static str, need: usize) -> WireError {
+        self.malformed_at(
+            self.pos,
+            format_args!(
+                "{field} truncated: needs {need} bytes, {} left",
+                self.remaining()
+            ),
+        )
+    }
+
+    #[cold]
+    pub(crate) fn malformed_at(&self, at: usize, what: std::fmt::Arguments<'_>) -> WireError {
+        let msg = match self.item {
+            Some((item, i)) => format!("{} {item} {i}: {what} at offset {at}", self.what),
+            None => format!("{}: {what} at offset {at}", self.what),
+        };
+        WireError::Malformed(msg)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample_req() -> TcKeyReq {
+        TcKeyReq {
+            trans: TransId(0x0102_0304_0506_0708),
+            exec: ExecType::Commit,
+            ops: vec![
+                KeyOp {
+                    op: OpType::Insert,
+                    lock: LockMode::Exclusive,
+                    flags: OP_IGNORE_ERROR,
+                    table: TableId(7),
+                    version: SchemaVersion(3),
+                    key: vec![1, 2, 3],
+                    attrs: vec![9; 5],
+                },
+                KeyOp {
+                    op: OpType::Read,
+                    lock: LockMode::CommittedRead,
+                    flags: 0,
+                    table: TableId(8),
+                    version: SchemaVersion(1),
+                    key: vec![4],
+                    attrs: ALL_COLUMNS.to_le_bytes().to_vec(),
+                },
+            ],
+        }
+    }
+
+    fn body_of(signal: &Signal) -> Vec<u8> {
+        let mut out = Vec::new();
+        signal.encode_body(&mut out);
+        assert_eq!(out.len(), signal.body_len());
+        out
+    }
+
+    fn malformed(result: Result<Signal, WireError>) -> String {
+        match result {
+            Err(WireError::Malformed(msg)) => msg,
+            other => panic!("expected Malformed, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn tc_key_req_layout_is_byte_exact() {
+        let body = body_of(&Signal::TcKeyReq(sample_req()));
+        let mut expected = Vec::new();
+        expected.extend_from_slice(&0x0102_0304_0506_0708u64.to_le_bytes());
+        expected.extend_from_slice(&[1, 0, 2, 0]); // exec, reserved, op_count
+        expected.extend_from_slice(&[1, 2, 1, 0]); // op, lock, flags, reserved
+        expected.extend_from_slice(&7u32.to_le_bytes());
+        expected.extend_from_slice(&3u32.to_le_bytes());
+        expected.extend_from_slice(&[3, 0, 1, 2, 3]);
+        expected.extend_from_slice(&5u32.to_le_bytes());
+        expected.extend_from_slice(&[9; 5]);
+        expected.extend_from_slice(&[0, 0, 0, 0]);
+        expected.extend_from_slice(&8u32.to_le_bytes());
+        expected.extend_from_slice(&1u32.to_le_bytes());
+        expected.extend_from_slice(&[1, 0, 4]);
+        expected.extend_from_slice(&2u32.to_le_bytes());
+        expected.extend_from_slice(&[0xFF, 0xFF]);
+        assert_eq!(body, expected);
+    }
+
+    #[test]
+    fn every_signal_round_trips() {
+        let signals = [
+            Signal::TcKeyReq(sample_req()),
+            Signal::TcKeyReq(TcKeyReq {
+                trans: TransId(0),
+                exec: ExecType::NoCommit,
+                ops: vec![],
+            }),
+            Signal::TcKeyConf(TcKeyConf {
+                trans: TransId(u64::MAX),
+                state: TransState::Aborted,
+                results: vec![
+                    OpResult {
+                        code: 0,
+                        data: vec![1, 2],
+                    },
+                    OpResult {
+                        code: 626,
+                        data: vec![],
+                    },
+                ],
+            }),
+            Signal::TcKeyRef(TcKeyRef {
+                trans: TransId(5),
+                code: 266,
+                op_index: 0xFFFF,
+                detail: "lock wait timeout ⏱".into(),
+            }),
+            Signal::ErrorReport(ErrorReport {
+                code: 5001,
+                detail: String::new(),
+            }),
+        ];
+        for signal in signals {
+            let body = body_of(&signal);
+            assert_eq!(Signal::decode(signal.gsn(), &body), Ok(signal.clone()));
+            let mut framed = Vec::new();
+            signal.encode(&mut framed);
+            assert_eq!(framed.len(), signal.encoded_len());
+            assert_eq!(&framed[..2], &signal.gsn().to_le_bytes());
+            assert_eq!(&framed[4..8], &(body.len() as u32).to_le_bytes());
+            assert_eq!(&framed[8..], &body[..]);
+        }
+    }
+
+    #[test]
+    fn unknown_gsn_is_rejected() {
+        assert_eq!(Signal::decode(0, &[]), Err(WireError::UnknownSignal(0)));
+        assert_eq!(
+            Signal::decode(GSN_NODE_SIGNALS_FIRST, &[]),
+            Err(WireError::UnknownSignal(GSN_NODE_SIGNALS_FIRST))
+        );
+    }
+
+    #[test]
+    fn trailing_bytes_are_rejected() {
+        let mut body = body_of(&Signal::TcKeyReq(sample_req()));
+        body.push(0);
+        let msg = malformed(Signal::decode(GSN_TC_KEY_REQ, &body));
+        assert!(msg.contains("1 trailing bytes"), "{msg}");
+    }
+
+    #[test]
+    fn every_truncation_is_rejected() {
+        let body = body_of(&Signal::TcKeyReq(sample_req()));
+        for len in 0..body.len() {
+            let msg = malformed(Signal::decode(GSN_TC_KEY_REQ, &body[..len]));
+            assert!(msg.starts_with("TcKeyReq"), "{msg}");
+        }
+    }
+
+    #[test]
+    fn enum_bytes_out_of_range_are_rejected() {
+        let body = body_of(&Signal::TcKeyReq(sample_req()));
+        // exec at 8, first op's op at 12, lock at 13.
+        for (offset, field) in [(8, "exec"), (12, "op"), (13, "lock")] {
+            let mut bad = body.clone();
+            bad[offset] = 9;
+            let msg = malformed(Signal::decode(GSN_TC_KEY_REQ, &bad));
+            assert!(
+                msg.contains(field) && msg.contains(&format!("offset {offset}")),
+                "{msg}"
+            );
+        }
+        let mut bad = body.clone();
+        bad[14] = 0x80;
+        let msg = malformed(Signal::decode(GSN_TC_KEY_REQ, &bad));
+        assert!(msg.contains("op 0: unknown flag bits"), "{msg}");
+    }
+
+    #[test]
+    fn reserved_bytes_must_be_zero() {
+        let body = body_of(&Signal::TcKeyReq(sample_req()));
+        for offset in [9, 15] {
+            let mut bad = body.clone();
+            bad[offset] = 1;
+            let msg = malformed(Signal::decode(GSN_TC_KEY_REQ, &bad));
+            assert!(msg.contains("reserved"), "{msg}");
+        }
+    }
+
+    #[test]
+    fn forged_count_does_not_allocate() {
+        // op_count 65535 with no ops behind it: rejected before allocating.
+        let mut body = vec![0; 8];
+        body.extend_from_slice(&[0, 0, 0xFF, 0xFF]);
+        let msg = malformed(Signal::decode(GSN_TC_KEY_REQ, &body));
+        assert!(msg.contains("op_count 65535"), "{msg}");
+    }
+
+    #[test]
+    fn invalid_utf8_is_rejected() {
+        let mut body = 5001u16.to_le_bytes().to_vec();
+        body.extend_from_slice(&3u16.to_le_bytes());
+        body.extend_from_slice(&[b'a', 0xFF, b'b']);
+        let msg = malformed(Signal::decode(GSN_ERROR_REPORT, &body));
+        assert!(msg.contains("UTF-8") && msg.contains("offset 5"), "{msg}");
+    }
+
+    #[test]
+    fn long_detail_is_cut_at_a_char_boundary() {
+        let detail = "é".repeat(SIGNAL_DETAIL_BYTES_MAX); // 2 bytes each
+        let signal = Signal::ErrorReport(ErrorReport {
+            code: 1,
+            detail: detail.clone(),
+        });
+        let body = body_of(&signal);
+        let Ok(Signal::ErrorReport(decoded)) = Signal::decode(GSN_ERROR_REPORT, &body) else {
+            panic!("decode failed");
+        };
+        assert_eq!(decoded.detail.len(), SIGNAL_DETAIL_BYTES_MAX - 1);
+        assert!(detail.starts_with(&decoded.detail));
+    }
+}
