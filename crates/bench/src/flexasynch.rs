@@ -321,7 +321,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
         })
         .collect();
 
-    let mut run_phase = |cmd: Command, label: &str| -> Result<(f64, u64, Option<Histogram<u64>>), String> {
+    let run_phase = |cmd: Command, label: &str| -> Result<(f64, u64, Option<Histogram<u64>>), String> {
         let start = Instant::now();
         for w in &workers {
             w.commands.send(cmd).map_err(|_| "a benchmark thread stopped".to_string())?;
@@ -353,7 +353,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
         Ok((rate, retries, hist))
     };
 
-    let result = (|| {
+    let result = (|| -> Result<Vec<PhaseReport>, String> {
         if existed {
             eprintln!("flexasynch: table {} exists; deleting any rows an earlier run left", opts.table_name());
             run_phase(Command { phase: Phase::Delete, generation: 0, cleanup: true }, "cleanup")?;

@@ -49,11 +49,11 @@ pub mod record;
 pub mod row;
 pub mod transaction;
 
-pub use cluster::{Cluster, ClusterOptions, DirectConfig};
+pub use cluster::{Cluster, ClusterOptions};
 pub use error::{ErrorClass, ErrorCode, ShoalError};
 pub use record::{Record, Table};
 pub use row::Row;
-pub use transaction::{OpId, Transaction, TransactionState};
+pub use transaction::{OpId, TableRef, Transaction, TransactionState};
 
 pub use shoal_types::{ColumnDef, ColumnType, TableDef, Value};
 pub use shoal_wire::{ExecType, LockMode};

@@ -1,0 +1,154 @@
+//! A real cluster for integration tests: `shoal mgmd` and `shoal datanode`
+//! child processes on free 127.0.0.1 ports, in a temporary data dir.
+//! Dropping it kills the processes.
+
+#![allow(dead_code)]
+
+use shoal_mgmd::ClusterConfig;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub const SHOAL: &str = env!("CARGO_BIN_EXE_shoal");
+
+/// A free TCP port on 127.0.0.1 (bound, then released for the child).
+pub fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    l.local_addr().unwrap().port()
+}
+
+pub struct TestCluster {
+    pub dir: tempfile::TempDir,
+    pub mgmd_addr: String,
+    pub config: ClusterConfig,
+    mgmd: Option<Child>,
+    pub datanodes: Vec<Option<Child>>,
+}
+
+impl TestCluster {
+    /// One data node with default settings.
+    pub fn start() -> TestCluster {
+        TestCluster::start_with(|_| {})
+    }
+
+    /// One data node; `tune` adjusts the config before anything starts.
+    pub fn start_with(tune: impl FnOnce(&mut ClusterConfig)) -> TestCluster {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let port = free_port();
+        let mut config = ClusterConfig::local(1, 1, port, dir.path());
+        config.data_memory_bytes = 64 << 20;
+        tune(&mut config);
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, config.to_toml()).expect("write config");
+        let mgmd_addr = config.mgmd_addr();
+        let mgmd = spawn(&["mgmd", "--config", path.to_str().unwrap()], &dir.path().join("mgmd.log"));
+        let mut cluster = TestCluster { dir, mgmd_addr, config, mgmd: Some(mgmd), datanodes: Vec::new() };
+        cluster.wait_port();
+        let node = cluster.spawn_datanode(1);
+        cluster.datanodes.push(Some(node));
+        cluster.wait_started();
+        cluster
+    }
+
+    pub fn spawn_datanode(&self, node_id: u16) -> Child {
+        let log = self.dir.path().join(format!("datanode-{node_id}.log"));
+        spawn(&["datanode", "--connect", &self.mgmd_addr, "--node-id", &node_id.to_string()], &log)
+    }
+
+    fn wait_port(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(&self.mgmd_addr).is_err() {
+            if let Some(status) = self.mgmd.as_mut().unwrap().try_wait().unwrap() {
+                panic!("mgmd exited with {status}; log:\n{}", self.log("mgmd.log"));
+            }
+            assert!(Instant::now() < deadline, "mgmd did not listen on {}", self.mgmd_addr);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn wait_started(&self) {
+        let out = self.shoal(&["mgm", "--connect", &self.mgmd_addr, "wait", "--timeout-secs", "30"]);
+        assert!(out.status.success(), "cluster did not start: {}\n{}", String::from_utf8_lossy(&out.stderr), self.logs());
+    }
+
+    /// Runs `shoal ARGS` to completion.
+    pub fn shoal(&self, args: &[&str]) -> std::process::Output {
+        Command::new(SHOAL).args(args).output().expect("run shoal")
+    }
+
+    pub fn log(&self, name: &str) -> String {
+        let mut s = String::new();
+        if let Ok(mut f) = std::fs::File::open(self.dir.path().join(name)) {
+            let _ = f.read_to_string(&mut s);
+        }
+        s
+    }
+
+    pub fn logs(&self) -> String {
+        format!("--- mgmd.log\n{}\n--- datanode-1.log\n{}", self.log("mgmd.log"), self.log("datanode-1.log"))
+    }
+
+    /// The data node's live address and the cluster id, from mgmd.
+    pub fn datanode_addr(&self) -> (String, u64) {
+        let rt = runtime();
+        rt.block_on(async {
+            let mut c = shoal_mgmd::MgmClient::connect(&self.mgmd_addr).await.unwrap();
+            let status = c.show().await.unwrap();
+            let node = status.nodes.iter().find(|n| n.kind == "datanode").expect("a data node");
+            (format!("127.0.0.1:{}", node.port), status.cluster_id)
+        })
+    }
+
+    /// The data node's last reported status.
+    pub fn datanode_status(&self) -> shoal_mgmd::NodeStatus {
+        let rt = runtime();
+        rt.block_on(async {
+            let mut c = shoal_mgmd::MgmClient::connect(&self.mgmd_addr).await.unwrap();
+            let status = c.show().await.unwrap();
+            let node = status.nodes.into_iter().find(|n| n.kind == "datanode").expect("a data node");
+            node.status.expect("data node reported a status")
+        })
+    }
+
+    /// Panics (with the logs) unless every process is still running.
+    pub fn assert_alive(&mut self) {
+        if let Some(s) = self.mgmd.as_mut().unwrap().try_wait().unwrap() {
+            panic!("mgmd died: {s}\n{}", self.logs());
+        }
+        for n in self.datanodes.iter_mut().flatten() {
+            if let Some(s) = n.try_wait().unwrap() {
+                panic!("data node died: {s}\n{}", self.logs());
+            }
+        }
+    }
+
+    pub fn data_dir(&self) -> PathBuf {
+        self.dir.path().to_path_buf()
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        for child in self.datanodes.iter_mut().flatten().chain(self.mgmd.as_mut()) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn spawn(args: &[&str], log: &Path) -> Child {
+    let out = std::fs::File::create(log).expect("log file");
+    Command::new(SHOAL)
+        .args(args)
+        .env("SHOAL_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().unwrap())
+        .stderr(out)
+        .spawn()
+        .expect("spawn shoal")
+}
+
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+}

@@ -1,0 +1,228 @@
+//! [`Cluster`]: one API node's membership in a cluster. It registers with
+//! mgmd (which hands out the node id and knows the data nodes and the
+//! schema), opens one [`Connection`] per started data node, caches table
+//! definitions, and hands out transactions.
+//!
+//! Invariants:
+//! - Transaction ids are unique per `Cluster` (a counter), which is what
+//!   the data node needs: it keys transactions by (connection, id).
+//! - The table cache only holds definitions mgmd returned; a transaction
+//!   that hears "no such table" or "stale schema version" evicts the
+//!   table's entry, so the next `table()` fetches the current one.
+
+use crate::conn::Connection;
+use crate::record::Table;
+use crate::transaction::Transaction;
+use shoal_mgmd::{ApiSession, MgmClient, NodeState};
+use shoal_types::{ErrorCode, ShoalError, TableDef, TransId};
+use shoal_wire::{Hello, NodeType};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Settings of a [`Cluster`] connection.
+#[derive(Clone, Debug)]
+pub struct ClusterOptions {
+    /// How long connecting and handshaking with one data node may take.
+    pub connect_timeout: Duration,
+    /// A request the data node has not answered after this long fails
+    /// with `ReceiveTimeout` (4008). `None`: wait for ever. Keep it well
+    /// above the cluster's deadlock timeout: a lock wait is not a failure.
+    pub receive_timeout: Option<Duration>,
+}
+
+impl Default for ClusterOptions {
+    fn default() -> Self {
+        ClusterOptions { connect_timeout: Duration::from_secs(10), receive_timeout: Some(Duration::from_secs(60)) }
+    }
+}
+
+struct Inner {
+    node_id: u16,
+    mgmd_addr: String,
+    /// mgmd's session is one TCP stream with request/reply: one caller at
+    /// a time. Replaced by a fresh session if mgmd restarts.
+    mgm: tokio::sync::Mutex<ApiSession>,
+    conns: Vec<Arc<Connection>>,
+    next_conn: AtomicUsize,
+    next_trans: AtomicU64,
+    tables: Mutex<HashMap<String, Table>>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        for c in &self.conns {
+            c.fail("the cluster handle was dropped", true);
+        }
+    }
+}
+
+/// A connection to a Shoal cluster. Cheap to clone; clones share the
+/// connections, the table cache and the transaction id counter.
+#[derive(Clone)]
+pub struct Cluster {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("node_id", &self.inner.node_id)
+            .field("mgmd", &self.inner.mgmd_addr)
+            .field("data_nodes", &self.inner.conns.iter().map(|c| c.node_id()).collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// Runs one mgmd request (`$call`, using `$s: &mut ApiSession`); if mgmd's
+/// session broke, registers again once and retries.
+macro_rules! with_mgm {
+    ($self:ident, |$s:ident| $call:expr) => {{
+        let mut guard = $self.inner.mgm.lock().await;
+        let first = {
+            let $s = &mut *guard;
+            $call.await
+        };
+        match first {
+            Err(e) if e.code == ErrorCode::MgmdFailure => {
+                $self.reconnect_mgm(&mut guard, &e).await?;
+                let $s = &mut *guard;
+                $call.await
+            }
+            other => other,
+        }
+    }};
+}
+
+fn failure(detail: String) -> ShoalError {
+    ShoalError::with_detail(ErrorCode::ClusterFailure, detail)
+}
+
+impl Cluster {
+    /// Connects through mgmd at `mgmd_addr` ("host:port") with default
+    /// options. Needs a tokio runtime with I/O and time enabled.
+    pub async fn connect(mgmd_addr: &str) -> Result<Cluster, ShoalError> {
+        Cluster::connect_with(mgmd_addr, ClusterOptions::default()).await
+    }
+
+    pub async fn connect_with(mgmd_addr: &str, opts: ClusterOptions) -> Result<Cluster, ShoalError> {
+        let mut session = MgmClient::connect(mgmd_addr).await?.register_api().await?;
+        let node_id = session.node_id();
+        let cluster_id = session.cluster_id();
+        let nodes = session.data_nodes().await?;
+        let mut conns = Vec::new();
+        let mut down = Vec::new();
+        for n in nodes.iter().filter(|n| n.kind == "datanode") {
+            if n.state != NodeState::Started {
+                down.push(format!("node {} is {:?}", n.node_id, n.state));
+                continue;
+            }
+            let addr = format!("{}:{}", n.host, n.port);
+            let hello = Hello::new(NodeType::Api, cluster_id, node_id, n.node_id);
+            conns.push(Connection::open(&addr, &hello, &opts).await?);
+        }
+        if conns.is_empty() {
+            return Err(failure(format!(
+                "no data node is started ({}); check `shoal mgm --connect {mgmd_addr} -e show`",
+                if down.is_empty() { "none configured".to_string() } else { down.join(", ") }
+            )));
+        }
+        Ok(Cluster {
+            inner: Arc::new(Inner {
+                node_id,
+                mgmd_addr: mgmd_addr.to_string(),
+                mgm: tokio::sync::Mutex::new(session),
+                conns,
+                next_conn: AtomicUsize::new(0),
+                next_trans: AtomicU64::new(1),
+                tables: Mutex::new(HashMap::new()),
+            }),
+        })
+    }
+
+    /// The API node id mgmd gave this connection.
+    pub fn node_id(&self) -> u16 {
+        self.inner.node_id
+    }
+
+    /// Registers again with mgmd (after its session broke: mgmd restarted).
+    async fn reconnect_mgm(&self, session: &mut ApiSession, why: &ShoalError) -> Result<(), ShoalError> {
+        tracing::info!("mgmd session lost ({why}); registering again");
+        *session = MgmClient::connect(&self.inner.mgmd_addr).await?.register_api().await?;
+        Ok(())
+    }
+
+    /// Creates a table (through mgmd, which assigns its id and version and
+    /// waits until every data node has it).
+    pub async fn create_table(&self, def: TableDef) -> Result<Table, ShoalError> {
+        def.validate()?;
+        let created = with_mgm!(self, |s| s.create_table(def.clone()))?;
+        let table = Table::new(created);
+        self.cache().insert(table.name().to_string(), table.clone());
+        Ok(table)
+    }
+
+    /// Drops a table; its rows are gone and operations on it fail with
+    /// `NoSuchTable` (723).
+    pub async fn drop_table(&self, name: &str) -> Result<(), ShoalError> {
+        self.cache().remove(name);
+        with_mgm!(self, |s| s.drop_table(name))
+    }
+
+    /// The table called `name`, from the cache or else from mgmd.
+    pub async fn table(&self, name: &str) -> Result<Table, ShoalError> {
+        if let Some(t) = self.cache().get(name) {
+            return Ok(t.clone());
+        }
+        let def = with_mgm!(self, |s| s.get_table(name))?;
+        let table = Table::new(def);
+        self.cache().insert(name.to_string(), table.clone());
+        Ok(table)
+    }
+
+    /// Forgets the cached definition of `name` (after a schema change made
+    /// by another client), so the next [`Cluster::table`] asks mgmd.
+    pub fn invalidate_table(&self, name: &str) {
+        self.cache().remove(name);
+    }
+
+    /// Starts a transaction. Nothing is sent until its first `execute`.
+    pub fn transaction(&self) -> Transaction {
+        let id = self.inner.next_trans.fetch_add(1, Ordering::Relaxed);
+        Transaction::new(self.clone(), TransId(id))
+    }
+
+    /// Closes every data node connection (after sending what is queued).
+    /// Transactions still waiting fail: `CommitOutcomeUnknown` for a
+    /// commit, `NodeFailureAbort` otherwise.
+    pub async fn close(&self) {
+        for c in &self.inner.conns {
+            c.fail("closed by the application", true);
+        }
+        for c in &self.inner.conns {
+            c.join_writer(Duration::from_secs(5)).await;
+        }
+    }
+
+    fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, Table>> {
+        self.inner.tables.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A live connection for a new transaction, round-robin.
+    pub(crate) fn pick_connection(&self) -> Result<Arc<Connection>, ShoalError> {
+        let conns = &self.inner.conns;
+        let start = self.inner.next_conn.fetch_add(1, Ordering::Relaxed);
+        (0..conns.len())
+            .map(|i| &conns[(start + i) % conns.len()])
+            .find(|c| c.is_alive())
+            .cloned()
+            .ok_or_else(|| {
+                failure(format!(
+                    "every data node connection is down; check `shoal mgm --connect {} -e show` and reconnect",
+                    self.inner.mgmd_addr
+                ))
+            })
+    }
+}
+

@@ -1,0 +1,325 @@
+//! [`Transaction`]: operations queued on the client and sent to one data
+//! node (its coordinator) in one `TcKeyReq` per [`Transaction::execute`].
+//!
+//! Invariants:
+//! - Every operation gets an [`OpId`] when queued; ids index `ops` and stay
+//!   valid for the transaction's life. Ops `..sent` have been sent.
+//! - At most one request is in flight (`execute` takes `&mut self`).
+//! - Once the transaction is finished (committed, aborted or failed), it
+//!   sends nothing more; `execute` answers `BadRequest`, except a
+//!   `Rollback`, which is a no-op.
+//! - A transaction dropped while it may be open on the node sends a
+//!   fire-and-forget rollback, so its locks are released at once rather
+//!   than at the inactivity timeout.
+
+use crate::cluster::Cluster;
+use crate::conn::{Connection, Reply};
+use crate::error::{bad_request, from_wire};
+use crate::record::{encode_delete, Record, Table};
+use crate::row::Row;
+use shoal_types::{ErrorCode, ShoalError, TransId, Value};
+use shoal_wire::{ExecType, KeyOp, LockMode, OpType, TransState, OP_IGNORE_ERROR};
+use std::sync::Arc;
+
+/// Names one operation of a transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct OpId(u32);
+
+impl OpId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransactionState {
+    /// Nothing executed yet.
+    Started,
+    /// Executed with `NoCommit`: open on the data node, locks held.
+    Open,
+    Committed,
+    /// Rolled back, or aborted by the data node after an error.
+    Aborted,
+    /// The outcome is unknown or the transaction cannot go on (its
+    /// connection failed, the reply timed out, the execute was cancelled).
+    Failed,
+}
+
+impl TransactionState {
+    fn is_finished(self) -> bool {
+        matches!(self, TransactionState::Committed | TransactionState::Aborted | TransactionState::Failed)
+    }
+}
+
+struct OpSlot {
+    /// The table, kept for reads (to decode the row) and for errors.
+    table: Table,
+    is_read: bool,
+    row: Option<Row>,
+    error: Option<ShoalError>,
+}
+
+/// Accepted by [`Transaction::delete`]: a table or any record of it.
+pub trait TableRef {
+    fn table_ref(&self) -> &Table;
+}
+
+impl TableRef for Table {
+    fn table_ref(&self) -> &Table {
+        self
+    }
+}
+
+impl TableRef for Record {
+    fn table_ref(&self) -> &Table {
+        self.table()
+    }
+}
+
+pub struct Transaction {
+    cluster: Cluster,
+    trans: TransId,
+    /// The coordinator, chosen at the first execute.
+    conn: Option<Arc<Connection>>,
+    /// Operations queued for the next execute.
+    queued: Vec<KeyOp>,
+    ops: Vec<OpSlot>,
+    /// `ops[..sent]` have been sent.
+    sent: usize,
+    state: TransactionState,
+}
+
+impl std::fmt::Debug for Transaction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Transaction")
+            .field("id", &self.trans)
+            .field("state", &self.state)
+            .field("ops", &self.ops.len())
+            .field("queued", &self.queued.len())
+            .finish()
+    }
+}
+
+impl Transaction {
+    pub(crate) fn new(cluster: Cluster, trans: TransId) -> Transaction {
+        Transaction {
+            cluster,
+            trans,
+            conn: None,
+            queued: Vec::new(),
+            ops: Vec::new(),
+            sent: 0,
+            state: TransactionState::Started,
+        }
+    }
+
+    pub fn id(&self) -> TransId {
+        self.trans
+    }
+
+    pub fn state(&self) -> TransactionState {
+        self.state
+    }
+
+    fn push(&mut self, op: KeyOp, table: &Table, is_read: bool) -> Result<OpId, ShoalError> {
+        if self.state.is_finished() {
+            return Err(bad_request(format!("transaction {} is {:?}; start a new one", self.trans, self.state)));
+        }
+        let id = OpId(self.ops.len() as u32);
+        self.queued.push(op);
+        self.ops.push(OpSlot { table: table.clone(), is_read, row: None, error: None });
+        Ok(id)
+    }
+
+    /// Queues an insert of `values` (in `record`'s column order); fails
+    /// with 630 at execute if the key exists.
+    pub fn insert(&mut self, record: &Record, values: &[Value]) -> Result<OpId, ShoalError> {
+        let op = record.encode_write(OpType::Insert, values)?;
+        self.push(op, record.table(), false)
+    }
+
+    /// Queues an update of the record's columns; fails with 626 at execute
+    /// if the key does not exist.
+    pub fn update(&mut self, record: &Record, values: &[Value]) -> Result<OpId, ShoalError> {
+        let op = record.encode_write(OpType::Update, values)?;
+        self.push(op, record.table(), false)
+    }
+
+    /// Queues an insert-or-update (upsert).
+    pub fn write(&mut self, record: &Record, values: &[Value]) -> Result<OpId, ShoalError> {
+        let op = record.encode_write(OpType::Write, values)?;
+        self.push(op, record.table(), false)
+    }
+
+    /// Queues a delete by primary key (values in key order); fails with
+    /// 626 at execute if the key does not exist.
+    pub fn delete(&mut self, table: &impl TableRef, key: &[Value]) -> Result<OpId, ShoalError> {
+        let table = table.table_ref();
+        let op = encode_delete(table, key)?;
+        self.push(op, table, false)
+    }
+
+    /// Queues a read of the record's columns by primary key (values in key
+    /// order). `CommittedRead` takes no lock and sees the latest committed
+    /// row; `Shared` and `Exclusive` lock it until the transaction ends.
+    pub fn read(&mut self, record: &Record, key: &[Value], lock: LockMode) -> Result<OpId, ShoalError> {
+        let op = record.encode_read(key, lock)?;
+        self.push(op, record.table(), true)
+    }
+
+    /// Lets operation `op` fail with "not found" (626) or "already exists"
+    /// (630) without aborting the transaction (NDB's AO_IgnoreError); the
+    /// error is then reported by [`Transaction::op_error`]. Only affects
+    /// operations not yet executed.
+    pub fn ignore_error(&mut self, op: OpId) {
+        if let Some(k) = op.index().checked_sub(self.sent).and_then(|i| self.queued.get_mut(i)) {
+            k.flags |= OP_IGNORE_ERROR;
+        }
+    }
+
+    /// The row a read returned (after its execute), or `None` if it has
+    /// not run, failed, or found nothing under `ignore_error`.
+    pub fn row(&self, op: OpId) -> Option<&Row> {
+        self.ops.get(op.index()).and_then(|s| s.row.as_ref())
+    }
+
+    /// The error operation `op` ended with, if any.
+    pub fn op_error(&self, op: OpId) -> Option<&ShoalError> {
+        self.ops.get(op.index()).and_then(|s| s.error.as_ref())
+    }
+
+    /// Sends the queued operations in one request and waits for the answer.
+    ///
+    /// - `NoCommit`: runs them; the transaction stays open with its locks.
+    /// - `Commit`: runs them and commits everything the transaction did.
+    /// - `Rollback`: drops the queued operations and undoes the rest.
+    ///
+    /// An error aborts the whole transaction on the node (unless the op
+    /// was marked with [`Transaction::ignore_error`]); its class says
+    /// whether to retry. After a `Failed` state a commit's outcome is
+    /// unknown (`CommitOutcomeUnknown`, 4012).
+    pub async fn execute(&mut self, exec: ExecType) -> Result<(), ShoalError> {
+        if self.state.is_finished() {
+            if exec == ExecType::Rollback {
+                return Ok(());
+            }
+            return Err(bad_request(format!(
+                "transaction {} is already {:?}; start a new one",
+                self.trans, self.state
+            )));
+        }
+        if exec == ExecType::Rollback {
+            // Queued operations are never sent.
+            self.ops.truncate(self.sent);
+            self.queued.clear();
+            if self.conn.is_none() {
+                self.state = TransactionState::Aborted;
+                return Ok(());
+            }
+        } else if self.conn.is_none() && self.queued.is_empty() {
+            // Nothing to do on any node.
+            if exec == ExecType::Commit {
+                self.state = TransactionState::Committed;
+            }
+            return Ok(());
+        }
+        let conn = match &self.conn {
+            Some(c) => c.clone(),
+            None => {
+                let c = self.cluster.pick_connection()?;
+                self.conn = Some(c.clone());
+                c
+            }
+        };
+        let first = self.sent;
+        let count = self.queued.len();
+        let rx = conn.submit(self.trans, exec, &mut self.queued)?;
+        self.sent = first + count;
+        // If this future is dropped while waiting, the transaction's fate
+        // is unknown: `Failed` until the answer says otherwise.
+        self.state = TransactionState::Failed;
+        let reply = match rx.await {
+            Ok(r) => r,
+            Err(_) => Err(ShoalError::with_detail(
+                ErrorCode::ClusterFailure,
+                format!("connection to data node {} dropped the request", conn.node_id()),
+            )),
+        };
+        match reply {
+            Err(e) => {
+                self.fail_ops(first, &e);
+                if e.code == ErrorCode::ReceiveTimeout && exec != ExecType::Commit {
+                    // The node may still hold the transaction: release it.
+                    conn.send_rollback(self.trans);
+                }
+                Err(e)
+            }
+            Ok(Reply::Conf(c)) => {
+                if c.results.len() != count {
+                    let e = ShoalError::with_detail(
+                        ErrorCode::ProtocolViolation,
+                        format!("data node answered {} results for {count} operations", c.results.len()),
+                    );
+                    self.fail_ops(first, &e);
+                    return Err(e);
+                }
+                let mut bad_row = None;
+                for (i, r) in c.results.into_iter().enumerate() {
+                    let slot = &mut self.ops[first + i];
+                    if r.code != 0 {
+                        slot.error = Some(from_wire(r.code, "operation failed (error ignored on request)"));
+                    } else if slot.is_read {
+                        match Row::new(slot.table.clone(), r.data) {
+                            Ok(row) => slot.row = Some(row),
+                            Err(e) => {
+                                slot.error = Some(e.clone());
+                                bad_row.get_or_insert(e);
+                            }
+                        }
+                    }
+                }
+                self.state = match c.state {
+                    TransState::Open => TransactionState::Open,
+                    TransState::Committed => TransactionState::Committed,
+                    TransState::Aborted => TransactionState::Aborted,
+                };
+                match bad_row {
+                    Some(e) => Err(e),
+                    None => Ok(()),
+                }
+            }
+            Ok(Reply::Ref(r)) => {
+                self.state = TransactionState::Aborted;
+                let mut e = from_wire(r.code, &r.detail);
+                let failing = (r.op_index as usize) < count;
+                if failing {
+                    let slot = &mut self.ops[first + r.op_index as usize];
+                    let table = slot.table.name().to_string();
+                    if matches!(e.code, ErrorCode::NoSuchTable | ErrorCode::InvalidSchemaVersion) {
+                        self.cluster.invalidate_table(&table);
+                    }
+                    slot.error = Some(e.clone());
+                    let at = format!("operation {} on table {table:?}", first + r.op_index as usize);
+                    e.detail = if e.detail.is_empty() { at } else { format!("{at}: {}", e.detail) };
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn fail_ops(&mut self, first: usize, e: &ShoalError) {
+        self.state = TransactionState::Failed;
+        for slot in &mut self.ops[first..] {
+            slot.error.get_or_insert_with(|| e.clone());
+        }
+    }
+}
+
+impl Drop for Transaction {
+    fn drop(&mut self) {
+        let maybe_open = matches!(self.state, TransactionState::Open | TransactionState::Failed);
+        if let (true, Some(conn)) = (maybe_open, &self.conn) {
+            conn.send_rollback(self.trans);
+        }
+    }
+}

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Shoal vs Redis, side by side in one run, on this machine (see
+# docs/BENCHMARKS.md for the figures and how to read them).
+#
+#   ./scripts/bench.sh            # full run (~3 minutes)
+#   QUICK=1 ./scripts/bench.sh    # smaller counts, for a smoke test
+#
+# Layout (2 cores): the server (Shoal's data node, or redis-server) is
+# pinned to core 0, the load generator (flexasynch, or redis-benchmark) to
+# core 1. mgmd is idle during the run and floats.
+#
+# Installs redis-server and redis-tools with apt if they are missing.
+# Writes raw outputs to target/bench/ and a summary to stdout.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+OUT=target/bench
+mkdir -p "$OUT"
+SERVER_CORE=${SERVER_CORE:-0}
+CLIENT_CORE=${CLIENT_CORE:-1}
+MGM_PORT=${MGM_PORT:-21186}
+REDIS_PORT=${REDIS_PORT:-26379}
+if [[ -n "${QUICK:-}" ]]; then
+    ROUNDS=50; LOOPS=2; MEM_ROWS_ROUNDS=100; LAT_N=2000; REDIS_N=200000
+else
+    ROUNDS=400; LOOPS=3; MEM_ROWS_ROUNDS=1000; LAT_N=20000; REDIS_N=2000000
+fi
+
+log() { printf '[bench] %s\n' "$*" >&2; }
+
+if ! command -v redis-server >/dev/null || ! command -v redis-benchmark >/dev/null; then
+    log "installing redis-server and redis-tools (apt)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq redis-server redis-tools >/dev/null
+fi
+
+log "building shoal (release)"
+cargo build --release -p shoal >&2
+SHOAL=target/release/shoal
+
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]:-}"; do
+        [[ -n "$p" ]] && kill "$p" 2>/dev/null || true
+    done
+    wait 2>/dev/null || true
+}
+trap cleanup EXIT
+
+rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+
+# ---------------------------------------------------------------- Shoal
+DATA=$(mktemp -d)
+cat >"$DATA/config.toml" <<EOF
+[system]
+data_dir = "$DATA"
+
+[datanode_defaults]
+no_of_replicas = 1
+data_memory = "4G"
+
+[[node]]
+node_id = 49
+type = "mgmd"
+host = "127.0.0.1"
+port = $MGM_PORT
+
+[[node]]
+node_id = 1
+type = "datanode"
+host = "127.0.0.1"
+EOF
+log "starting mgmd and one data node (data node on core $SERVER_CORE)"
+$SHOAL mgmd --config "$DATA/config.toml" >"$OUT/mgmd.log" 2>&1 &
+PIDS+=($!)
+for _ in $(seq 100); do $SHOAL mgm --connect 127.0.0.1:$MGM_PORT -e show >/dev/null 2>&1 && break; sleep 0.1; done
+taskset -c "$SERVER_CORE" $SHOAL datanode --connect 127.0.0.1:$MGM_PORT --node-id 1 >"$OUT/datanode.log" 2>&1 &
+NODE_PID=$!
+PIDS+=($NODE_PID)
+$SHOAL mgm --connect 127.0.0.1:$MGM_PORT wait --timeout-secs 30 >&2
+
+FLEX="taskset -c $CLIENT_CORE $SHOAL bench flexasynch --connect 127.0.0.1:$MGM_PORT"
+
+log "flexasynch throughput: -t 1 -p 1024 -a 2 -o $ROUNDS -l $LOOPS -dirty"
+$FLEX -t 1 -p 1024 -a 2 -o "$ROUNDS" -l "$LOOPS" -dirty | tee "$OUT/flexasynch.txt"
+
+log "flexasynch serial latency: one single-read transaction in flight"
+$FLEX -t 1 -p 1 -c 1 -a 2 -o "$LAT_N" -dirty --latency | tee "$OUT/flexasynch-latency.txt"
+
+log "memory: 1M rows of -a 2 (8 bytes)"
+RSS0=$(rss_kib $NODE_PID)
+$FLEX -t 1 -p 1000 -a 2 -o "$MEM_ROWS_ROUNDS" -l 1 --keep -dirty >"$OUT/flexasynch-memory.txt"
+RSS1=$(rss_kib $NODE_PID)
+SHOAL_ROWS=$((1000 * MEM_ROWS_ROUNDS))
+SHOAL_BPR=$(( (RSS1 - RSS0) * 1024 / SHOAL_ROWS ))
+$SHOAL mgm --connect 127.0.0.1:$MGM_PORT -e show | tee "$OUT/show-after-memory.txt" >&2
+cleanup
+PIDS=()
+
+# ---------------------------------------------------------------- Redis
+log "starting redis-server on core $SERVER_CORE"
+taskset -c "$SERVER_CORE" redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
+    --daemonize no >"$OUT/redis.log" 2>&1 &
+REDIS_PID=$!
+PIDS+=($REDIS_PID)
+for _ in $(seq 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
+RB="taskset -c $CLIENT_CORE redis-benchmark -h 127.0.0.1 -p $REDIS_PORT"
+
+log "redis-benchmark -P 64 -c 50 -d 8 -t set,get"
+$RB -P 64 -c 50 -d 8 -t set,get -n "$REDIS_N" -r 1000000 --csv | tee "$OUT/redis-pipelined.csv"
+log "redis-benchmark serial latency: -c 1 -P 1 -t get"
+$RB -c 1 -P 1 -d 8 -t get -n "$LAT_N" -r 1000000 --csv | tee "$OUT/redis-latency.csv"
+
+log "redis memory: 1M keys of 8-byte values"
+redis-cli -p "$REDIS_PORT" flushall >/dev/null
+R0=$(rss_kib $REDIS_PID)
+redis-cli -p "$REDIS_PORT" debug populate "$SHOAL_ROWS" key 8 >/dev/null
+R1=$(rss_kib $REDIS_PID)
+REDIS_BPK=$(( (R1 - R0) * 1024 / SHOAL_ROWS ))
+cleanup
+PIDS=()
+
+# ---------------------------------------------------------------- summary
+csv_field() { # file test column
+    awk -F, -v t="\"$2\"" -v c="$3" 'NR==1 {for (i=1;i<=NF;i++) if ($i=="\""c"\"") col=i} $1==t {gsub(/"/,"",$col); print $col}' "$1"
+}
+echo
+echo "== summary ($(nproc) cores; server on core $SERVER_CORE, client on core $CLIENT_CORE)"
+grep -E '^(insert|update|delete|read) average' "$OUT/flexasynch.txt" | sed 's/^/shoal flexasynch  /'
+echo "redis -P 64 -c 50   SET $(csv_field "$OUT/redis-pipelined.csv" SET rps)/s  GET $(csv_field "$OUT/redis-pipelined.csv" GET rps)/s"
+grep -E '^read latency' "$OUT/flexasynch-latency.txt" | sed 's/^/shoal serial       /'
+echo "redis serial GET    p50: $(csv_field "$OUT/redis-latency.csv" GET p50_latency_ms)ms p99: $(csv_field "$OUT/redis-latency.csv" GET p99_latency_ms)ms"
+echo "memory per row      shoal: ${SHOAL_BPR} B (RSS growth / $SHOAL_ROWS rows)  redis: ${REDIS_BPK} B (RSS growth / $SHOAL_ROWS keys)"
+rm -rf "$DATA"
