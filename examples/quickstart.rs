@@ -8,13 +8,22 @@
 //! cargo run --release -p shoal-client --example quickstart [MGMD_HOST:PORT]
 //! ```
 
-use shoal_client::{Cluster, ColumnDef, ColumnType, ErrorClass, ErrorCode, ExecType, LockMode, ShoalError, TableDef, Value};
+use shoal_client::{
+    Cluster, ColumnDef, ColumnType, ErrorClass, ErrorCode, ExecType, LockMode, ShoalError,
+    TableDef, Value,
+};
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    let addr = std::env::args().nth(1).unwrap_or_else(|| "127.0.0.1:1186".to_string());
+    let addr = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "127.0.0.1:1186".to_string());
     if let Err(e) = run(&addr).await {
-        eprintln!("quickstart failed: {e} (error {}, {})", e.code as u16, e.class().as_str());
+        eprintln!(
+            "quickstart failed: {e} (error {}, {})",
+            e.code as u16,
+            e.class().as_str()
+        );
         std::process::exit(1);
     }
 }
@@ -32,7 +41,8 @@ async fn run(addr: &str) -> Result<(), ShoalError> {
                 vec![
                     ColumnDef::new("id", ColumnType::BigInt { unsigned: true }),
                     ColumnDef::new("name", ColumnType::VarChar(64)),
-                    ColumnDef::new("balance", ColumnType::BigInt { unsigned: false }).default_value(Value::Int(0)),
+                    ColumnDef::new("balance", ColumnType::BigInt { unsigned: false })
+                        .default_value(Value::Int(0)),
                 ],
                 &["id"],
             )?;
@@ -46,8 +56,14 @@ async fn run(addr: &str) -> Result<(), ShoalError> {
     // Several operations, one round trip. `write` is an upsert, so the
     // example can run again and again.
     let mut tx = cluster.transaction();
-    tx.write(&all, &[Value::UInt(1), Value::Str("ada".into()), Value::Int(100)])?;
-    tx.write(&all, &[Value::UInt(2), Value::Str("grace".into()), Value::Int(50)])?;
+    tx.write(
+        &all,
+        &[Value::UInt(1), Value::Str("ada".into()), Value::Int(100)],
+    )?;
+    tx.write(
+        &all,
+        &[Value::UInt(2), Value::Str("grace".into()), Value::Int(50)],
+    )?;
     tx.write(&names, &[Value::UInt(3), Value::Str("edsger".into())])?; // balance: its default
     tx.execute(ExecType::Commit).await?;
     println!("wrote 3 rows");
@@ -76,20 +92,33 @@ async fn run(addr: &str) -> Result<(), ShoalError> {
     tx.execute(ExecType::Commit).await?;
     for op in reads {
         if let Some(row) = tx.row(op) {
-            println!("  {:?} {:?} {:?}", row.get("id"), row.get("name"), row.get("balance"));
+            println!(
+                "  {:?} {:?} {:?}",
+                row.get("id"),
+                row.get("name"),
+                row.get("balance")
+            );
         }
     }
 
     // Errors carry a stable code, a message and a class.
     let mut tx = cluster.transaction();
-    tx.insert(&all, &[Value::UInt(1), Value::Str("again".into()), Value::Int(0)])?;
+    tx.insert(
+        &all,
+        &[Value::UInt(1), Value::Str("again".into()), Value::Int(0)],
+    )?;
     match tx.execute(ExecType::Commit).await {
-        Err(e) if e.code == ErrorCode::TupleAlreadyExists => println!("duplicate insert refused: {e}"),
+        Err(e) if e.code == ErrorCode::TupleAlreadyExists => {
+            println!("duplicate insert refused: {e}")
+        }
         other => println!("unexpected: {other:?}"),
     }
     // Bad values fail before anything is sent.
     let mut tx = cluster.transaction();
-    if let Err(e) = tx.insert(&all, &[Value::UInt(9), Value::Str("x".repeat(100)), Value::Int(0)]) {
+    if let Err(e) = tx.insert(
+        &all,
+        &[Value::UInt(9), Value::Str("x".repeat(100)), Value::Int(0)],
+    ) {
         println!("refused locally: {e}");
     }
 
@@ -99,18 +128,36 @@ async fn run(addr: &str) -> Result<(), ShoalError> {
     let maybe = tx.delete(&table, &[Value::UInt(999)])?;
     tx.ignore_error(maybe);
     tx.execute(ExecType::Commit).await?;
-    println!("deleted row 3 (row 999: {:?})", tx.op_error(maybe).map(|e| e.code));
+    println!(
+        "deleted row 3 (row 999: {:?})",
+        tx.op_error(maybe).map(|e| e.code)
+    );
     Ok(())
 }
 
-async fn transfer(cluster: &Cluster, rec: &shoal_client::Record, from: u64, to: u64, amount: i64) -> Result<(), ShoalError> {
+async fn transfer(
+    cluster: &Cluster,
+    rec: &shoal_client::Record,
+    from: u64,
+    to: u64,
+    amount: i64,
+) -> Result<(), ShoalError> {
     let mut tx = cluster.transaction();
     let a = tx.read(rec, &[Value::UInt(from)], LockMode::Exclusive)?;
     let b = tx.read(rec, &[Value::UInt(to)], LockMode::Exclusive)?;
     tx.execute(ExecType::NoCommit).await?;
-    let balance = |op| tx.row(op).and_then(|r| r.get("balance")).and_then(|v| v.as_i64()).unwrap_or(0);
+    let balance = |op| {
+        tx.row(op)
+            .and_then(|r| r.get("balance"))
+            .and_then(|v| v.as_i64())
+            .unwrap_or(0)
+    };
     let (fa, tb) = (balance(a), balance(b));
-    let name = |op| tx.row(op).and_then(|r| r.get("name")).unwrap_or(Value::Null);
+    let name = |op| {
+        tx.row(op)
+            .and_then(|r| r.get("name"))
+            .unwrap_or(Value::Null)
+    };
     let (na, nb) = (name(a), name(b));
     tx.update(rec, &[Value::UInt(from), na, Value::Int(fa - amount)])?;
     tx.update(rec, &[Value::UInt(to), nb, Value::Int(tb + amount)])?;

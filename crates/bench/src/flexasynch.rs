@@ -98,8 +98,12 @@ impl Options {
         let mut it = args.iter();
         while let Some(flag) = it.next() {
             let mut number = |name: &str| -> Result<u32, String> {
-                let v = it.next().ok_or_else(|| format!("{name} needs a number\n{USAGE}"))?;
-                let n: u32 = v.parse().map_err(|_| format!("{name} needs a number, got {v:?}\n{USAGE}"))?;
+                let v = it
+                    .next()
+                    .ok_or_else(|| format!("{name} needs a number\n{USAGE}"))?;
+                let n: u32 = v
+                    .parse()
+                    .map_err(|_| format!("{name} needs a number, got {v:?}\n{USAGE}"))?;
                 if n == 0 {
                     return Err(format!("{name} must be at least 1\n{USAGE}"));
                 }
@@ -114,15 +118,22 @@ impl Options {
                 "-o" => o.rounds = number("-o")?,
                 "-l" => o.loops = number("-l")?,
                 "-r" => {
-                    let v = it.next().ok_or_else(|| format!("-r needs a number\n{USAGE}"))?;
-                    o.extra_reads = v.parse().map_err(|_| format!("-r needs a number, got {v:?}\n{USAGE}"))?;
+                    let v = it
+                        .next()
+                        .ok_or_else(|| format!("-r needs a number\n{USAGE}"))?;
+                    o.extra_reads = v
+                        .parse()
+                        .map_err(|_| format!("-r needs a number, got {v:?}\n{USAGE}"))?;
                 }
                 "-con" => o.connections = number("-con")?,
                 "-dirty" => o.dirty_reads = true,
                 "-simple" => o.dirty_reads = false,
                 "-temp" | "-ndbrecord" => {}
                 "--connect" | "-connect" => {
-                    o.connect = it.next().ok_or_else(|| format!("--connect needs HOST:PORT\n{USAGE}"))?.clone();
+                    o.connect = it
+                        .next()
+                        .ok_or_else(|| format!("--connect needs HOST:PORT\n{USAGE}"))?
+                        .clone();
                 }
                 "--latency" => o.latency = true,
                 "--json" => o.json = true,
@@ -135,11 +146,20 @@ impl Options {
             return Err("-a must be at least 2 (the primary key and one value)".into());
         }
         if o.connections > o.threads {
-            return Err(format!("-con {} is more than -t {}: every connection needs a thread", o.connections, o.threads));
+            return Err(format!(
+                "-con {} is more than -t {}: every connection needs a thread",
+                o.connections, o.threads
+            ));
         }
-        let rows = u64::from(o.threads) * u64::from(o.rounds) * u64::from(o.parallel) * u64::from(o.ops_per_trans);
+        let rows = u64::from(o.threads)
+            * u64::from(o.rounds)
+            * u64::from(o.parallel)
+            * u64::from(o.ops_per_trans);
         if rows > u64::from(u32::MAX) {
-            return Err(format!("-t * -o * -p * -c = {rows} rows; the key is a 32-bit column, at most {}", u32::MAX));
+            return Err(format!(
+                "-t * -o * -p * -c = {rows} rows; the key is a 32-bit column, at most {}",
+                u32::MAX
+            ));
         }
         // Each row's attributes must fit the row size limit.
         let row_bytes = u64::from(o.attributes) * u64::from(o.attribute_words) * 4;
@@ -172,7 +192,8 @@ impl Options {
             };
             cols.push(ColumnDef::new(format!("COL{i}"), ty));
         }
-        TableDef::new(self.table_name(), cols, &["COL0"]).expect("flexasynch table definition is valid")
+        TableDef::new(self.table_name(), cols, &["COL0"])
+            .expect("flexasynch table definition is valid")
     }
 }
 
@@ -235,7 +256,10 @@ pub struct Report {
 
 /// The value column `col` of row `key` holds in generation `generation`.
 fn value_of(opts: &Options, key: u32, col: u32, generation: u32) -> Value {
-    let word = key.wrapping_mul(31).wrapping_add(col).wrapping_add(generation.wrapping_mul(0x9E37_79B9));
+    let word = key
+        .wrapping_mul(31)
+        .wrapping_add(col)
+        .wrapping_add(generation.wrapping_mul(0x9E37_79B9));
     if opts.attribute_words == 1 {
         Value::UInt(u64::from(word))
     } else {
@@ -252,7 +276,10 @@ pub fn main(args: &[String]) -> Result<(), String> {
     let opts = Options::parse(args)?;
     let report = run(&opts)?;
     if opts.json {
-        println!("{}", serde_json::to_string(&report).expect("report serializes"));
+        println!(
+            "{}",
+            serde_json::to_string(&report).expect("report serializes")
+        );
     } else {
         for p in &report.phases {
             println!(
@@ -284,14 +311,22 @@ pub fn run(opts: &Options) -> Result<Report, String> {
     let mut clusters = Vec::new();
     for (c, &n) in threads_of.iter().enumerate() {
         let rt = if n == 1 {
-            tokio::runtime::Builder::new_current_thread().enable_all().build()
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
         } else {
-            tokio::runtime::Builder::new_multi_thread().worker_threads(n).enable_all().build()
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(n)
+                .enable_all()
+                .build()
         }
         .map_err(|e| format!("cannot start a runtime: {e}"))?;
-        let cluster = rt
-            .block_on(Cluster::connect(&opts.connect))
-            .map_err(|e| format!("connection {c}: cannot connect to mgmd at {}: {e}", opts.connect))?;
+        let cluster = rt.block_on(Cluster::connect(&opts.connect)).map_err(|e| {
+            format!(
+                "connection {c}: cannot connect to mgmd at {}: {e}",
+                opts.connect
+            )
+        })?;
         clusters.push(cluster);
         runtimes.push(rt);
     }
@@ -321,71 +356,142 @@ pub fn run(opts: &Options) -> Result<Report, String> {
         })
         .collect();
 
-    let run_phase = |cmd: Command, label: &str| -> Result<(f64, u64, Option<Histogram<u64>>), String> {
-        let start = Instant::now();
-        for w in &workers {
-            w.commands.send(cmd).map_err(|_| "a benchmark thread stopped".to_string())?;
-        }
-        let mut ops = 0;
-        let mut retries = 0;
-        let mut hist: Option<Histogram<u64>> = None;
-        let mut first_error = None;
-        for _ in 0..workers.len() {
-            let r = results_rx.recv().map_err(|_| "a benchmark thread stopped".to_string())?;
-            ops += r.ops;
-            retries += r.retries;
-            if first_error.is_none() {
-                first_error = r.error;
+    let run_phase =
+        |cmd: Command, label: &str| -> Result<(f64, u64, Option<Histogram<u64>>), String> {
+            let start = Instant::now();
+            for w in &workers {
+                w.commands
+                    .send(cmd)
+                    .map_err(|_| "a benchmark thread stopped".to_string())?;
             }
-            if let Some(h) = r.latency {
-                match &mut hist {
-                    Some(all) => all.add(&h).expect("histograms have the same bounds"),
-                    None => hist = Some(h),
+            let mut ops = 0;
+            let mut retries = 0;
+            let mut hist: Option<Histogram<u64>> = None;
+            let mut first_error = None;
+            for _ in 0..workers.len() {
+                let r = results_rx
+                    .recv()
+                    .map_err(|_| "a benchmark thread stopped".to_string())?;
+                ops += r.ops;
+                retries += r.retries;
+                if first_error.is_none() {
+                    first_error = r.error;
+                }
+                if let Some(h) = r.latency {
+                    match &mut hist {
+                        Some(all) => all.add(&h).expect("histograms have the same bounds"),
+                        None => hist = Some(h),
+                    }
                 }
             }
-        }
-        let secs = start.elapsed().as_secs_f64();
-        if let Some(e) = first_error {
-            return Err(format!("{label} failed: {e}"));
-        }
-        let rate = ops as f64 / secs.max(1e-9);
-        eprintln!("  {label}: {ops} ops in {secs:.2}s = {rate:.0}/s{}", if retries > 0 { format!(" ({retries} retried)") } else { String::new() });
-        Ok((rate, retries, hist))
-    };
+            let secs = start.elapsed().as_secs_f64();
+            if let Some(e) = first_error {
+                return Err(format!("{label} failed: {e}"));
+            }
+            let rate = ops as f64 / secs.max(1e-9);
+            eprintln!(
+                "  {label}: {ops} ops in {secs:.2}s = {rate:.0}/s{}",
+                if retries > 0 {
+                    format!(" ({retries} retried)")
+                } else {
+                    String::new()
+                }
+            );
+            Ok((rate, retries, hist))
+        };
 
     let result = (|| -> Result<Vec<PhaseReport>, String> {
         if existed {
-            eprintln!("flexasynch: table {} exists; deleting any rows an earlier run left", opts.table_name());
-            run_phase(Command { phase: Phase::Delete, generation: 0, cleanup: true }, "cleanup")?;
+            eprintln!(
+                "flexasynch: table {} exists; deleting any rows an earlier run left",
+                opts.table_name()
+            );
+            run_phase(
+                Command {
+                    phase: Phase::Delete,
+                    generation: 0,
+                    cleanup: true,
+                },
+                "cleanup",
+            )?;
         }
         let mut samples: Vec<(Phase, Vec<f64>, u64, Option<Histogram<u64>>)> =
-            [Phase::Insert, Phase::Update, Phase::Delete, Phase::Read].iter().map(|&p| (p, Vec::new(), 0, None)).collect();
-        let mut record = |phase: Phase, (rate, retries, hist): (f64, u64, Option<Histogram<u64>>)| {
-            let entry = samples.iter_mut().find(|s| s.0 == phase).expect("every phase has an entry");
-            entry.1.push(rate);
-            entry.2 += retries;
-            if let Some(h) = hist {
-                match &mut entry.3 {
-                    Some(all) => all.add(&h).expect("histograms have the same bounds"),
-                    None => entry.3 = Some(h),
+            [Phase::Insert, Phase::Update, Phase::Delete, Phase::Read]
+                .iter()
+                .map(|&p| (p, Vec::new(), 0, None))
+                .collect();
+        let mut record =
+            |phase: Phase, (rate, retries, hist): (f64, u64, Option<Histogram<u64>>)| {
+                let entry = samples
+                    .iter_mut()
+                    .find(|s| s.0 == phase)
+                    .expect("every phase has an entry");
+                entry.1.push(rate);
+                entry.2 += retries;
+                if let Some(h) = hist {
+                    match &mut entry.3 {
+                        Some(all) => all.add(&h).expect("histograms have the same bounds"),
+                        None => entry.3 = Some(h),
+                    }
                 }
-            }
-        };
+            };
         let rows = u64::from(opts.threads) * u64::from(opts.rows_per_thread());
         for l in 0..opts.loops {
-            eprintln!("flexasynch: loop {}/{} ({} rows, {} threads x {} parallel x {} ops)", l + 1, opts.loops, rows, opts.threads, opts.parallel, opts.ops_per_trans);
+            eprintln!(
+                "flexasynch: loop {}/{} ({} rows, {} threads x {} parallel x {} ops)",
+                l + 1,
+                opts.loops,
+                rows,
+                opts.threads,
+                opts.parallel,
+                opts.ops_per_trans
+            );
             let g = l * 2 + 1;
-            let read = |g: u32| Command { phase: Phase::Read, generation: g, cleanup: false };
-            record(Phase::Insert, run_phase(Command { phase: Phase::Insert, generation: g, cleanup: false }, "insert")?);
+            let read = |g: u32| Command {
+                phase: Phase::Read,
+                generation: g,
+                cleanup: false,
+            };
+            record(
+                Phase::Insert,
+                run_phase(
+                    Command {
+                        phase: Phase::Insert,
+                        generation: g,
+                        cleanup: false,
+                    },
+                    "insert",
+                )?,
+            );
             for _ in 0..=opts.extra_reads {
                 record(Phase::Read, run_phase(read(g), "read")?);
             }
-            record(Phase::Update, run_phase(Command { phase: Phase::Update, generation: g + 1, cleanup: false }, "update")?);
+            record(
+                Phase::Update,
+                run_phase(
+                    Command {
+                        phase: Phase::Update,
+                        generation: g + 1,
+                        cleanup: false,
+                    },
+                    "update",
+                )?,
+            );
             for _ in 0..=opts.extra_reads {
                 record(Phase::Read, run_phase(read(g + 1), "read")?);
             }
             if l + 1 < opts.loops || !opts.keep {
-                record(Phase::Delete, run_phase(Command { phase: Phase::Delete, generation: 0, cleanup: false }, "delete")?);
+                record(
+                    Phase::Delete,
+                    run_phase(
+                        Command {
+                            phase: Phase::Delete,
+                            generation: 0,
+                            cleanup: false,
+                        },
+                        "delete",
+                    )?,
+                );
             }
         }
         Ok(samples
@@ -395,8 +501,12 @@ pub fn run(opts: &Options) -> Result<Report, String> {
                 phase: phase.name(),
                 summary: summarize(&rates),
                 retries,
-                latency_p50_us: hist.as_ref().map(|h| h.value_at_quantile(0.50) as f64 / 1000.0),
-                latency_p99_us: hist.as_ref().map(|h| h.value_at_quantile(0.99) as f64 / 1000.0),
+                latency_p50_us: hist
+                    .as_ref()
+                    .map(|h| h.value_at_quantile(0.50) as f64 / 1000.0),
+                latency_p99_us: hist
+                    .as_ref()
+                    .map(|h| h.value_at_quantile(0.99) as f64 / 1000.0),
             })
             .collect())
     })();
@@ -405,7 +515,10 @@ pub fn run(opts: &Options) -> Result<Report, String> {
     for d in drivers {
         let _ = d.join();
     }
-    Ok(Report { options: opts.clone(), phases: result? })
+    Ok(Report {
+        options: opts.clone(),
+        phases: result?,
+    })
 }
 
 /// Creates the table if it is missing; returns whether it already existed
@@ -414,9 +527,13 @@ async fn prepare_table(cluster: &Cluster, opts: &Options) -> Result<bool, String
     let want = opts.table_def();
     match cluster.table(&want.name).await {
         Ok(table) => {
-            let same = table.def().columns == want.columns && table.def().primary_key == want.primary_key;
+            let same =
+                table.def().columns == want.columns && table.def().primary_key == want.primary_key;
             if !same {
-                return Err(format!("table {} exists with another definition; drop it first", want.name));
+                return Err(format!(
+                    "table {} exists with another definition; drop it first",
+                    want.name
+                ));
             }
             Ok(true)
         }
@@ -445,7 +562,12 @@ async fn worker(
             // Report the failure on the first command.
             let msg = format!("thread {thread}: cannot open table: {e}");
             while commands.recv().await.is_some() {
-                let _ = results.send(PhaseResult { ops: 0, retries: 0, latency: None, error: Some(msg.clone()) });
+                let _ = results.send(PhaseResult {
+                    ops: 0,
+                    retries: 0,
+                    latency: None,
+                    error: Some(msg.clone()),
+                });
             }
             return;
         }
@@ -459,11 +581,19 @@ async fn worker(
 }
 
 /// One thread's share of one phase: `-o` rounds of `-p` transactions.
-async fn run_thread_phase(cluster: &Cluster, record: &Record, opts: &Options, thread: u32, cmd: Command) -> PhaseResult {
+async fn run_thread_phase(
+    cluster: &Cluster,
+    record: &Record,
+    opts: &Options,
+    thread: u32,
+    cmd: Command,
+) -> PhaseResult {
     let mut out = PhaseResult {
         ops: 0,
         retries: 0,
-        latency: opts.latency.then(|| Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid histogram bounds")),
+        latency: opts.latency.then(|| {
+            Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid histogram bounds")
+        }),
         error: None,
     };
     let first_key = thread * opts.rows_per_thread();
@@ -535,7 +665,11 @@ async fn attempt(
 ) -> Result<(), ShoalError> {
     let mut tx = cluster.transaction();
     let mut reads = Vec::new();
-    let lock = if opts.dirty_reads { LockMode::CommittedRead } else { LockMode::Shared };
+    let lock = if opts.dirty_reads {
+        LockMode::CommittedRead
+    } else {
+        LockMode::Shared
+    };
     for key in first..first + opts.ops_per_trans {
         let pk = [Value::UInt(u64::from(key))];
         let op = match cmd.phase {
@@ -565,7 +699,10 @@ async fn attempt(
     tx.execute(ExecType::Commit).await?;
     for (key, op) in reads {
         let row = tx.row(op).ok_or_else(|| {
-            ShoalError::with_detail(ErrorCode::Internal, format!("read of key {key} returned no row"))
+            ShoalError::with_detail(
+                ErrorCode::Internal,
+                format!("read of key {key} returned no row"),
+            )
         })?;
         for col in 1..opts.attributes {
             let want = value_of(opts, key, col, cmd.generation);
@@ -591,9 +728,24 @@ mod tests {
 
     #[test]
     fn parses_ndb_flags() {
-        let o = Options::parse(&args("-t 2 -p 64 -c 4 -a 2 -s 1 -o 10 -l 3 -r 2 -con 2 -temp -ndbrecord -dirty --json")).unwrap();
-        assert_eq!((o.threads, o.parallel, o.ops_per_trans, o.attributes), (2, 64, 4, 2));
-        assert_eq!((o.attribute_words, o.rounds, o.loops, o.extra_reads, o.connections), (1, 10, 3, 2, 2));
+        let o = Options::parse(&args(
+            "-t 2 -p 64 -c 4 -a 2 -s 1 -o 10 -l 3 -r 2 -con 2 -temp -ndbrecord -dirty --json",
+        ))
+        .unwrap();
+        assert_eq!(
+            (o.threads, o.parallel, o.ops_per_trans, o.attributes),
+            (2, 64, 4, 2)
+        );
+        assert_eq!(
+            (
+                o.attribute_words,
+                o.rounds,
+                o.loops,
+                o.extra_reads,
+                o.connections
+            ),
+            (1, 10, 3, 2, 2)
+        );
         assert!(o.dirty_reads && o.json);
         assert_eq!(o.connect, "127.0.0.1:1186");
         assert_eq!(o.table_name(), "FLEXASYNCH_A2_S1");
@@ -607,8 +759,14 @@ mod tests {
         assert!(Options::parse(&args("-bogus")).is_err());
         assert!(Options::parse(&args("-a 1")).is_err());
         assert!(Options::parse(&args("-t 1 -con 2")).is_err());
-        assert!(Options::parse(&args("-t 1000 -o 100000 -p 1000")).is_err(), "too many rows for a u32 key");
-        assert!(Options::parse(&args("-a 100 -s 100")).is_err(), "row too large");
+        assert!(
+            Options::parse(&args("-t 1000 -o 100000 -p 1000")).is_err(),
+            "too many rows for a u32 key"
+        );
+        assert!(
+            Options::parse(&args("-a 100 -s 100")).is_err(),
+            "row too large"
+        );
     }
 
     #[test]
@@ -618,6 +776,10 @@ mod tests {
         assert_eq!(def.columns.len(), 3);
         assert_eq!(def.columns[1].ty, ColumnType::Binary(16));
         assert!(matches!(value_of(&o, 7, 1, 1), Value::Bytes(b) if b.len() == 16));
-        assert_ne!(value_of(&o, 7, 1, 1), value_of(&o, 7, 1, 2), "generations differ");
+        assert_ne!(
+            value_of(&o, 7, 1, 1),
+            value_of(&o, 7, 1, 2),
+            "generations differ"
+        );
     }
 }

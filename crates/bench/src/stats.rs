@@ -24,7 +24,11 @@ pub fn summarize(samples: &[f64]) -> Summary {
         average: mean,
         min: samples.iter().cloned().fold(f64::INFINITY, f64::min),
         max: samples.iter().cloned().fold(0.0, f64::max),
-        stddev_pct: if mean > 0.0 { 100.0 * var.sqrt() / mean } else { 0.0 },
+        stddev_pct: if mean > 0.0 {
+            100.0 * var.sqrt() / mean
+        } else {
+            0.0
+        },
     }
 }
 

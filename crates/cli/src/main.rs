@@ -8,7 +8,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(Parser)]
-#[command(name = "shoal", version, about = "Shoal: a distributed in-memory transactional database (NDB architecture)")]
+#[command(
+    name = "shoal",
+    version,
+    about = "Shoal: a distributed in-memory transactional database (NDB architecture)"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -69,8 +73,12 @@ enum MgmCommand {
 }
 
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("SHOAL_LOG").unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).try_init();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SHOAL_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }
 
 fn tokio_runtime() -> tokio::runtime::Runtime {
@@ -88,12 +96,18 @@ fn main() -> ExitCode {
         Command::Up(args) => up::run(args),
         Command::Mgmd { config } => run_mgmd(&config),
         Command::Datanode { connect, node_id } => {
-            shoal_runtime::run_datanode(shoal_runtime::DataNodeOptions { mgmd_addr: connect, node_id }).map_err(|e| e.to_string())
+            shoal_runtime::run_datanode(shoal_runtime::DataNodeOptions {
+                mgmd_addr: connect,
+                node_id,
+            })
+            .map_err(|e| e.to_string())
         }
         Command::Mgm(args) => run_mgm(args),
         Command::Bench { name, args } => match name.as_str() {
             "flexasynch" | "flexAsynch" => shoal_bench::flexasynch::main(&args),
-            other => Err(format!("unknown benchmark {other:?}; available: flexasynch")),
+            other => Err(format!(
+                "unknown benchmark {other:?}; available: flexasynch"
+            )),
         },
     };
     match result {
@@ -109,18 +123,22 @@ fn run_mgmd(config_path: &std::path::Path) -> Result<(), String> {
     let config = shoal_mgmd::ClusterConfig::load(config_path).map_err(|e| e.to_string())?;
     let addr = config.mgmd_addr();
     tokio_runtime().block_on(async move {
-        let listener = tokio::net::TcpListener::bind(&addr)
-            .await
-            .map_err(|e| format!("mgmd cannot listen on {addr} (is the port taken by another process?): {e}"))?;
+        let listener = tokio::net::TcpListener::bind(&addr).await.map_err(|e| {
+            format!("mgmd cannot listen on {addr} (is the port taken by another process?): {e}")
+        })?;
         eprintln!("mgmd listening on {addr}");
         let shutdown = async {
-            let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("SIGTERM handler");
             tokio::select! {
                 _ = tokio::signal::ctrl_c() => {}
                 _ = term.recv() => {}
             }
         };
-        shoal_mgmd::server::run(config, listener, shutdown).await.map_err(|e| e.to_string())
+        shoal_mgmd::server::run(config, listener, shutdown)
+            .await
+            .map_err(|e| e.to_string())
     })
 }
 
@@ -138,15 +156,18 @@ fn run_mgm(args: MgmArgs) -> Result<(), String> {
     let rt = tokio_runtime();
     match command {
         MgmCommand::Show => rt.block_on(async {
-            let mut client = shoal_mgmd::MgmClient::connect(&args.connect).await.map_err(|e| e.to_string())?;
+            let mut client = shoal_mgmd::MgmClient::connect(&args.connect)
+                .await
+                .map_err(|e| e.to_string())?;
             let status = client.show().await.map_err(|e| e.to_string())?;
             print!("{}", shoal_mgmd::client::format_show(&status));
             Ok(())
         }),
         MgmCommand::Wait { timeout_secs } => rt.block_on(async {
-            let status = shoal_mgmd::client::wait_started(&args.connect, Duration::from_secs(timeout_secs))
-                .await
-                .map_err(|e| e.to_string())?;
+            let status =
+                shoal_mgmd::client::wait_started(&args.connect, Duration::from_secs(timeout_secs))
+                    .await
+                    .map_err(|e| e.to_string())?;
             let n = status.nodes.iter().filter(|n| n.kind == "datanode").count();
             println!("all {n} data node(s) started");
             Ok(())

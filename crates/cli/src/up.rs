@@ -39,7 +39,8 @@ extern "C" fn on_signal(_: libc::c_int) {
 }
 
 fn spawn(exe: &PathBuf, args: &[String], log: &std::path::Path) -> Result<Child, String> {
-    let log_file = std::fs::File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+    let log_file =
+        std::fs::File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
     let log_err = log_file.try_clone().map_err(|e| e.to_string())?;
     let mut cmd = Command::new(exe);
     cmd.args(args).stdout(log_file).stderr(log_err);
@@ -54,7 +55,8 @@ fn spawn(exe: &PathBuf, args: &[String], log: &std::path::Path) -> Result<Child,
             Ok(())
         });
     }
-    cmd.spawn().map_err(|e| format!("cannot start {} {}: {e}", exe.display(), args.join(" ")))
+    cmd.spawn()
+        .map_err(|e| format!("cannot start {} {}: {e}", exe.display(), args.join(" ")))
 }
 
 fn port_free(port: u16) -> bool {
@@ -62,7 +64,11 @@ fn port_free(port: u16) -> bool {
 }
 
 pub fn run(args: UpArgs) -> Result<(), String> {
-    if args.data_nodes == 0 || args.replicas == 0 || args.replicas > 4 || args.data_nodes % args.replicas != 0 {
+    if args.data_nodes == 0
+        || args.replicas == 0
+        || args.replicas > 4
+        || args.data_nodes % args.replicas != 0
+    {
         return Err(format!(
             "--data-nodes {} must be a positive multiple of --replicas {} (1..=4)",
             args.data_nodes, args.replicas
@@ -74,15 +80,19 @@ pub fn run(args: UpArgs) -> Result<(), String> {
             args.mgm_port
         ));
     }
-    std::fs::create_dir_all(&args.data_dir).map_err(|e| format!("cannot create {}: {e}", args.data_dir.display()))?;
+    std::fs::create_dir_all(&args.data_dir)
+        .map_err(|e| format!("cannot create {}: {e}", args.data_dir.display()))?;
     let data_dir = std::fs::canonicalize(&args.data_dir).map_err(|e| e.to_string())?;
-    let mut config = shoal_mgmd::ClusterConfig::local(args.data_nodes, args.replicas, args.mgm_port, &data_dir);
+    let mut config =
+        shoal_mgmd::ClusterConfig::local(args.data_nodes, args.replicas, args.mgm_port, &data_dir);
     if let Some(m) = &args.data_memory {
-        config.data_memory_bytes = shoal_mgmd::config::parse_byte_size(m).map_err(|e| format!("--data-memory: {e}"))?;
+        config.data_memory_bytes =
+            shoal_mgmd::config::parse_byte_size(m).map_err(|e| format!("--data-memory: {e}"))?;
     }
     config.validate().map_err(|e| e.to_string())?;
     let config_path = data_dir.join("config.toml");
-    std::fs::write(&config_path, config.to_toml()).map_err(|e| format!("cannot write {}: {e}", config_path.display()))?;
+    std::fs::write(&config_path, config.to_toml())
+        .map_err(|e| format!("cannot write {}: {e}", config_path.display()))?;
 
     // SAFETY: installing a handler that only stores to an atomic.
     unsafe {
@@ -92,12 +102,22 @@ pub fn run(args: UpArgs) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let connect = config.mgmd_addr();
     let mut children: Vec<(String, Child)> = Vec::new();
-    let result = start_all(&exe, &args, &config_path, &data_dir, &connect, &mut children);
+    let result = start_all(
+        &exe,
+        &args,
+        &config_path,
+        &data_dir,
+        &connect,
+        &mut children,
+    );
     if let Err(e) = result {
         stop_all(&mut children);
         return Err(e);
     }
-    println!("Shoal cluster is up: {} data node(s), {} replica(s).", args.data_nodes, args.replicas);
+    println!(
+        "Shoal cluster is up: {} data node(s), {} replica(s).",
+        args.data_nodes, args.replicas
+    );
     println!("  connect string:  {connect}");
     println!("  config:          {}", config_path.display());
     println!("  logs:            {}/*.log", data_dir.display());
@@ -110,7 +130,10 @@ pub fn run(args: UpArgs) -> Result<(), String> {
         std::thread::sleep(Duration::from_millis(100));
         for (name, child) in children.iter_mut() {
             if let Ok(Some(status)) = child.try_wait() {
-                eprintln!("{name} exited ({status}); stopping the cluster. See {}/{name}.log", data_dir.display());
+                eprintln!(
+                    "{name} exited ({status}); stopping the cluster. See {}/{name}.log",
+                    data_dir.display()
+                );
                 STOP.store(true, Ordering::SeqCst);
             }
         }
@@ -129,23 +152,46 @@ fn start_all(
     connect: &str,
     children: &mut Vec<(String, Child)>,
 ) -> Result<(), String> {
-    let mgmd = spawn(exe, &["mgmd".into(), "--config".into(), config_path.display().to_string()], &data_dir.join("mgmd.log"))?;
+    let mgmd = spawn(
+        exe,
+        &[
+            "mgmd".into(),
+            "--config".into(),
+            config_path.display().to_string(),
+        ],
+        &data_dir.join("mgmd.log"),
+    )?;
     children.push(("mgmd".into(), mgmd));
     let deadline = Instant::now() + Duration::from_secs(20);
     while std::net::TcpStream::connect(connect).is_err() {
         if Instant::now() > deadline || STOP.load(Ordering::SeqCst) {
-            return Err(format!("mgmd did not start listening on {connect}; see {}/mgmd.log", data_dir.display()));
+            return Err(format!(
+                "mgmd did not start listening on {connect}; see {}/mgmd.log",
+                data_dir.display()
+            ));
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     for id in 1..=args.data_nodes {
         let name = format!("datanode-{id}");
-        let mut cmd_args = vec!["datanode".into(), "--connect".into(), connect.to_string(), "--node-id".into(), id.to_string()];
+        let mut cmd_args = vec![
+            "datanode".into(),
+            "--connect".into(),
+            connect.to_string(),
+            "--node-id".into(),
+            id.to_string(),
+        ];
         let child_exe;
         if args.pin {
             child_exe = PathBuf::from("taskset");
-            let mut a = vec!["-c".into(), ((id as usize - 1) % cores).to_string(), exe.display().to_string()];
+            let mut a = vec![
+                "-c".into(),
+                ((id as usize - 1) % cores).to_string(),
+                exe.display().to_string(),
+            ];
             a.append(&mut cmd_args);
             cmd_args = a;
         } else {
@@ -154,9 +200,15 @@ fn start_all(
         let child = spawn(&child_exe, &cmd_args, &data_dir.join(format!("{name}.log")))?;
         children.push((name, child));
     }
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
-    rt.block_on(shoal_mgmd::client::wait_started(connect, Duration::from_secs(60)))
-        .map_err(|e| format!("{e}; see the logs in {}", data_dir.display()))?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    rt.block_on(shoal_mgmd::client::wait_started(
+        connect,
+        Duration::from_secs(60),
+    ))
+    .map_err(|e| format!("{e}; see the logs in {}", data_dir.display()))?;
     Ok(())
 }
 
@@ -174,7 +226,9 @@ fn stop_all(children: &mut [(String, Child)]) {
         loop {
             match child.try_wait() {
                 Ok(Some(_)) => break,
-                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
                 _ => {
                     eprintln!("{name} did not stop in time; killing it");
                     let _ = child.kill();

@@ -6,12 +6,15 @@
 mod common;
 
 use common::{runtime, TestCluster};
-use shoal_client::{Cluster, ColumnDef, ColumnType, ErrorCode, ExecType, LockMode, TableDef, Value};
-use shoal_wire::{
-    ErrorReport, ExecType as WireExec, FrameDecoder, FrameEncoder, Hello, HelloReply, KeyOp, LockMode as WireLock,
-    NodeType, OpType, Signal, TcKeyReq, FRAME_BYTES_MAX, HELLO_REPLY_FIXED_BYTES, SIGNALS_PER_FRAME_MAX,
+use shoal_client::{
+    Cluster, ColumnDef, ColumnType, ErrorCode, ExecType, LockMode, TableDef, Value,
 };
 use shoal_types::{SchemaVersion, TableId, TransId};
+use shoal_wire::{
+    ErrorReport, ExecType as WireExec, FrameDecoder, FrameEncoder, Hello, HelloReply, KeyOp,
+    LockMode as WireLock, NodeType, OpType, Signal, TcKeyReq, FRAME_BYTES_MAX,
+    HELLO_REPLY_FIXED_BYTES, SIGNALS_PER_FRAME_MAX,
+};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -49,16 +52,31 @@ impl Fixture {
         let rt = runtime();
         let client = rt.block_on(async {
             let client = Cluster::connect(&cluster.mgmd_addr).await.expect("connect");
-            let t = client.create_table(table_def()).await.expect("create table");
+            let t = client
+                .create_table(table_def())
+                .await
+                .expect("create table");
             let rec = t.full_record();
             let mut tx = client.transaction();
             for id in 0..ROWS {
-                tx.insert(&rec, &[Value::UInt(id), Value::Int(id as i64), Value::Str("x".into())]).unwrap();
+                tx.insert(
+                    &rec,
+                    &[
+                        Value::UInt(id),
+                        Value::Int(id as i64),
+                        Value::Str("x".into()),
+                    ],
+                )
+                .unwrap();
             }
             tx.execute(ExecType::Commit).await.expect("insert rows");
             client
         });
-        Fixture { cluster, rt, client }
+        Fixture {
+            cluster,
+            rt,
+            client,
+        }
     }
 
     /// The node is up, the established client still works, a new client
@@ -68,13 +86,21 @@ impl Fixture {
         let client = self.client.clone();
         self.rt.block_on(async {
             check_rows(&client).await;
-            let fresh = Cluster::connect(&self.cluster.mgmd_addr).await.expect("a new client connects");
+            let fresh = Cluster::connect(&self.cluster.mgmd_addr)
+                .await
+                .expect("a new client connects");
             check_rows(&fresh).await;
             // Writes still work too.
             let rec = client.table("t").await.unwrap().full_record();
             let mut tx = client.transaction();
-            tx.update(&rec, &[Value::UInt(0), Value::Int(0), Value::Str("y".into())]).unwrap();
-            tx.execute(ExecType::Commit).await.expect("update after bad input");
+            tx.update(
+                &rec,
+                &[Value::UInt(0), Value::Int(0), Value::Str("y".into())],
+            )
+            .unwrap();
+            tx.execute(ExecType::Commit)
+                .await
+                .expect("update after bad input");
         });
     }
 }
@@ -82,8 +108,15 @@ impl Fixture {
 async fn check_rows(client: &Cluster) {
     let rec = client.table("t").await.unwrap().full_record();
     let mut tx = client.transaction();
-    let ops: Vec<_> = (0..ROWS).map(|id| tx.read(&rec, &[Value::UInt(id)], LockMode::CommittedRead).unwrap()).collect();
-    tx.execute(ExecType::Commit).await.expect("read committed rows");
+    let ops: Vec<_> = (0..ROWS)
+        .map(|id| {
+            tx.read(&rec, &[Value::UInt(id)], LockMode::CommittedRead)
+                .unwrap()
+        })
+        .collect();
+    tx.execute(ExecType::Commit)
+        .await
+        .expect("read committed rows");
     for (id, op) in ops.into_iter().enumerate() {
         let row = tx.row(op).unwrap_or_else(|| panic!("row {id} lost"));
         assert_eq!(row.get("n"), Some(Value::Int(id as i64)), "row {id}");
@@ -102,7 +135,8 @@ impl Raw {
     fn connect(cluster: &TestCluster) -> Raw {
         let (addr, _) = cluster.datanode_addr();
         let sock = TcpStream::connect(&addr).expect("connect to data node");
-        sock.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
         Raw {
             sock,
             encoder: FrameEncoder::new(FRAME_BYTES_MAX, SIGNALS_PER_FRAME_MAX),
@@ -129,11 +163,17 @@ impl Raw {
     fn hello_reply(&mut self) -> HelloReply {
         let mut buf = vec![0u8; HELLO_REPLY_FIXED_BYTES];
         self.sock.read_exact(&mut buf).expect("hello reply");
-        let detail_len = u16::from_le_bytes([buf[HELLO_REPLY_FIXED_BYTES - 2], buf[HELLO_REPLY_FIXED_BYTES - 1]]) as usize;
+        let detail_len = u16::from_le_bytes([
+            buf[HELLO_REPLY_FIXED_BYTES - 2],
+            buf[HELLO_REPLY_FIXED_BYTES - 1],
+        ]) as usize;
         let mut rest = vec![0u8; detail_len];
         self.sock.read_exact(&mut rest).expect("hello reply detail");
         buf.extend_from_slice(&rest);
-        HelloReply::decode(&buf).expect("valid hello reply").expect("whole hello reply").0
+        HelloReply::decode(&buf)
+            .expect("valid hello reply")
+            .expect("whole hello reply")
+            .0
     }
 
     fn frame(&mut self, signals: &[Signal]) -> Vec<u8> {
@@ -172,7 +212,11 @@ impl Raw {
         let mut buf = [0u8; 4096];
         loop {
             let mut signals = Vec::new();
-            if let Some(n) = self.decoder.decode(&self.inbuf, &mut signals).expect("valid frame from node") {
+            if let Some(n) = self
+                .decoder
+                .decode(&self.inbuf, &mut signals)
+                .expect("valid frame from node")
+            {
                 self.inbuf.drain(..n);
                 return signals;
             }
@@ -196,7 +240,12 @@ fn garbage_bytes_instead_of_a_handshake() {
     let mut raw = Raw::connect(&f.cluster);
     raw.send(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
     let reply = raw.hello_reply();
-    assert_eq!(reply.status, ErrorCode::HandshakeRejected as u16, "{}", reply.detail);
+    assert_eq!(
+        reply.status,
+        ErrorCode::HandshakeRejected as u16,
+        "{}",
+        reply.detail
+    );
     raw.until_closed();
     f.check_unaffected();
 }
@@ -211,12 +260,19 @@ fn wrong_protocol_version_is_refused() {
     raw.send(&hello.encode());
     let reply = raw.hello_reply();
     assert_eq!(reply.status, ErrorCode::HandshakeRejected as u16);
-    assert!(reply.detail.contains("99"), "the reason names the version: {}", reply.detail);
+    assert!(
+        reply.detail.contains("99"),
+        "the reason names the version: {}",
+        reply.detail
+    );
     raw.until_closed();
     // Wrong cluster id too.
     let mut raw = Raw::connect(&f.cluster);
     raw.send(&Hello::new(NodeType::Api, cluster_id ^ 1, 200, 1).encode());
-    assert_eq!(raw.hello_reply().status, ErrorCode::HandshakeRejected as u16);
+    assert_eq!(
+        raw.hello_reply().status,
+        ErrorCode::HandshakeRejected as u16
+    );
     f.check_unaffected();
 }
 
@@ -224,11 +280,17 @@ fn wrong_protocol_version_is_refused() {
 fn garbage_bytes_after_the_handshake() {
     let mut f = Fixture::new();
     let mut raw = Raw::handshake(&f.cluster);
-    let garbage: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let garbage: Vec<u8> = (0..4096u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
     raw.send(&garbage);
     let signals = raw.until_closed();
     let report = error_report(&signals);
-    assert!(report.code == ErrorCode::ProtocolViolation as u16 || report.code == ErrorCode::FrameTooLarge as u16, "{report:?}");
+    assert!(
+        report.code == ErrorCode::ProtocolViolation as u16
+            || report.code == ErrorCode::FrameTooLarge as u16,
+        "{report:?}"
+    );
     f.check_unaffected();
 }
 
@@ -251,7 +313,11 @@ fn oversized_frame_closes_only_that_connection() {
 fn truncated_frame_from_a_vanishing_client() {
     let mut f = Fixture::new();
     let mut raw = Raw::handshake(&f.cluster);
-    let req = Signal::TcKeyReq(TcKeyReq { trans: TransId(1), exec: WireExec::Commit, ops: vec![] });
+    let req = Signal::TcKeyReq(TcKeyReq {
+        trans: TransId(1),
+        exec: WireExec::Commit,
+        ops: vec![],
+    });
     let frame = raw.frame(&[req]);
     raw.send(&frame[..frame.len() - 3]);
     // The client vanishes mid-frame.
@@ -265,23 +331,43 @@ fn out_of_order_and_malformed_frames() {
     let mut f = Fixture::new();
     // A frame with the wrong sequence number.
     let mut raw = Raw::handshake(&f.cluster);
-    let req = Signal::TcKeyReq(TcKeyReq { trans: TransId(1), exec: WireExec::Rollback, ops: vec![] });
+    let req = Signal::TcKeyReq(TcKeyReq {
+        trans: TransId(1),
+        exec: WireExec::Rollback,
+        ops: vec![],
+    });
     let mut frame = raw.frame(&[req]);
     frame[4..8].copy_from_slice(&7u32.to_le_bytes());
     raw.send(&frame);
-    assert_eq!(error_report(&raw.until_closed()).code, ErrorCode::ProtocolViolation as u16);
+    assert_eq!(
+        error_report(&raw.until_closed()).code,
+        ErrorCode::ProtocolViolation as u16
+    );
     // A frame whose signal has an unknown GSN.
     let mut raw = Raw::handshake(&f.cluster);
-    let req = Signal::TcKeyReq(TcKeyReq { trans: TransId(1), exec: WireExec::Rollback, ops: vec![] });
+    let req = Signal::TcKeyReq(TcKeyReq {
+        trans: TransId(1),
+        exec: WireExec::Rollback,
+        ops: vec![],
+    });
     let mut frame = raw.frame(&[req]);
     frame[12..14].copy_from_slice(&999u16.to_le_bytes());
     raw.send(&frame);
-    assert_eq!(error_report(&raw.until_closed()).code, ErrorCode::ProtocolViolation as u16);
+    assert_eq!(
+        error_report(&raw.until_closed()).code,
+        ErrorCode::ProtocolViolation as u16
+    );
     // A signal only data nodes may send.
     let mut raw = Raw::handshake(&f.cluster);
-    let frame = raw.frame(&[Signal::ErrorReport(ErrorReport { code: 1, detail: "hi".into() })]);
+    let frame = raw.frame(&[Signal::ErrorReport(ErrorReport {
+        code: 1,
+        detail: "hi".into(),
+    })]);
     raw.send(&frame);
-    assert_eq!(error_report(&raw.until_closed()).code, ErrorCode::ProtocolViolation as u16);
+    assert_eq!(
+        error_report(&raw.until_closed()).code,
+        ErrorCode::ProtocolViolation as u16
+    );
     f.check_unaffected();
 }
 
@@ -314,16 +400,36 @@ fn unknown_table_wrong_type_and_overlong_value_over_the_wire() {
         a
     };
     let cases = [
-        (op(TableId(9999), version, attrs(1, &1i32.to_le_bytes())), ErrorCode::NoSuchTable),
-        (op(table, SchemaVersion(version.0 + 7), attrs(1, &1i32.to_le_bytes())), ErrorCode::InvalidSchemaVersion),
+        (
+            op(TableId(9999), version, attrs(1, &1i32.to_le_bytes())),
+            ErrorCode::NoSuchTable,
+        ),
+        (
+            op(
+                table,
+                SchemaVersion(version.0 + 7),
+                attrs(1, &1i32.to_le_bytes()),
+            ),
+            ErrorCode::InvalidSchemaVersion,
+        ),
         // INT is 4 bytes, not 2.
         (op(table, version, attrs(1, &[1, 2])), ErrorCode::BadValue),
         // VARCHAR(10) given 40 bytes.
-        (op(table, version, attrs(2, &[b'a'; 40])), ErrorCode::ValueTooLong),
-        (op(table, version, attrs(77, &[0; 4])), ErrorCode::NoSuchColumn),
+        (
+            op(table, version, attrs(2, &[b'a'; 40])),
+            ErrorCode::ValueTooLong,
+        ),
+        (
+            op(table, version, attrs(77, &[0; 4])),
+            ErrorCode::NoSuchColumn,
+        ),
     ];
     for (i, (op, want)) in cases.into_iter().enumerate() {
-        let frame = raw.frame(&[Signal::TcKeyReq(TcKeyReq { trans: TransId(100 + i as u64), exec: WireExec::Commit, ops: vec![op] })]);
+        let frame = raw.frame(&[Signal::TcKeyReq(TcKeyReq {
+            trans: TransId(100 + i as u64),
+            exec: WireExec::Commit,
+            ops: vec![op],
+        })]);
         raw.send(&frame);
         match &raw.reply()[..] {
             [Signal::TcKeyRef(r)] => assert_eq!(r.code, want as u16, "case {i}: {}", r.detail),
@@ -341,16 +447,46 @@ fn client_api_refuses_bad_values_before_sending() {
         assert_eq!(err.code, ErrorCode::NoSuchTable);
         let rec = f.client.table("t").await.unwrap().full_record();
         let mut tx = f.client.transaction();
-        let e = tx.insert(&rec, &[Value::UInt(1000), Value::Str("not a number".into()), Value::Null]).unwrap_err();
+        let e = tx
+            .insert(
+                &rec,
+                &[
+                    Value::UInt(1000),
+                    Value::Str("not a number".into()),
+                    Value::Null,
+                ],
+            )
+            .unwrap_err();
         assert_eq!(e.code, ErrorCode::BadValue, "{e}");
-        let e = tx.insert(&rec, &[Value::UInt(1000), Value::Int(1), Value::Str("far too long for ten".into())]).unwrap_err();
+        let e = tx
+            .insert(
+                &rec,
+                &[
+                    Value::UInt(1000),
+                    Value::Int(1),
+                    Value::Str("far too long for ten".into()),
+                ],
+            )
+            .unwrap_err();
         assert_eq!(e.code, ErrorCode::ValueTooLong, "{e}");
-        let e = tx.insert(&rec, &[Value::UInt(1000), Value::Null, Value::Null]).unwrap_err();
+        let e = tx
+            .insert(&rec, &[Value::UInt(1000), Value::Null, Value::Null])
+            .unwrap_err();
         assert_eq!(e.code, ErrorCode::IllegalNull, "{e}");
-        let e = tx.insert(&rec, &[Value::UInt(1000), Value::Int(i64::from(i32::MAX) + 1), Value::Null]).unwrap_err();
+        let e = tx
+            .insert(
+                &rec,
+                &[
+                    Value::UInt(1000),
+                    Value::Int(i64::from(i32::MAX) + 1),
+                    Value::Null,
+                ],
+            )
+            .unwrap_err();
         assert_eq!(e.code, ErrorCode::BadValue, "{e}");
         // The transaction itself is still usable.
-        tx.insert(&rec, &[Value::UInt(1000), Value::Int(1), Value::Null]).unwrap();
+        tx.insert(&rec, &[Value::UInt(1000), Value::Int(1), Value::Null])
+            .unwrap();
         tx.execute(ExecType::Commit).await.unwrap();
     });
     f.check_unaffected();
@@ -367,7 +503,15 @@ fn memory_full_refuses_inserts_and_keeps_serving() {
         loop {
             let mut tx = client.transaction();
             for k in id..id + 100 {
-                tx.insert(&rec, &[Value::UInt(k), Value::Int(k as i64), Value::Str("0123456789".into())]).unwrap();
+                tx.insert(
+                    &rec,
+                    &[
+                        Value::UInt(k),
+                        Value::Int(k as i64),
+                        Value::Str("0123456789".into()),
+                    ],
+                )
+                .unwrap();
             }
             match tx.execute(ExecType::Commit).await {
                 Ok(()) => id += 100,
@@ -381,24 +525,40 @@ fn memory_full_refuses_inserts_and_keeps_serving() {
         }
     });
     assert!(inserted > ROWS + 1000, "only {inserted} rows fit in 1 MiB");
-    let status = f.cluster.datanode_status();
-    assert!(status.data_memory_used_bytes > status.data_memory_total_bytes * 9 / 10, "{status:?}");
+    let status = f
+        .cluster
+        .wait_for_status(|s| s.data_memory_used_bytes > s.data_memory_total_bytes * 9 / 10);
+    assert!(
+        status.data_memory_used_bytes > status.data_memory_total_bytes * 9 / 10,
+        "{status:?}"
+    );
     // Reads, updates that fit and deletes work; deletes free memory for inserts.
     f.rt.block_on(async {
         let rec = client.table("t").await.unwrap().full_record();
         let mut tx = client.transaction();
-        tx.update(&rec, &[Value::UInt(ROWS), Value::Int(-1), Value::Str("abc".into())]).unwrap();
-        tx.execute(ExecType::Commit).await.expect("update that fits");
+        tx.update(
+            &rec,
+            &[Value::UInt(ROWS), Value::Int(-1), Value::Str("abc".into())],
+        )
+        .unwrap();
+        tx.execute(ExecType::Commit)
+            .await
+            .expect("update that fits");
         let mut tx = client.transaction();
         for k in ROWS..ROWS + 2000 {
             tx.delete(&rec, &[Value::UInt(k)]).unwrap();
         }
-        tx.execute(ExecType::Commit).await.expect("deletes when full");
+        tx.execute(ExecType::Commit)
+            .await
+            .expect("deletes when full");
         let mut tx = client.transaction();
         for k in ROWS..ROWS + 1000 {
-            tx.insert(&rec, &[Value::UInt(k), Value::Int(k as i64), Value::Null]).unwrap();
+            tx.insert(&rec, &[Value::UInt(k), Value::Int(k as i64), Value::Null])
+                .unwrap();
         }
-        tx.execute(ExecType::Commit).await.expect("inserts into freed memory");
+        tx.execute(ExecType::Commit)
+            .await
+            .expect("inserts into freed memory");
     });
     f.check_unaffected();
 }
@@ -409,7 +569,20 @@ fn client_killed_mid_batch() {
     let addr = f.cluster.mgmd_addr.clone();
     // A flexasynch with many transactions in flight, killed with SIGKILL.
     let mut bench = std::process::Command::new(common::SHOAL)
-        .args(["bench", "flexasynch", "-t", "1", "-p", "128", "-o", "1000000", "-a", "2", "--connect", &addr])
+        .args([
+            "bench",
+            "flexasynch",
+            "-t",
+            "1",
+            "-p",
+            "128",
+            "-o",
+            "1000000",
+            "-a",
+            "2",
+            "--connect",
+            &addr,
+        ])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -417,7 +590,10 @@ fn client_killed_mid_batch() {
     // Let it get going: wait until rows appear.
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while f.cluster.datanode_status().rows < ROWS + 1000 {
-        assert!(std::time::Instant::now() < deadline, "flexasynch made no progress");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "flexasynch made no progress"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     bench.kill().unwrap();
@@ -427,8 +603,25 @@ fn client_killed_mid_batch() {
     // no open transactions once it noticed the disconnect, and a second
     // flexasynch (which first deletes leftover rows, taking every lock)
     // runs to the end.
-    let out = f.cluster.shoal(&["bench", "flexasynch", "-t", "1", "-p", "32", "-o", "20", "-a", "2", "--connect", &addr]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = f.cluster.shoal(&[
+        "bench",
+        "flexasynch",
+        "-t",
+        "1",
+        "-p",
+        "32",
+        "-o",
+        "20",
+        "-a",
+        "2",
+        "--connect",
+        &addr,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     f.check_unaffected();
 }
 
@@ -441,7 +634,14 @@ fn oversized_transaction_is_refused_by_the_client() {
         // 100k operations exceed max_operations_per_transaction (and a frame).
         let mut refused = None;
         for k in 0..100_000u64 {
-            if let Err(e) = tx.insert(&rec, &[Value::UInt(10_000 + k), Value::Int(0), Value::Str("0123456789".into())]) {
+            if let Err(e) = tx.insert(
+                &rec,
+                &[
+                    Value::UInt(10_000 + k),
+                    Value::Int(0),
+                    Value::Str("0123456789".into()),
+                ],
+            ) {
                 refused = Some(e);
                 break;
             }
@@ -451,7 +651,10 @@ fn oversized_transaction_is_refused_by_the_client() {
             None => tx.execute(ExecType::Commit).await.unwrap_err(),
         };
         assert!(
-            matches!(err.code, ErrorCode::RequestTooLarge | ErrorCode::TooManyOperations),
+            matches!(
+                err.code,
+                ErrorCode::RequestTooLarge | ErrorCode::TooManyOperations
+            ),
             "{err}"
         );
     });

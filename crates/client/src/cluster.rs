@@ -34,7 +34,10 @@ pub struct ClusterOptions {
 
 impl Default for ClusterOptions {
     fn default() -> Self {
-        ClusterOptions { connect_timeout: Duration::from_secs(10), receive_timeout: Some(Duration::from_secs(60)) }
+        ClusterOptions {
+            connect_timeout: Duration::from_secs(10),
+            receive_timeout: Some(Duration::from_secs(60)),
+        }
     }
 }
 
@@ -70,7 +73,15 @@ impl std::fmt::Debug for Cluster {
         f.debug_struct("Cluster")
             .field("node_id", &self.inner.node_id)
             .field("mgmd", &self.inner.mgmd_addr)
-            .field("data_nodes", &self.inner.conns.iter().map(|c| c.node_id()).collect::<Vec<_>>())
+            .field(
+                "data_nodes",
+                &self
+                    .inner
+                    .conns
+                    .iter()
+                    .map(|c| c.node_id())
+                    .collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -106,7 +117,10 @@ impl Cluster {
         Cluster::connect_with(mgmd_addr, ClusterOptions::default()).await
     }
 
-    pub async fn connect_with(mgmd_addr: &str, opts: ClusterOptions) -> Result<Cluster, ShoalError> {
+    pub async fn connect_with(
+        mgmd_addr: &str,
+        opts: ClusterOptions,
+    ) -> Result<Cluster, ShoalError> {
         let mut session = MgmClient::connect(mgmd_addr).await?.register_api().await?;
         let node_id = session.node_id();
         let cluster_id = session.cluster_id();
@@ -125,7 +139,11 @@ impl Cluster {
         if conns.is_empty() {
             return Err(failure(format!(
                 "no data node is started ({}); check `shoal mgm --connect {mgmd_addr} -e show`",
-                if down.is_empty() { "none configured".to_string() } else { down.join(", ") }
+                if down.is_empty() {
+                    "none configured".to_string()
+                } else {
+                    down.join(", ")
+                }
             )));
         }
         Ok(Cluster {
@@ -147,9 +165,16 @@ impl Cluster {
     }
 
     /// Registers again with mgmd (after its session broke: mgmd restarted).
-    async fn reconnect_mgm(&self, session: &mut ApiSession, why: &ShoalError) -> Result<(), ShoalError> {
+    async fn reconnect_mgm(
+        &self,
+        session: &mut ApiSession,
+        why: &ShoalError,
+    ) -> Result<(), ShoalError> {
         tracing::info!("mgmd session lost ({why}); registering again");
-        *session = MgmClient::connect(&self.inner.mgmd_addr).await?.register_api().await?;
+        *session = MgmClient::connect(&self.inner.mgmd_addr)
+            .await?
+            .register_api()
+            .await?;
         Ok(())
     }
 
@@ -225,4 +250,3 @@ impl Cluster {
             })
     }
 }
-

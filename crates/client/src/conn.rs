@@ -20,8 +20,8 @@ use crate::cluster::ClusterOptions;
 use crate::error::from_wire;
 use shoal_types::{ErrorCode, ShoalError, TransId};
 use shoal_wire::{
-    ExecType, FrameDecoder, FrameEncoder, Hello, HelloReply, KeyOp, Signal, TcKeyConf, TcKeyRef, TcKeyReq,
-    FRAME_BYTES_MAX, FRAME_HEADER_BYTES, SIGNALS_PER_FRAME_MAX,
+    ExecType, FrameDecoder, FrameEncoder, Hello, HelloReply, KeyOp, Signal, TcKeyConf, TcKeyRef,
+    TcKeyReq, FRAME_BYTES_MAX, FRAME_HEADER_BYTES, SIGNALS_PER_FRAME_MAX,
 };
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -169,13 +169,19 @@ impl Connection {
             if err.code == ErrorCode::Internal {
                 err.code = ErrorCode::HandshakeRejected;
             }
-            err.detail = format!("data node {node_id} at {addr} refused the handshake: {}", err.detail);
+            err.detail = format!(
+                "data node {node_id} at {addr} refused the handshake: {}",
+                err.detail
+            );
             return Err(err);
         }
         if reply.node_id != node_id {
             return Err(ShoalError::with_detail(
                 ErrorCode::HandshakeRejected,
-                format!("expected data node {node_id} at {addr}, node {} answered", reply.node_id),
+                format!(
+                    "expected data node {node_id} at {addr}, node {} answered",
+                    reply.node_id
+                ),
             ));
         }
         let frame_bytes_max = (reply.max_frame_bytes as usize).min(FRAME_BYTES_MAX);
@@ -218,7 +224,10 @@ impl Connection {
             // `timeout` and `timeout + tick` after it was queued, and the
             // sweeper wakes only eight times per timeout period.
             let tick = (timeout / 8).clamp(Duration::from_millis(10), Duration::from_secs(1));
-            let ticks_max = timeout.as_nanos().div_ceil(tick.as_nanos()).min(u32::MAX as u128 / 2) as u32;
+            let ticks_max = timeout
+                .as_nanos()
+                .div_ceil(tick.as_nanos())
+                .min(u32::MAX as u128 / 2) as u32;
             tokio::spawn(sweep_loop(conn.clone(), tick, ticks_max, timeout));
         }
         if !conn.is_alive() {
@@ -249,7 +258,10 @@ impl Connection {
         if ops.len() > OPS_PER_REQUEST_MAX {
             return Err(ShoalError::with_detail(
                 ErrorCode::RequestTooLarge,
-                format!("{} operations in one execute; the limit is {OPS_PER_REQUEST_MAX}", ops.len()),
+                format!(
+                    "{} operations in one execute; the limit is {OPS_PER_REQUEST_MAX}",
+                    ops.len()
+                ),
             ));
         }
         let bytes = request_bytes(ops);
@@ -346,7 +358,8 @@ impl Connection {
                     ExecType::Commit => ErrorCode::CommitOutcomeUnknown,
                     ExecType::NoCommit | ExecType::Rollback => ErrorCode::NodeFailureAbort,
                 };
-                let _ = p.tx.send(Err(ShoalError::with_detail(code, detail.clone())));
+                let _ =
+                    p.tx.send(Err(ShoalError::with_detail(code, detail.clone())));
             }
         }
         self.notify.notify_one();
@@ -430,10 +443,11 @@ async fn read_hello_reply(
             ));
         }
         buf.reserve(256);
-        let n = stream
-            .read_buf(&mut buf)
-            .await
-            .map_err(|e| cluster_failure(format!("data node {node_id} at {addr}: reading handshake: {e}")))?;
+        let n = stream.read_buf(&mut buf).await.map_err(|e| {
+            cluster_failure(format!(
+                "data node {node_id} at {addr}: reading handshake: {e}"
+            ))
+        })?;
         if n == 0 {
             return Err(cluster_failure(format!(
                 "data node {node_id} at {addr} closed the connection during the handshake"
@@ -483,7 +497,12 @@ impl Drop for FailOnDrop {
     }
 }
 
-async fn read_loop(conn: Arc<Connection>, mut rd: OwnedReadHalf, mut decoder: FrameDecoder, initial: Vec<u8>) {
+async fn read_loop(
+    conn: Arc<Connection>,
+    mut rd: OwnedReadHalf,
+    mut decoder: FrameDecoder,
+    initial: Vec<u8>,
+) {
     let guard = FailOnDrop(conn);
     let conn = &guard.0;
     let mut buf = initial;
@@ -552,7 +571,10 @@ async fn sweep_loop(conn: Arc<Connection>, tick: Duration, ticks_max: u32, timeo
         for p in expired.drain(..) {
             let _ = p.tx.send(Err(ShoalError::with_detail(
                 ErrorCode::ReceiveTimeout,
-                format!("data node {} did not answer within {timeout:?}", conn.node_id),
+                format!(
+                    "data node {} did not answer within {timeout:?}",
+                    conn.node_id
+                ),
             )));
         }
     }

@@ -103,7 +103,9 @@ impl Table {
                 )
             })?;
             if ids.contains(&id) {
-                return Err(bad_request(format!("column {name:?} appears twice in the record")));
+                return Err(bad_request(format!(
+                    "column {name:?} appears twice in the record"
+                )));
             }
             ids.push(id);
         }
@@ -172,7 +174,12 @@ impl RecordSpec {
             .map(|k| columns.iter().position(|c| c == k))
             .collect();
         let key_run = match key_positions.first() {
-            Some(Some(p0)) if key_positions.iter().enumerate().all(|(i, p)| *p == Some(p0 + i)) => {
+            Some(Some(p0))
+                if key_positions
+                    .iter()
+                    .enumerate()
+                    .all(|(i, p)| *p == Some(p0 + i)) =>
+            {
                 Some(*p0)
             }
             _ => None,
@@ -232,7 +239,10 @@ impl Record {
 
     /// Encodes an insert, update or write (upsert) of one row.
     pub(crate) fn encode_write(&self, op: OpType, values: &[Value]) -> Result<KeyOp, ShoalError> {
-        debug_assert!(matches!(op, OpType::Insert | OpType::Update | OpType::Write));
+        debug_assert!(matches!(
+            op,
+            OpType::Insert | OpType::Update | OpType::Write
+        ));
         let spec = &*self.spec;
         let def = self.table.def();
         if values.len() != spec.columns.len() {
@@ -401,11 +411,20 @@ pub(crate) mod tests {
             assert!(rest.is_empty());
             let got: Vec<(u16, Option<Value>)> = attrs
                 .iter()
-                .map(|(c, v)| (c, v.map(|b| decode_value(t.def().columns[c as usize].ty, b))))
+                .map(|(c, v)| {
+                    (
+                        c,
+                        v.map(|b| decode_value(t.def().columns[c as usize].ty, b)),
+                    )
+                })
                 .collect();
             assert_eq!(
                 got,
-                vec![(2, Some(Value::from("ab"))), (5, Some(Value::Int(-3))), (0, None)],
+                vec![
+                    (2, Some(Value::from("ab"))),
+                    (5, Some(Value::Int(-3))),
+                    (0, None)
+                ],
                 "attrs follow record order and leave the key out"
             );
         }
@@ -429,7 +448,10 @@ pub(crate) mod tests {
         assert_eq!(kop.lock, LockMode::Shared);
         assert_eq!(kop.key, key_bytes(&t, &key));
         assert_eq!(kop.attrs, vec![2, 0, 2, 0, 3, 0]);
-        let full = t.full_record().encode_read(&key, LockMode::CommittedRead).unwrap();
+        let full = t
+            .full_record()
+            .encode_read(&key, LockMode::CommittedRead)
+            .unwrap();
         assert_eq!(full.attrs, vec![0xFF, 0xFF]);
         let del = encode_delete(&t, &key).unwrap();
         assert_eq!(del.op, OpType::Delete);
@@ -454,34 +476,58 @@ pub(crate) mod tests {
         assert!(full.encode_write(OpType::Insert, &good()).is_ok());
         let code = |r: Result<KeyOp, ShoalError>| r.unwrap_err().code;
         // Wrong number of values.
-        assert_eq!(code(full.encode_write(OpType::Insert, &good()[..5])), ErrorCode::BadRequest);
+        assert_eq!(
+            code(full.encode_write(OpType::Insert, &good()[..5])),
+            ErrorCode::BadRequest
+        );
         // Wrong number of key values.
-        assert_eq!(code(full.encode_read(&[Value::UInt(1)], LockMode::Shared)), ErrorCode::BadPrimaryKey);
+        assert_eq!(
+            code(full.encode_read(&[Value::UInt(1)], LockMode::Shared)),
+            ErrorCode::BadPrimaryKey
+        );
         assert_eq!(code(encode_delete(&t, &[])), ErrorCode::BadPrimaryKey);
         // Wrong type, out of range, too long.
         let mut v = good();
         v[0] = Value::from("not a number");
-        assert_eq!(code(full.encode_write(OpType::Update, &v)), ErrorCode::BadValue);
+        assert_eq!(
+            code(full.encode_write(OpType::Update, &v)),
+            ErrorCode::BadValue
+        );
         let mut v = good();
         v[5] = Value::Int(70_000);
-        assert_eq!(code(full.encode_write(OpType::Write, &v)), ErrorCode::BadValue);
+        assert_eq!(
+            code(full.encode_write(OpType::Write, &v)),
+            ErrorCode::BadValue
+        );
         let mut v = good();
         v[2] = Value::from("too long");
-        assert_eq!(code(full.encode_write(OpType::Insert, &v)), ErrorCode::ValueTooLong);
+        assert_eq!(
+            code(full.encode_write(OpType::Insert, &v)),
+            ErrorCode::ValueTooLong
+        );
         let mut v = good();
         v[1] = Value::from("key too long");
-        assert_eq!(code(full.encode_write(OpType::Insert, &v)), ErrorCode::ValueTooLong);
+        assert_eq!(
+            code(full.encode_write(OpType::Insert, &v)),
+            ErrorCode::ValueTooLong
+        );
         // NULL into the key and into a NOT NULL column.
         let mut v = good();
         v[3] = Value::Null;
-        assert_eq!(code(full.encode_write(OpType::Insert, &v)), ErrorCode::IllegalNull);
+        assert_eq!(
+            code(full.encode_write(OpType::Insert, &v)),
+            ErrorCode::IllegalNull
+        );
         assert_eq!(
             code(full.encode_read(&[Value::Null, "k".into()], LockMode::Shared)),
             ErrorCode::IllegalNull
         );
         let mut v = good();
         v[5] = Value::Null;
-        assert_eq!(code(full.encode_write(OpType::Update, &v)), ErrorCode::IllegalNull);
+        assert_eq!(
+            code(full.encode_write(OpType::Update, &v)),
+            ErrorCode::IllegalNull
+        );
         // A record without the whole key cannot write.
         let partial = t.record(&["k1", "req"]).unwrap();
         assert!(!partial.has_key());
@@ -493,11 +539,20 @@ pub(crate) mod tests {
         // update and write may leave it out.
         let no_req = t.record(&["k1", "k2", "n"]).unwrap();
         let vals = [Value::UInt(1), "k".into(), Value::Int(1)];
-        assert_eq!(code(no_req.encode_write(OpType::Insert, &vals)), ErrorCode::IllegalNull);
+        assert_eq!(
+            code(no_req.encode_write(OpType::Insert, &vals)),
+            ErrorCode::IllegalNull
+        );
         assert!(no_req.encode_write(OpType::Update, &vals).is_ok());
         assert!(no_req.encode_write(OpType::Write, &vals).is_ok());
         // Bad record definitions.
-        assert_eq!(t.record(&["nope"]).unwrap_err().code, ErrorCode::NoSuchColumn);
-        assert_eq!(t.record(&["a", "a"]).unwrap_err().code, ErrorCode::BadRequest);
+        assert_eq!(
+            t.record(&["nope"]).unwrap_err().code,
+            ErrorCode::NoSuchColumn
+        );
+        assert_eq!(
+            t.record(&["a", "a"]).unwrap_err().code,
+            ErrorCode::BadRequest
+        );
     }
 }

@@ -39,7 +39,10 @@ impl Row {
         };
         let (attrs, rest) = AttrSlice::parse(&data).map_err(|e| bad(e.detail))?;
         if !rest.is_empty() {
-            return Err(bad(format!("{} bytes after the attribute list", rest.len())));
+            return Err(bad(format!(
+                "{} bytes after the attribute list",
+                rest.len()
+            )));
         }
         let columns = &table.def().columns;
         for (col, val) in attrs.iter() {
@@ -54,7 +57,9 @@ impl Row {
     }
 
     fn attrs(&self) -> AttrSlice<'_> {
-        AttrSlice::parse(&self.data).expect("validated in Row::new").0
+        AttrSlice::parse(&self.data)
+            .expect("validated in Row::new")
+            .0
     }
 
     /// The value of the column called `col`.
@@ -154,10 +159,10 @@ mod tests {
     fn rejects_malformed_results() {
         let t = table();
         let bad = [
-            attrs(&[(3, Some(&[1, 2, 3]))]),  // BIGINT needs 8 bytes
-            attrs(&[(1, Some(&[b'x'; 9]))]),  // VARCHAR(8)
-            attrs(&[(42, None)]),             // no such column
-            vec![1, 0, 3, 0],                 // truncated
+            attrs(&[(3, Some(&[1, 2, 3]))]), // BIGINT needs 8 bytes
+            attrs(&[(1, Some(&[b'x'; 9]))]), // VARCHAR(8)
+            attrs(&[(42, None)]),            // no such column
+            vec![1, 0, 3, 0],                // truncated
         ];
         for data in bad {
             let err = Row::new(t.clone(), data).unwrap_err();

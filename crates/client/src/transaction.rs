@@ -47,7 +47,10 @@ pub enum TransactionState {
 
 impl TransactionState {
     fn is_finished(self) -> bool {
-        matches!(self, TransactionState::Committed | TransactionState::Aborted | TransactionState::Failed)
+        matches!(
+            self,
+            TransactionState::Committed | TransactionState::Aborted | TransactionState::Failed
+        )
     }
 }
 
@@ -123,11 +126,19 @@ impl Transaction {
 
     fn push(&mut self, op: KeyOp, table: &Table, is_read: bool) -> Result<OpId, ShoalError> {
         if self.state.is_finished() {
-            return Err(bad_request(format!("transaction {} is {:?}; start a new one", self.trans, self.state)));
+            return Err(bad_request(format!(
+                "transaction {} is {:?}; start a new one",
+                self.trans, self.state
+            )));
         }
         let id = OpId(self.ops.len() as u32);
         self.queued.push(op);
-        self.ops.push(OpSlot { table: table.clone(), is_read, row: None, error: None });
+        self.ops.push(OpSlot {
+            table: table.clone(),
+            is_read,
+            row: None,
+            error: None,
+        });
         Ok(id)
     }
 
@@ -162,7 +173,12 @@ impl Transaction {
     /// Queues a read of the record's columns by primary key (values in key
     /// order). `CommittedRead` takes no lock and sees the latest committed
     /// row; `Shared` and `Exclusive` lock it until the transaction ends.
-    pub fn read(&mut self, record: &Record, key: &[Value], lock: LockMode) -> Result<OpId, ShoalError> {
+    pub fn read(
+        &mut self,
+        record: &Record,
+        key: &[Value],
+        lock: LockMode,
+    ) -> Result<OpId, ShoalError> {
         let op = record.encode_read(key, lock)?;
         self.push(op, record.table(), true)
     }
@@ -172,7 +188,11 @@ impl Transaction {
     /// error is then reported by [`Transaction::op_error`]. Only affects
     /// operations not yet executed.
     pub fn ignore_error(&mut self, op: OpId) {
-        if let Some(k) = op.index().checked_sub(self.sent).and_then(|i| self.queued.get_mut(i)) {
+        if let Some(k) = op
+            .index()
+            .checked_sub(self.sent)
+            .and_then(|i| self.queued.get_mut(i))
+        {
             k.flags |= OP_IGNORE_ERROR;
         }
     }
@@ -242,7 +262,10 @@ impl Transaction {
             Ok(r) => r,
             Err(_) => Err(ShoalError::with_detail(
                 ErrorCode::ClusterFailure,
-                format!("connection to data node {} dropped the request", conn.node_id()),
+                format!(
+                    "connection to data node {} dropped the request",
+                    conn.node_id()
+                ),
             )),
         };
         match reply {
@@ -258,7 +281,10 @@ impl Transaction {
                 if c.results.len() != count {
                     let e = ShoalError::with_detail(
                         ErrorCode::ProtocolViolation,
-                        format!("data node answered {} results for {count} operations", c.results.len()),
+                        format!(
+                            "data node answered {} results for {count} operations",
+                            c.results.len()
+                        ),
                     );
                     self.fail_ops(first, &e);
                     return Err(e);
@@ -267,7 +293,10 @@ impl Transaction {
                 for (i, r) in c.results.into_iter().enumerate() {
                     let slot = &mut self.ops[first + i];
                     if r.code != 0 {
-                        slot.error = Some(from_wire(r.code, "operation failed (error ignored on request)"));
+                        slot.error = Some(from_wire(
+                            r.code,
+                            "operation failed (error ignored on request)",
+                        ));
                     } else if slot.is_read {
                         match Row::new(slot.table.clone(), r.data) {
                             Ok(row) => slot.row = Some(row),
@@ -295,12 +324,22 @@ impl Transaction {
                 if failing {
                     let slot = &mut self.ops[first + r.op_index as usize];
                     let table = slot.table.name().to_string();
-                    if matches!(e.code, ErrorCode::NoSuchTable | ErrorCode::InvalidSchemaVersion) {
+                    if matches!(
+                        e.code,
+                        ErrorCode::NoSuchTable | ErrorCode::InvalidSchemaVersion
+                    ) {
                         self.cluster.invalidate_table(&table);
                     }
                     slot.error = Some(e.clone());
-                    let at = format!("operation {} on table {table:?}", first + r.op_index as usize);
-                    e.detail = if e.detail.is_empty() { at } else { format!("{at}: {}", e.detail) };
+                    let at = format!(
+                        "operation {} on table {table:?}",
+                        first + r.op_index as usize
+                    );
+                    e.detail = if e.detail.is_empty() {
+                        at
+                    } else {
+                        format!("{at}: {}", e.detail)
+                    };
                 }
                 Err(e)
             }
@@ -317,7 +356,10 @@ impl Transaction {
 
 impl Drop for Transaction {
     fn drop(&mut self) {
-        let maybe_open = matches!(self.state, TransactionState::Open | TransactionState::Failed);
+        let maybe_open = matches!(
+            self.state,
+            TransactionState::Open | TransactionState::Failed
+        );
         if let (true, Some(conn)) = (maybe_open, &self.conn) {
             conn.send_rollback(self.trans);
         }

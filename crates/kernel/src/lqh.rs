@@ -34,7 +34,10 @@ enum PendingKind {
     /// A tentative row this transaction then deleted: removed at commit or abort.
     InsertedThenDeleted,
     /// New image of a committed row; `var: None` keeps the committed var part.
-    Updated { fixed: Vec<u8>, var: Option<Vec<u8>> },
+    Updated {
+        fixed: Vec<u8>,
+        var: Option<Vec<u8>>,
+    },
     /// The committed row goes away at commit.
     Deleted,
 }
@@ -173,7 +176,9 @@ impl Lqh {
 
     pub fn handle(&mut self, now_ms: u64, sig: BlockSignal, out: &mut VecDeque<BlockSignal>) {
         match sig {
-            BlockSignal::LqhKeyReq { txn, op_index, op } => self.key_req(now_ms, txn, op_index, op, out),
+            BlockSignal::LqhKeyReq { txn, op_index, op } => {
+                self.key_req(now_ms, txn, op_index, op, out)
+            }
             BlockSignal::CommitReq { txn } => {
                 self.finish(txn, true, now_ms, out);
                 out.push_back(BlockSignal::CommitConf { txn });
@@ -187,37 +192,59 @@ impl Lqh {
     }
 
     /// Fails lock waits older than the deadlock timeout.
-    pub fn tick(&mut self, now_ms: u64, out: &mut VecDeque<BlockSignal>) {
+    /// Lock waits past `deadlock_timeout_ms`, oldest first. The caller
+    /// expires them one at a time with [`Lqh::expire_wait`], letting each
+    /// abort release its locks before the next is looked at: of two
+    /// transactions waiting on each other, only one must fail.
+    pub fn expired_waits(&self, now_ms: u64) -> Vec<WaitToken> {
         let timeout = self.cfg.deadlock_timeout_ms;
-        let expired: Vec<WaitToken> = self
+        let mut expired: Vec<(u64, WaitToken)> = self
             .waiting
             .iter()
             .filter(|(_, w)| now_ms.saturating_sub(w.since_ms) >= timeout)
-            .map(|(t, _)| *t)
+            .map(|(t, w)| (w.since_ms, *t))
             .collect();
-        for token in expired {
-            let w = self.waiting.remove(&token).expect("listed");
-            self.ops_in_use -= w.counted as usize;
-            if let Some(entry) = self.tables.get_mut(&w.op.table) {
-                entry.frag.locks.cancel_wait(w.row, w.txn, &mut self.granted);
-            }
-            if let Some(t) = self.txns.get_mut(&w.txn) {
-                t.waiting = None;
-                t.failed = true;
-            }
-            out.push_back(BlockSignal::LqhKeyRef {
-                txn: w.txn,
-                op_index: w.op_index,
-                error: err(
-                    ErrorCode::DeadlockTimeout,
-                    format!("lock wait exceeded deadlock_timeout_ms={timeout}"),
-                ),
-            });
+        expired.sort_unstable();
+        expired.into_iter().map(|(_, t)| t).collect()
+    }
+
+    /// Fails one lock wait with the deadlock-timeout error, if it is still
+    /// waiting (an earlier abort may have granted it meanwhile).
+    pub fn expire_wait(&mut self, now_ms: u64, token: WaitToken, out: &mut VecDeque<BlockSignal>) {
+        let timeout = self.cfg.deadlock_timeout_ms;
+        let Some(w) = self.waiting.remove(&token) else {
+            return;
+        };
+        self.ops_in_use -= w.counted as usize;
+        if let Some(entry) = self.tables.get_mut(&w.op.table) {
+            entry
+                .frag
+                .locks
+                .cancel_wait(w.row, w.txn, &mut self.granted);
         }
+        if let Some(t) = self.txns.get_mut(&w.txn) {
+            t.waiting = None;
+            t.failed = true;
+        }
+        out.push_back(BlockSignal::LqhKeyRef {
+            txn: w.txn,
+            op_index: w.op_index,
+            error: err(
+                ErrorCode::DeadlockTimeout,
+                format!("lock wait exceeded deadlock_timeout_ms={timeout}"),
+            ),
+        });
         self.resume_granted(now_ms, out);
     }
 
-    fn key_req(&mut self, now_ms: u64, txn: TxnRef, op_index: u16, op: KeyOp, out: &mut VecDeque<BlockSignal>) {
+    fn key_req(
+        &mut self,
+        now_ms: u64,
+        txn: TxnRef,
+        op_index: u16,
+        op: KeyOp,
+        out: &mut VecDeque<BlockSignal>,
+    ) {
         let committed_read = op.op == OpType::Read && op.lock == LockMode::CommittedRead;
         if !committed_read {
             let t = self.txns.entry(txn).or_default();
@@ -226,7 +253,11 @@ impl Lqh {
             }
             if t.waiting.is_some() || !t.queued.is_empty() {
                 if self.ops_in_use >= self.cfg.max_concurrent_operations {
-                    out.push_back(too_many_ops(txn, op_index, self.cfg.max_concurrent_operations));
+                    out.push_back(too_many_ops(
+                        txn,
+                        op_index,
+                        self.cfg.max_concurrent_operations,
+                    ));
                     return;
                 }
                 self.ops_in_use += 1;
@@ -250,9 +281,17 @@ impl Lqh {
         out: &mut VecDeque<BlockSignal>,
     ) {
         match self.try_op(now_ms, txn, op_index, op, waited_on) {
-            Ok(Some(result)) => out.push_back(BlockSignal::LqhKeyConf { txn, op_index, result }),
+            Ok(Some(result)) => out.push_back(BlockSignal::LqhKeyConf {
+                txn,
+                op_index,
+                result,
+            }),
             Ok(None) => {} // waiting for a lock
-            Err(error) => out.push_back(BlockSignal::LqhKeyRef { txn, op_index, error }),
+            Err(error) => out.push_back(BlockSignal::LqhKeyRef {
+                txn,
+                op_index,
+                error,
+            }),
         }
     }
 
@@ -265,7 +304,10 @@ impl Lqh {
         waited_on: Option<RowId>,
     ) -> Result<Option<OpResult>, ShoalError> {
         let entry = self.tables.get_mut(&op.table).ok_or_else(|| {
-            err(ErrorCode::NoSuchTable, format!("table id {} is not known to this node", op.table))
+            err(
+                ErrorCode::NoSuchTable,
+                format!("table id {} is not known to this node", op.table),
+            )
         })?;
         if entry.version != op.version {
             return Err(err(
@@ -328,11 +370,29 @@ impl Lqh {
                     .insert_tentative(&mut self.mem, hash, &fixed, &var)
                     .map_err(|e| out_of_memory(e.requested_bytes, e.free_bytes))?;
                 let outcome = entry.frag.locks.acquire(row, txn, RowLock::Exclusive, 0);
-                assert_eq!(outcome, LockOutcome::Granted, "a fresh row id has no lock holders");
-                entry.pending.insert(row, Pending { owner: txn, kind: PendingKind::Inserted, reserved_bytes: 0 });
+                assert_eq!(
+                    outcome,
+                    LockOutcome::Granted,
+                    "a fresh row id has no lock holders"
+                );
+                entry.pending.insert(
+                    row,
+                    Pending {
+                        owner: txn,
+                        kind: PendingKind::Inserted,
+                        reserved_bytes: 0,
+                    },
+                );
                 self.ops_in_use += 1;
-                self.txns.entry(txn).or_default().rows.push((op.table, row, hash));
-                return Ok(Some(OpResult { code: 0, data: Vec::new() }));
+                self.txns
+                    .entry(txn)
+                    .or_default()
+                    .rows
+                    .push((op.table, row, hash));
+                return Ok(Some(OpResult {
+                    code: 0,
+                    data: Vec::new(),
+                }));
             }
         };
 
@@ -351,7 +411,11 @@ impl Lqh {
                 LockOutcome::Granted => {
                     if held_before.is_none() {
                         self.ops_in_use += 1;
-                        self.txns.entry(txn).or_default().rows.push((op.table, row, hash));
+                        self.txns
+                            .entry(txn)
+                            .or_default()
+                            .rows
+                            .push((op.table, row, hash));
                     }
                 }
                 LockOutcome::Waiting => {
@@ -365,7 +429,14 @@ impl Lqh {
                     self.txns.entry(txn).or_default().waiting = Some(token);
                     self.waiting.insert(
                         token,
-                        WaitingOp { txn, op_index, op, row, since_ms: now_ms, counted },
+                        WaitingOp {
+                            txn,
+                            op_index,
+                            op,
+                            row,
+                            since_ms: now_ms,
+                            counted,
+                        },
                     );
                     return Ok(None);
                 }
@@ -396,11 +467,15 @@ impl Lqh {
 
     fn drain_queue(&mut self, now_ms: u64, txn: TxnRef, out: &mut VecDeque<BlockSignal>) {
         loop {
-            let Some(t) = self.txns.get_mut(&txn) else { return };
+            let Some(t) = self.txns.get_mut(&txn) else {
+                return;
+            };
             if t.waiting.is_some() || t.failed {
                 return;
             }
-            let Some((op_index, op)) = t.queued.pop_front() else { return };
+            let Some((op_index, op)) = t.queued.pop_front() else {
+                return;
+            };
             self.ops_in_use -= 1;
             self.run_op(now_ms, txn, op_index, op, None, out);
         }
@@ -422,7 +497,9 @@ impl Lqh {
         }
         self.ops_in_use -= t.rows.len();
         for (table, row, hash) in t.rows {
-            let Some(entry) = self.tables.get_mut(&table) else { continue };
+            let Some(entry) = self.tables.get_mut(&table) else {
+                continue;
+            };
             if entry.pending.get(&row).is_some_and(|p| p.owner == txn) {
                 let p = entry.pending.remove(&row).expect("checked");
                 self.mem.release(p.reserved_bytes);
@@ -457,23 +534,28 @@ fn out_of_memory(requested: usize, free: usize) -> ShoalError {
 }
 
 fn too_many_ops_err(max: usize) -> ShoalError {
-    err(ErrorCode::TooManyOperations, format!("max_concurrent_operations={max} reached"))
+    err(
+        ErrorCode::TooManyOperations,
+        format!("max_concurrent_operations={max} reached"),
+    )
 }
 
 fn too_many_ops(txn: TxnRef, op_index: u16, max: usize) -> BlockSignal {
-    BlockSignal::LqhKeyRef { txn, op_index, error: too_many_ops_err(max) }
+    BlockSignal::LqhKeyRef {
+        txn,
+        op_index,
+        error: too_many_ops_err(max),
+    }
 }
 
 /// Checks the parts of a request that do not depend on the row: the read
 /// column list, or the attribute list's structure.
 fn check_request_body(layout: &RowLayout, op: &KeyOp) -> Result<(), ShoalError> {
     match op.op {
-        OpType::Read => {
-            read_columns(&op.attrs).and_then(|cols| match cols {
-                Some(ids) => layout.check_column_ids(ids),
-                None => Ok(()),
-            })
-        }
+        OpType::Read => read_columns(&op.attrs).and_then(|cols| match cols {
+            Some(ids) => layout.check_column_ids(ids),
+            None => Ok(()),
+        }),
         OpType::Delete => {
             if op.attrs.is_empty() {
                 Ok(())
@@ -502,13 +584,23 @@ fn read_columns(bytes: &[u8]) -> Result<Option<impl Iterator<Item = u16> + '_>, 
         return if bytes.len() == 2 {
             Ok(None)
         } else {
-            Err(err(ErrorCode::BadRequest, "bytes after an all-columns read list"))
+            Err(err(
+                ErrorCode::BadRequest,
+                "bytes after an all-columns read list",
+            ))
         };
     }
     if bytes.len() != 2 + 2 * count as usize {
-        return Err(err(ErrorCode::BadRequest, "read column list length does not match its count"));
+        return Err(err(
+            ErrorCode::BadRequest,
+            "read column list length does not match its count",
+        ));
     }
-    Ok(Some(bytes[2..].chunks_exact(2).map(|c| u16::from_le_bytes([c[0], c[1]]))))
+    Ok(Some(
+        bytes[2..]
+            .chunks_exact(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]])),
+    ))
 }
 
 fn read_image(layout: &RowLayout, fixed: &[u8], var: &[u8], op: &KeyOp) -> OpResult {
@@ -522,13 +614,21 @@ fn read_image(layout: &RowLayout, fixed: &[u8], var: &[u8], op: &KeyOp) -> OpRes
 
 /// A committed read by the transaction that has uncommitted changes to the
 /// row: it sees its own writes.
-fn read_own(entry: &TableEntry, layout: &RowLayout, row: RowId, op: &KeyOp) -> Result<Option<OpResult>, ShoalError> {
+fn read_own(
+    entry: &TableEntry,
+    layout: &RowLayout,
+    row: RowId,
+    op: &KeyOp,
+) -> Result<Option<OpResult>, ShoalError> {
     let (cfixed, cvar) = entry.frag.row(row);
     match &entry.pending[&row].kind {
         PendingKind::Inserted => Ok(Some(read_image(layout, cfixed, cvar, op))),
-        PendingKind::Updated { fixed, var } => {
-            Ok(Some(read_image(layout, fixed, var.as_deref().unwrap_or(cvar), op)))
-        }
+        PendingKind::Updated { fixed, var } => Ok(Some(read_image(
+            layout,
+            fixed,
+            var.as_deref().unwrap_or(cvar),
+            op,
+        ))),
         PendingKind::Deleted | PendingKind::InsertedThenDeleted => Err(not_found()),
     }
 }
@@ -543,17 +643,26 @@ fn apply_locked(
     _hash: u64,
     op: &KeyOp,
 ) -> Result<OpResult, ShoalError> {
-    let ok = || OpResult { code: 0, data: Vec::new() };
+    let ok = || OpResult {
+        code: 0,
+        data: Vec::new(),
+    };
     let current = match entry.pending.get(&row) {
         Some(p) => {
-            assert_eq!(p.owner, txn, "pending changes belong to the exclusive lock holder");
+            assert_eq!(
+                p.owner, txn,
+                "pending changes belong to the exclusive lock holder"
+            );
             match p.kind {
                 PendingKind::Inserted | PendingKind::Updated { .. } => Current::Own,
                 PendingKind::Deleted | PendingKind::InsertedThenDeleted => Current::Missing,
             }
         }
         None => {
-            assert!(!entry.frag.is_tentative(row), "tentative rows have a pending entry");
+            assert!(
+                !entry.frag.is_tentative(row),
+                "tentative rows have a pending entry"
+            );
             Current::Committed
         }
     };
@@ -585,7 +694,14 @@ fn apply_locked(
                     };
                 }
                 None => {
-                    entry.pending.insert(row, Pending { owner: txn, kind: PendingKind::Deleted, reserved_bytes: 0 });
+                    entry.pending.insert(
+                        row,
+                        Pending {
+                            owner: txn,
+                            kind: PendingKind::Deleted,
+                            reserved_bytes: 0,
+                        },
+                    );
                 }
             }
             Ok(ok())
@@ -595,7 +711,10 @@ fn apply_locked(
             // Re-insert after this transaction deleted the row: a full new image.
             let (attrs, _) = AttrSlice::parse(&op.attrs)?;
             let (fixed, var) = layout.build_row(&op.key, attrs)?;
-            let p = entry.pending.get_mut(&row).expect("missing rows have a pending delete");
+            let p = entry
+                .pending
+                .get_mut(&row)
+                .expect("missing rows have a pending delete");
             match p.kind {
                 PendingKind::InsertedThenDeleted => {
                     entry
@@ -607,7 +726,10 @@ fn apply_locked(
                 _ => {
                     let committed_var = entry.frag.row(row).1.len();
                     reserve_growth(mem, p, committed_var, var.len())?;
-                    p.kind = PendingKind::Updated { fixed, var: Some(var) };
+                    p.kind = PendingKind::Updated {
+                        fixed,
+                        var: Some(var),
+                    };
                 }
             }
             Ok(ok())
@@ -621,7 +743,11 @@ fn apply_locked(
             match entry.pending.get_mut(&row) {
                 None => {
                     let (fixed, var) = layout.update_row(cfixed, cvar, attrs)?;
-                    let mut p = Pending { owner: txn, kind: PendingKind::Deleted, reserved_bytes: 0 };
+                    let mut p = Pending {
+                        owner: txn,
+                        kind: PendingKind::Deleted,
+                        reserved_bytes: 0,
+                    };
                     if let Some(v) = &var {
                         reserve_growth(mem, &mut p, cvar.len(), v.len())?;
                     }
@@ -643,13 +769,22 @@ fn apply_locked(
                         if let Some(v) = &nvar {
                             let committed_var = cvar.len();
                             let new_len = v.len();
-                            let mut tmp = Pending { owner: txn, kind: PendingKind::Deleted, reserved_bytes: p.reserved_bytes };
+                            let mut tmp = Pending {
+                                owner: txn,
+                                kind: PendingKind::Deleted,
+                                reserved_bytes: p.reserved_bytes,
+                            };
                             reserve_growth(mem, &mut tmp, committed_var, new_len)?;
                             p.reserved_bytes = tmp.reserved_bytes;
                         }
-                        p.kind = PendingKind::Updated { fixed: nfixed, var: nvar };
+                        p.kind = PendingKind::Updated {
+                            fixed: nfixed,
+                            var: nvar,
+                        };
                     }
-                    PendingKind::Deleted | PendingKind::InsertedThenDeleted => unreachable!("exists"),
+                    PendingKind::Deleted | PendingKind::InsertedThenDeleted => {
+                        unreachable!("exists")
+                    }
                 },
             }
             Ok(ok())
@@ -660,13 +795,19 @@ fn apply_locked(
 
 /// Charges now what a var part growing from `old_len` to `new_len` bytes
 /// will need at commit, replacing the pending entry's earlier reservation.
-fn reserve_growth(mem: &mut Memory, p: &mut Pending, old_len: usize, new_len: usize) -> Result<(), ShoalError> {
+fn reserve_growth(
+    mem: &mut Memory,
+    p: &mut Pending,
+    old_len: usize,
+    new_len: usize,
+) -> Result<(), ShoalError> {
     let need = Fragment::var_charge(new_len).saturating_sub(Fragment::var_charge(old_len));
     mem.release(p.reserved_bytes);
     let before = p.reserved_bytes;
     p.reserved_bytes = 0;
     if let Err(e) = mem.try_charge(need) {
-        mem.try_charge(before).expect("the old reservation fitted a moment ago");
+        mem.try_charge(before)
+            .expect("the old reservation fitted a moment ago");
         p.reserved_bytes = before;
         return Err(out_of_memory(e.requested_bytes, e.free_bytes));
     }

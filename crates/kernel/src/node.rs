@@ -36,7 +36,11 @@ pub struct DataNode {
 
 impl DataNode {
     pub fn new(cfg: KernelConfig) -> Self {
-        DataNode { tc: Tc::new(cfg.clone()), lqh: Lqh::new(cfg), queue: VecDeque::new() }
+        DataNode {
+            tc: Tc::new(cfg.clone()),
+            lqh: Lqh::new(cfg),
+            queue: VecDeque::new(),
+        }
     }
 
     /// Adds a table (mgmd's schema event). Re-adding a known id is a no-op.
@@ -53,7 +57,13 @@ impl DataNode {
 
     /// A signal from a client. An error means the client broke the protocol
     /// (sent a signal only nodes may send): the driver closes the connection.
-    pub fn client_signal(&mut self, now_ms: u64, conn: ConnId, signal: Signal, out: &mut Vec<Output>) -> Result<(), ShoalError> {
+    pub fn client_signal(
+        &mut self,
+        now_ms: u64,
+        conn: ConnId,
+        signal: Signal,
+        out: &mut Vec<Output>,
+    ) -> Result<(), ShoalError> {
         match signal {
             Signal::TcKeyReq(req) => {
                 self.tc.client_req(now_ms, conn, req, &mut self.queue, out);
@@ -74,7 +84,12 @@ impl DataNode {
 
     /// Periodic timer (the driver calls it every few milliseconds).
     pub fn tick(&mut self, now_ms: u64, out: &mut Vec<Output>) {
-        self.lqh.tick(now_ms, &mut self.queue);
+        for token in self.lqh.expired_waits(now_ms) {
+            self.lqh.expire_wait(now_ms, token, &mut self.queue);
+            // The failed transaction aborts and releases its locks before
+            // the next expired wait is considered.
+            self.run(now_ms, out);
+        }
         self.tc.tick(now_ms, &mut self.queue, out);
         self.run(now_ms, out);
     }
@@ -92,9 +107,9 @@ impl DataNode {
     fn run(&mut self, now_ms: u64, out: &mut Vec<Output>) {
         while let Some(sig) = self.queue.pop_front() {
             match sig {
-                BlockSignal::LqhKeyReq { .. } | BlockSignal::CommitReq { .. } | BlockSignal::AbortReq { .. } => {
-                    self.lqh.handle(now_ms, sig, &mut self.queue)
-                }
+                BlockSignal::LqhKeyReq { .. }
+                | BlockSignal::CommitReq { .. }
+                | BlockSignal::AbortReq { .. } => self.lqh.handle(now_ms, sig, &mut self.queue),
                 _ => self.tc.handle(now_ms, sig, &mut self.queue, out),
             }
         }

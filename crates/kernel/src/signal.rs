@@ -12,11 +12,23 @@ pub type TxnRef = u64;
 #[derive(Debug)]
 pub enum BlockSignal {
     /// TC → LQH: run one operation of a transaction.
-    LqhKeyReq { txn: TxnRef, op_index: u16, op: KeyOp },
+    LqhKeyReq {
+        txn: TxnRef,
+        op_index: u16,
+        op: KeyOp,
+    },
     /// LQH → TC: the operation succeeded (reads carry their data).
-    LqhKeyConf { txn: TxnRef, op_index: u16, result: OpResult },
+    LqhKeyConf {
+        txn: TxnRef,
+        op_index: u16,
+        result: OpResult,
+    },
     /// LQH → TC: the operation failed.
-    LqhKeyRef { txn: TxnRef, op_index: u16, error: ShoalError },
+    LqhKeyRef {
+        txn: TxnRef,
+        op_index: u16,
+        error: ShoalError,
+    },
     /// TC → LQH: make the transaction's changes visible, release its locks.
     CommitReq { txn: TxnRef },
     /// LQH → TC.

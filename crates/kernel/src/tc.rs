@@ -19,7 +19,9 @@ use crate::signal::{BlockSignal, TxnRef};
 use hashbrown::HashMap;
 use shoal_types::{ErrorCode, ShoalError, TransId};
 use shoal_wire::signals::OP_IGNORE_ERROR;
-use shoal_wire::{ExecType, LockMode, OpResult, OpType, Signal, TcKeyConf, TcKeyRef, TcKeyReq, TransState};
+use shoal_wire::{
+    ExecType, LockMode, OpResult, OpType, Signal, TcKeyConf, TcKeyRef, TcKeyReq, TransState,
+};
 use std::collections::VecDeque;
 
 /// What to tell the client when an abort completes.
@@ -27,7 +29,10 @@ enum AbortReply {
     /// The client asked for a rollback.
     RolledBack,
     /// The transaction failed: send this error.
-    Failed { error: ShoalError, op_index: u16 },
+    Failed {
+        error: ShoalError,
+        op_index: u16,
+    },
     /// Nobody to tell (client gone), or keep a tombstone (inactivity).
     Silent,
     TimedOut,
@@ -66,7 +71,11 @@ pub struct Tc {
 }
 
 fn conf(trans: TransId, state: TransState, results: Vec<OpResult>) -> Signal {
-    Signal::TcKeyConf(TcKeyConf { trans, state, results })
+    Signal::TcKeyConf(TcKeyConf {
+        trans,
+        state,
+        results,
+    })
 }
 
 fn reject(trans: TransId, error: &ShoalError, op_index: u16) -> Signal {
@@ -82,7 +91,12 @@ const NO_OP: u16 = 0xFFFF;
 
 impl Tc {
     pub fn new(cfg: KernelConfig) -> Self {
-        Tc { cfg, txns: HashMap::new(), by_client: HashMap::new(), next_ref: 1 }
+        Tc {
+            cfg,
+            txns: HashMap::new(),
+            by_client: HashMap::new(),
+            next_ref: 1,
+        }
     }
 
     pub fn transaction_count(&self) -> usize {
@@ -108,7 +122,10 @@ impl Tc {
                         self.remove(r);
                         let e = ShoalError::with_detail(
                             ErrorCode::InactiveTimeout,
-                            format!("idle longer than transaction_inactive_timeout_ms={}", self.cfg.transaction_inactive_timeout_ms),
+                            format!(
+                                "idle longer than transaction_inactive_timeout_ms={}",
+                                self.cfg.transaction_inactive_timeout_ms
+                            ),
                         );
                         return send(out, reject(trans, &e, NO_OP));
                     }
@@ -128,7 +145,10 @@ impl Tc {
                 if self.txns.len() >= self.cfg.max_concurrent_transactions {
                     let e = ShoalError::with_detail(
                         ErrorCode::TooManyTransactions,
-                        format!("max_concurrent_transactions={} reached", self.cfg.max_concurrent_transactions),
+                        format!(
+                            "max_concurrent_transactions={} reached",
+                            self.cfg.max_concurrent_transactions
+                        ),
                     );
                     return send(out, reject(trans, &e, NO_OP));
                 }
@@ -167,7 +187,15 @@ impl Tc {
                     t.ops_total, self.cfg.max_operations_per_transaction
                 ),
             );
-            return self.abort(txn_ref, AbortReply::Failed { error: e, op_index: NO_OP }, q, out);
+            return self.abort(
+                txn_ref,
+                AbortReply::Failed {
+                    error: e,
+                    op_index: NO_OP,
+                },
+                q,
+                out,
+            );
         }
         t.state = TxnState::Executing;
         t.exec = req.exec;
@@ -180,16 +208,30 @@ impl Tc {
             if !(op.op == OpType::Read && op.lock == LockMode::CommittedRead) {
                 t.lqh_state = true;
             }
-            q.push_back(BlockSignal::LqhKeyReq { txn: txn_ref, op_index: i as u16, op });
+            q.push_back(BlockSignal::LqhKeyReq {
+                txn: txn_ref,
+                op_index: i as u16,
+                op,
+            });
         }
         if t.outstanding == 0 {
             self.execute_done(txn_ref, q, out);
         }
     }
 
-    pub fn handle(&mut self, now_ms: u64, sig: BlockSignal, q: &mut VecDeque<BlockSignal>, out: &mut Vec<Output>) {
+    pub fn handle(
+        &mut self,
+        now_ms: u64,
+        sig: BlockSignal,
+        q: &mut VecDeque<BlockSignal>,
+        out: &mut Vec<Output>,
+    ) {
         match sig {
-            BlockSignal::LqhKeyConf { txn, op_index, result } => {
+            BlockSignal::LqhKeyConf {
+                txn,
+                op_index,
+                result,
+            } => {
                 let Some(t) = self.executing(txn) else { return };
                 t.results[op_index as usize] = Some(result);
                 t.outstanding -= 1;
@@ -197,11 +239,21 @@ impl Tc {
                     self.execute_done(txn, q, out);
                 }
             }
-            BlockSignal::LqhKeyRef { txn, op_index, error } => {
+            BlockSignal::LqhKeyRef {
+                txn,
+                op_index,
+                error,
+            } => {
                 let Some(t) = self.executing(txn) else { return };
-                let ignorable = matches!(error.code, ErrorCode::TupleNotFound | ErrorCode::TupleAlreadyExists);
+                let ignorable = matches!(
+                    error.code,
+                    ErrorCode::TupleNotFound | ErrorCode::TupleAlreadyExists
+                );
                 if ignorable && t.op_flags[op_index as usize] & OP_IGNORE_ERROR != 0 {
-                    t.results[op_index as usize] = Some(OpResult { code: error.code as u16, data: Vec::new() });
+                    t.results[op_index as usize] = Some(OpResult {
+                        code: error.code as u16,
+                        data: Vec::new(),
+                    });
                     t.outstanding -= 1;
                     if t.outstanding == 0 {
                         self.execute_done(txn, q, out);
@@ -211,15 +263,29 @@ impl Tc {
                 }
             }
             BlockSignal::CommitConf { txn } => {
-                let t = self.txns.get_mut(&txn).expect("commit of a known transaction");
+                let t = self
+                    .txns
+                    .get_mut(&txn)
+                    .expect("commit of a known transaction");
                 assert!(matches!(t.state, TxnState::Committing));
-                let results = t.results.drain(..).map(|r| r.expect("all answered")).collect();
-                out.push(Output::Send { conn: t.conn, signal: conf(t.trans, TransState::Committed, results) });
+                let results = t
+                    .results
+                    .drain(..)
+                    .map(|r| r.expect("all answered"))
+                    .collect();
+                out.push(Output::Send {
+                    conn: t.conn,
+                    signal: conf(t.trans, TransState::Committed, results),
+                });
                 self.remove(txn);
             }
             BlockSignal::AbortConf { txn } => {
-                let t = self.txns.get_mut(&txn).expect("abort of a known transaction");
-                let TxnState::Aborting(reply) = std::mem::replace(&mut t.state, TxnState::Open) else {
+                let t = self
+                    .txns
+                    .get_mut(&txn)
+                    .expect("abort of a known transaction");
+                let TxnState::Aborting(reply) = std::mem::replace(&mut t.state, TxnState::Open)
+                else {
                     panic!("AbortConf for a transaction that is not aborting");
                 };
                 t.last_active_ms = now_ms;
@@ -231,7 +297,9 @@ impl Tc {
 
     fn executing(&mut self, txn: TxnRef) -> Option<&mut Txn> {
         // Answers for a transaction that is already aborting are dropped.
-        self.txns.get_mut(&txn).filter(|t| matches!(t.state, TxnState::Executing))
+        self.txns
+            .get_mut(&txn)
+            .filter(|t| matches!(t.state, TxnState::Executing))
     }
 
     fn execute_done(&mut self, txn: TxnRef, q: &mut VecDeque<BlockSignal>, out: &mut Vec<Output>) {
@@ -239,23 +307,43 @@ impl Tc {
         match t.exec {
             ExecType::NoCommit => {
                 t.state = TxnState::Open;
-                let results = t.results.drain(..).map(|r| r.expect("all answered")).collect();
-                out.push(Output::Send { conn: t.conn, signal: conf(t.trans, TransState::Open, results) });
+                let results = t
+                    .results
+                    .drain(..)
+                    .map(|r| r.expect("all answered"))
+                    .collect();
+                out.push(Output::Send {
+                    conn: t.conn,
+                    signal: conf(t.trans, TransState::Open, results),
+                });
             }
             ExecType::Commit if t.lqh_state => {
                 t.state = TxnState::Committing;
                 q.push_back(BlockSignal::CommitReq { txn });
             }
             ExecType::Commit => {
-                let results = t.results.drain(..).map(|r| r.expect("all answered")).collect();
-                out.push(Output::Send { conn: t.conn, signal: conf(t.trans, TransState::Committed, results) });
+                let results = t
+                    .results
+                    .drain(..)
+                    .map(|r| r.expect("all answered"))
+                    .collect();
+                out.push(Output::Send {
+                    conn: t.conn,
+                    signal: conf(t.trans, TransState::Committed, results),
+                });
                 self.remove(txn);
             }
             ExecType::Rollback => unreachable!("rollback never executes operations"),
         }
     }
 
-    fn abort(&mut self, txn: TxnRef, reply: AbortReply, q: &mut VecDeque<BlockSignal>, out: &mut Vec<Output>) {
+    fn abort(
+        &mut self,
+        txn: TxnRef,
+        reply: AbortReply,
+        q: &mut VecDeque<BlockSignal>,
+        out: &mut Vec<Output>,
+    ) {
         let t = self.txns.get_mut(&txn).expect("present");
         if t.lqh_state {
             t.state = TxnState::Aborting(reply);
@@ -271,11 +359,17 @@ impl Tc {
         let (conn, trans) = (t.conn, t.trans);
         match reply {
             AbortReply::RolledBack => {
-                out.push(Output::Send { conn, signal: conf(trans, TransState::Aborted, Vec::new()) });
+                out.push(Output::Send {
+                    conn,
+                    signal: conf(trans, TransState::Aborted, Vec::new()),
+                });
                 self.remove(txn);
             }
             AbortReply::Failed { error, op_index } => {
-                out.push(Output::Send { conn, signal: reject(trans, &error, op_index) });
+                out.push(Output::Send {
+                    conn,
+                    signal: reject(trans, &error, op_index),
+                });
                 self.remove(txn);
             }
             AbortReply::Silent => self.remove(txn),
@@ -290,8 +384,18 @@ impl Tc {
 
     /// The client connection closed: abort its transactions. One that is
     /// committing finishes its commit (its outcome is unknown to the client).
-    pub fn client_gone(&mut self, conn: ConnId, q: &mut VecDeque<BlockSignal>, out: &mut Vec<Output>) {
-        let mine: Vec<TxnRef> = self.txns.iter().filter(|(_, t)| t.conn == conn).map(|(r, _)| *r).collect();
+    pub fn client_gone(
+        &mut self,
+        conn: ConnId,
+        q: &mut VecDeque<BlockSignal>,
+        out: &mut Vec<Output>,
+    ) {
+        let mine: Vec<TxnRef> = self
+            .txns
+            .iter()
+            .filter(|(_, t)| t.conn == conn)
+            .map(|(r, _)| *r)
+            .collect();
         for r in mine {
             let t = self.txns.get_mut(&r).expect("listed");
             match &mut t.state {
@@ -312,7 +416,10 @@ impl Tc {
         let idle: Vec<TxnRef> = self
             .txns
             .iter()
-            .filter(|(_, t)| matches!(t.state, TxnState::Open) && now_ms.saturating_sub(t.last_active_ms) >= timeout)
+            .filter(|(_, t)| {
+                matches!(t.state, TxnState::Open)
+                    && now_ms.saturating_sub(t.last_active_ms) >= timeout
+            })
             .map(|(r, _)| *r)
             .collect();
         for r in idle {

@@ -4,8 +4,13 @@
 //! against a model; these pin down specific behaviours.)
 
 use crate::{ConnId, DataNode, KernelConfig, Output};
-use shoal_types::{ColumnDef, ColumnType, ErrorCode, RowLayout, SchemaVersion, TableDef, TableId, TransId, Value};
-use shoal_wire::{ExecType, KeyOp, LockMode, OpType, Signal, TcKeyConf, TcKeyReq, TransState, ALL_COLUMNS, OP_IGNORE_ERROR};
+use shoal_types::{
+    ColumnDef, ColumnType, ErrorCode, RowLayout, SchemaVersion, TableDef, TableId, TransId, Value,
+};
+use shoal_wire::{
+    ExecType, KeyOp, LockMode, OpType, Signal, TcKeyConf, TcKeyReq, TransState, ALL_COLUMNS,
+    OP_IGNORE_ERROR,
+};
 
 const T: TableId = TableId(7);
 const V: SchemaVersion = SchemaVersion(3);
@@ -39,12 +44,19 @@ impl Harness {
         let mut node = DataNode::new(cfg);
         node.create_table(&def);
         let layout = RowLayout::new(&def);
-        Harness { node, def, layout, now: 1_000 }
+        Harness {
+            node,
+            def,
+            layout,
+            now: 1_000,
+        }
     }
 
     fn key(&self, k: u32) -> Vec<u8> {
         let mut out = Vec::new();
-        self.layout.encode_key(&[Value::UInt(u64::from(k))], &mut out).unwrap();
+        self.layout
+            .encode_key(&[Value::UInt(u64::from(k))], &mut out)
+            .unwrap();
         out
     }
 
@@ -53,21 +65,39 @@ impl Harness {
         if matches!(op, OpType::Insert | OpType::Update | OpType::Write) {
             // Key columns travel in the key, not in the attribute list.
             let (vv, sv) = (Value::Int(v), Value::Str(s.into()));
-            shoal_types::layout::encode_attrs(&self.def, &[(1, &vv), (2, &sv)], &mut attrs).unwrap();
+            shoal_types::layout::encode_attrs(&self.def, &[(1, &vv), (2, &sv)], &mut attrs)
+                .unwrap();
         } else if op == OpType::Read {
             attrs.extend_from_slice(&ALL_COLUMNS.to_le_bytes());
         }
-        KeyOp { op, lock: LockMode::CommittedRead, flags: 0, table: T, version: V, key: self.key(k), attrs }
+        KeyOp {
+            op,
+            lock: LockMode::CommittedRead,
+            flags: 0,
+            table: T,
+            version: V,
+            key: self.key(k),
+            attrs,
+        }
     }
 
     fn read(&self, k: u32, lock: LockMode) -> KeyOp {
-        KeyOp { lock, ..self.op(OpType::Read, k, 0, "") }
+        KeyOp {
+            lock,
+            ..self.op(OpType::Read, k, 0, "")
+        }
     }
 
     fn send(&mut self, conn: ConnId, trans: u64, exec: ExecType, ops: Vec<KeyOp>) -> Vec<Output> {
         let mut out = Vec::new();
-        let req = TcKeyReq { trans: TransId(trans), exec, ops };
-        self.node.client_signal(self.now, conn, Signal::TcKeyReq(req), &mut out).unwrap();
+        let req = TcKeyReq {
+            trans: TransId(trans),
+            exec,
+            ops,
+        };
+        self.node
+            .client_signal(self.now, conn, Signal::TcKeyReq(req), &mut out)
+            .unwrap();
         out
     }
 
@@ -119,14 +149,20 @@ impl Harness {
 
 fn conf(out: &[Output]) -> TcKeyConf {
     match out {
-        [Output::Send { signal: Signal::TcKeyConf(c), .. }] => c.clone(),
+        [Output::Send {
+            signal: Signal::TcKeyConf(c),
+            ..
+        }] => c.clone(),
         other => panic!("expected one TcKeyConf, got {other:?}"),
     }
 }
 
 fn refused(out: &[Output]) -> (u16, u16) {
     match out {
-        [Output::Send { signal: Signal::TcKeyRef(r), .. }] => (r.code, r.op_index),
+        [Output::Send {
+            signal: Signal::TcKeyRef(r),
+            ..
+        }] => (r.code, r.op_index),
         other => panic!("expected one TcKeyRef, got {other:?}"),
     }
 }
@@ -155,7 +191,10 @@ fn errors_abort_unless_ignored() {
     h.commit(vec![ins]);
     // Insert of an existing key: 630, and the whole transaction (with its
     // other insert) has no effect.
-    let ops = vec![h.op(OpType::Insert, 2, 2, "b"), h.op(OpType::Insert, 1, 1, "a")];
+    let ops = vec![
+        h.op(OpType::Insert, 2, 2, "b"),
+        h.op(OpType::Insert, 1, 1, "a"),
+    ];
     let out = h.send(1, 5, ExecType::Commit, ops);
     assert_eq!(refused(&out), (ErrorCode::TupleAlreadyExists as u16, 1));
     assert_eq!(h.value(2), None);
@@ -205,7 +244,10 @@ fn no_commit_keeps_locks_and_own_writes_visible() {
     assert_eq!(h.value(1), Some((1, Some("a".into()))));
     // A shared read by another transaction waits for the lock.
     let other = h.read(1, LockMode::Shared);
-    assert!(h.send(2, 20, ExecType::Commit, vec![other]).is_empty(), "waits for the lock");
+    assert!(
+        h.send(2, 20, ExecType::Commit, vec![other]).is_empty(),
+        "waits for the lock"
+    );
     // Commit of transaction 10 answers it, then the waiter gets the new value.
     let out = h.send(1, 10, ExecType::Commit, vec![]);
     assert_eq!(out.len(), 2, "{out:?}");
@@ -219,7 +261,11 @@ fn rollback_undoes_everything() {
     let mut h = Harness::new(KernelConfig::default());
     let ins = h.op(OpType::Insert, 1, 1, "a");
     h.commit(vec![ins]);
-    let ops = vec![h.op(OpType::Update, 1, 5, "long value"), h.op(OpType::Insert, 2, 2, "b"), h.op(OpType::Delete, 1, 0, "")];
+    let ops = vec![
+        h.op(OpType::Update, 1, 5, "long value"),
+        h.op(OpType::Insert, 2, 2, "b"),
+        h.op(OpType::Delete, 1, 0, ""),
+    ];
     conf(&h.send(1, 10, ExecType::NoCommit, ops));
     let c = conf(&h.send(1, 10, ExecType::Rollback, vec![]));
     assert_eq!(c.state, TransState::Aborted);
@@ -230,8 +276,14 @@ fn rollback_undoes_everything() {
 
 #[test]
 fn deadlock_times_out_one_transaction() {
-    let mut h = Harness::new(KernelConfig { deadlock_timeout_ms: 500, ..KernelConfig::default() });
-    let ops = vec![h.op(OpType::Insert, 1, 1, ""), h.op(OpType::Insert, 2, 2, "")];
+    let mut h = Harness::new(KernelConfig {
+        deadlock_timeout_ms: 500,
+        ..KernelConfig::default()
+    });
+    let ops = vec![
+        h.op(OpType::Insert, 1, 1, ""),
+        h.op(OpType::Insert, 2, 2, ""),
+    ];
     h.commit(ops);
     // A locks 1, B locks 2, then each wants the other's row.
     let a1 = h.read(1, LockMode::Exclusive);
@@ -242,24 +294,43 @@ fn deadlock_times_out_one_transaction() {
     assert!(h.send(1, 100, ExecType::NoCommit, vec![a2]).is_empty());
     let b1 = h.read(1, LockMode::Exclusive);
     assert!(h.send(2, 200, ExecType::NoCommit, vec![b1]).is_empty());
-    let out = h.tick(600);
-    // Both waits time out (each waited > 500 ms); whichever times out first
-    // releases its locks and lets the other proceed.
-    let codes: Vec<_> = out
+    // Both waits pass the timeout in the same tick. Only the older one
+    // (A's) fails; its abort releases row 1, so B's wait is granted.
+    h.now += 600;
+    let mut out = Vec::new();
+    h.node.tick(h.now, &mut out);
+    let mut answers: Vec<(ConnId, u16)> = out
         .iter()
         .map(|o| match o {
-            Output::Send { signal: Signal::TcKeyRef(r), .. } => r.code,
-            Output::Send { signal: Signal::TcKeyConf(_), .. } => 0,
+            Output::Send {
+                conn,
+                signal: Signal::TcKeyRef(r),
+            } => (*conn, r.code),
+            Output::Send {
+                conn,
+                signal: Signal::TcKeyConf(_),
+            } => (*conn, 0),
             other => panic!("{other:?}"),
         })
         .collect();
-    assert!(codes.contains(&(ErrorCode::DeadlockTimeout as u16)), "{codes:?}");
-    assert_eq!(codes.len(), 2, "both transactions are answered: {codes:?}");
+    answers.sort_unstable();
+    assert_eq!(
+        answers,
+        vec![(1, ErrorCode::DeadlockTimeout as u16), (2, 0)]
+    );
+    // B now holds both rows and commits.
+    let upd = h.op(OpType::Update, 1, 11, "b");
+    let c = conf(&h.send(2, 200, ExecType::Commit, vec![upd]));
+    assert_eq!(c.state, TransState::Committed);
+    assert_eq!(h.value(1), Some((11, Some("b".into()))));
 }
 
 #[test]
 fn inactive_transaction_is_aborted() {
-    let mut h = Harness::new(KernelConfig { transaction_inactive_timeout_ms: 300, ..KernelConfig::default() });
+    let mut h = Harness::new(KernelConfig {
+        transaction_inactive_timeout_ms: 300,
+        ..KernelConfig::default()
+    });
     let ins = h.op(OpType::Insert, 1, 1, "a");
     conf(&h.send(1, 10, ExecType::NoCommit, vec![ins]));
     h.tick(400);
@@ -284,7 +355,11 @@ fn client_disconnect_aborts_its_transactions() {
 
 #[test]
 fn transaction_limits() {
-    let mut h = Harness::new(KernelConfig { max_concurrent_transactions: 2, max_operations_per_transaction: 3, ..KernelConfig::default() });
+    let mut h = Harness::new(KernelConfig {
+        max_concurrent_transactions: 2,
+        max_operations_per_transaction: 3,
+        ..KernelConfig::default()
+    });
     let ops: Vec<_> = (0..4).map(|k| h.op(OpType::Insert, k, 0, "")).collect();
     // Too many operations in one transaction can never succeed: permanent.
     let out = h.send(1, 1, ExecType::Commit, ops);
@@ -296,18 +371,27 @@ fn transaction_limits() {
     let c = h.op(OpType::Insert, 3, 0, "");
     let out = h.send(1, 4, ExecType::Commit, vec![c]);
     assert_eq!(refused(&out).0, ErrorCode::TooManyTransactions as u16);
-    assert_eq!(ErrorCode::TooManyTransactions.class(), shoal_types::ErrorClass::Temporary);
+    assert_eq!(
+        ErrorCode::TooManyTransactions.class(),
+        shoal_types::ErrorClass::Temporary
+    );
 }
 
 #[test]
 fn out_of_memory_keeps_reads_updates_and_deletes_working() {
-    let mut h = Harness::new(KernelConfig { data_memory_bytes: 256 * 1024, ..KernelConfig::default() });
+    let mut h = Harness::new(KernelConfig {
+        data_memory_bytes: 256 * 1024,
+        ..KernelConfig::default()
+    });
     let mut n = 0;
     let code = loop {
         let ins = h.op(OpType::Insert, n, i64::from(n), &"v".repeat(100));
         let out = h.send(1, u64::from(n) + 1, ExecType::Commit, vec![ins]);
         match &out[..] {
-            [Output::Send { signal: Signal::TcKeyConf(_), .. }] => n += 1,
+            [Output::Send {
+                signal: Signal::TcKeyConf(_),
+                ..
+            }] => n += 1,
             _ => break refused(&out).0,
         }
         assert!(n < 100_000, "memory limit never reached");
@@ -322,7 +406,9 @@ fn out_of_memory_keeps_reads_updates_and_deletes_working() {
     let deletes: Vec<_> = (0..n / 2).map(|k| h.op(OpType::Delete, k, 0, "")).collect();
     h.commit(deletes);
     // Freed memory is reused by new inserts.
-    let inserts: Vec<_> = (n..n + n / 4).map(|k| h.op(OpType::Insert, k, 0, &"z".repeat(100))).collect();
+    let inserts: Vec<_> = (n..n + n / 4)
+        .map(|k| h.op(OpType::Insert, k, 0, &"z".repeat(100)))
+        .collect();
     let c = h.commit(inserts);
     assert!(c.results.iter().all(|r| r.code == 0));
 }
@@ -331,7 +417,11 @@ fn out_of_memory_keeps_reads_updates_and_deletes_working() {
 fn client_may_not_send_node_signals() {
     let mut h = Harness::new(KernelConfig::default());
     let mut out = Vec::new();
-    let bogus = Signal::TcKeyConf(TcKeyConf { trans: TransId(1), state: TransState::Committed, results: vec![] });
+    let bogus = Signal::TcKeyConf(TcKeyConf {
+        trans: TransId(1),
+        state: TransState::Committed,
+        results: vec![],
+    });
     let err = h.node.client_signal(h.now, 1, bogus, &mut out).unwrap_err();
     assert_eq!(err.code, ErrorCode::ProtocolViolation);
 }

@@ -20,11 +20,11 @@ use tokio::time::Instant;
 use tracing::debug;
 
 use crate::config::{DataNodeConfig, KIND_API, KIND_DATANODE, KIND_MGMD};
-pub use crate::proto::{ClusterStatus, NodeInfo};
 use crate::proto::{
-    encode_frame, read_frame, write_encoded, ClientFrame, MgmEvent, NodeState, NodeStatus,
-    Request, Response, ServerFrame, ServerMessage, WireError, FRAME_BYTES_MAX, PROTOCOL_VERSION,
+    encode_frame, read_frame, write_encoded, ClientFrame, MgmEvent, NodeState, NodeStatus, Request,
+    Response, ServerFrame, ServerMessage, WireError, FRAME_BYTES_MAX, PROTOCOL_VERSION,
 };
+pub use crate::proto::{ClusterStatus, NodeInfo};
 
 /// How long `connect` tries to reach mgmd.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -98,7 +98,10 @@ impl Connection {
             .unwrap_or_else(|p| p.into_inner())
             .clone()
             .unwrap_or_else(|| "connection closed".to_string());
-        mgmd_err(format!("connection to mgmd at {} lost: {reason}", self.addr))
+        mgmd_err(format!(
+            "connection to mgmd at {} lost: {reason}",
+            self.addr
+        ))
     }
 
     async fn send(&mut self, request: Request) -> Result<u64, ShoalError> {
@@ -109,8 +112,7 @@ impl Connection {
             id,
             request,
         })?;
-        match tokio::time::timeout(REQUEST_TIMEOUT, write_encoded(&mut self.writer, &frame)).await
-        {
+        match tokio::time::timeout(REQUEST_TIMEOUT, write_encoded(&mut self.writer, &frame)).await {
             Ok(Ok(())) => Ok(id),
             Ok(Err(e)) => Err(mgmd_err(format!(
                 "cannot send to mgmd at {}: {e}",
@@ -124,7 +126,11 @@ impl Connection {
         }
     }
 
-    async fn request(&mut self, request: Request, timeout: Duration) -> Result<Response, ShoalError> {
+    async fn request(
+        &mut self,
+        request: Request,
+        timeout: Duration,
+    ) -> Result<Response, ShoalError> {
         let id = self.send(request).await?;
         let deadline = Instant::now() + timeout;
         loop {
@@ -194,8 +200,12 @@ async fn read_loop(
             );
         }
         let delivered = match frame.msg {
-            ServerMessage::Response { id, response } => responses.send((id, response)).await.is_ok(),
-            ServerMessage::Event { event_id, event } => events.send((event_id, event)).await.is_ok(),
+            ServerMessage::Response { id, response } => {
+                responses.send((id, response)).await.is_ok()
+            }
+            ServerMessage::Event { event_id, event } => {
+                events.send((event_id, event)).await.is_ok()
+            }
         };
         if !delivered {
             break "session closed".to_string();
@@ -247,7 +257,11 @@ impl MgmClient {
 
     /// Registers as an API node; mgmd picks the id.
     pub async fn register_api(mut self) -> Result<ApiSession, ShoalError> {
-        match self.conn.request(Request::RegisterApi, REQUEST_TIMEOUT).await? {
+        match self
+            .conn
+            .request(Request::RegisterApi, REQUEST_TIMEOUT)
+            .await?
+        {
             Response::ApiRegistered {
                 node_id,
                 cluster_id,
@@ -357,7 +371,11 @@ impl ApiSession {
 
     /// Every configured data node with its state and live port.
     pub async fn data_nodes(&mut self) -> Result<Vec<NodeInfo>, ShoalError> {
-        match self.conn.request(Request::DataNodes, REQUEST_TIMEOUT).await? {
+        match self
+            .conn
+            .request(Request::DataNodes, REQUEST_TIMEOUT)
+            .await?
+        {
             Response::Nodes(n) => Ok(n),
             other => Err(unexpected(&other)),
         }
@@ -513,7 +531,9 @@ pub fn format_show(status: &ClusterStatus) -> String {
         let addr = format!("@{}:{}", n.host, n.port);
         let mut detail = format!("nodegroup {}", i / per_group);
         if let Some(s) = &n.status {
-            let free = s.data_memory_total_bytes.saturating_sub(s.data_memory_used_bytes);
+            let free = s
+                .data_memory_total_bytes
+                .saturating_sub(s.data_memory_used_bytes);
             let _ = write!(
                 detail,
                 ", data memory used {:.1} MiB / free {:.1} MiB, {} rows, {} client connection(s)",

@@ -319,7 +319,9 @@ impl ClusterConfig {
         }
         let cfg = ClusterConfig {
             cluster_id: sys.cluster_id.unwrap_or(defaults::CLUSTER_ID),
-            data_dir: sys.data_dir.unwrap_or_else(|| PathBuf::from(defaults::DATA_DIR)),
+            data_dir: sys
+                .data_dir
+                .unwrap_or_else(|| PathBuf::from(defaults::DATA_DIR)),
             schema_ack_timeout_ms: sys
                 .schema_ack_timeout_ms
                 .unwrap_or(defaults::SCHEMA_ACK_TIMEOUT_MS),
@@ -532,9 +534,18 @@ impl ClusterConfig {
             ("data_memory", self.data_memory_bytes),
             ("threads", self.threads.into()),
             ("deadlock_timeout_ms", self.deadlock_timeout_ms),
-            ("max_concurrent_transactions", self.max_concurrent_transactions.into()),
-            ("max_concurrent_operations", self.max_concurrent_operations.into()),
-            ("max_operations_per_transaction", self.max_operations_per_transaction.into()),
+            (
+                "max_concurrent_transactions",
+                self.max_concurrent_transactions.into(),
+            ),
+            (
+                "max_concurrent_operations",
+                self.max_concurrent_operations.into(),
+            ),
+            (
+                "max_operations_per_transaction",
+                self.max_operations_per_transaction.into(),
+            ),
             ("heartbeat_interval_ms", self.heartbeat_interval_ms),
             ("max_frame_bytes", self.max_frame_bytes.into()),
             ("max_signals_per_frame", self.max_signals_per_frame.into()),
@@ -772,7 +783,9 @@ type = "api"
             "[datanode_defaults]\ndata_memory = 1048576\n\n[[node]]\nnode_id = 49",
         );
         assert_eq!(
-            ClusterConfig::from_toml_str(&with_int).unwrap().data_memory_bytes,
+            ClusterConfig::from_toml_str(&with_int)
+                .unwrap()
+                .data_memory_bytes,
             1 << 20
         );
     }
@@ -785,7 +798,9 @@ type = "api"
 
     #[test]
     fn unknown_keys_are_named() {
-        let e = err_of(&format!("[datanode_defaults]\ndata_memroy = \"1G\"\n{MINIMAL}"));
+        let e = err_of(&format!(
+            "[datanode_defaults]\ndata_memroy = \"1G\"\n{MINIMAL}"
+        ));
         assert!(e.contains("data_memroy"), "{e}");
         let e = err_of(&format!("[sytem]\ncluster_id = 1\n{MINIMAL}"));
         assert!(e.contains("sytem"), "{e}");
@@ -803,19 +818,27 @@ type = "api"
         assert!(!e.is_empty());
         let e = err_of(&MINIMAL.replace("type = \"mgmd\"", "type = \"datanode\""));
         assert!(e.contains("exactly one"), "{e}");
-        let e = err_of(&format!("{MINIMAL}\n[[node]]\nnode_id = 9\ntype = \"mgmd\"\nport = 1\n"));
+        let e = err_of(&format!(
+            "{MINIMAL}\n[[node]]\nnode_id = 9\ntype = \"mgmd\"\nport = 1\n"
+        ));
         assert!(e.contains("exactly one"), "{e}");
         let e = err_of("[[node]]\nnode_id = 1\ntype = \"mgmd\"\n");
         assert!(e.contains("at least one"), "{e}");
-        let e = err_of(&format!("{MINIMAL}\n[[node]]\nnode_id = 3\ntype = \"datanode\"\n"));
+        let e = err_of(&format!(
+            "{MINIMAL}\n[[node]]\nnode_id = 3\ntype = \"datanode\"\n"
+        ));
         assert!(e.contains("multiple of no_of_replicas"), "{e}");
-        let e = err_of(&format!("[datanode_defaults]\nno_of_replicas = 5\n{MINIMAL}"));
+        let e = err_of(&format!(
+            "[datanode_defaults]\nno_of_replicas = 5\n{MINIMAL}"
+        ));
         assert!(e.contains("1..=4"), "{e}");
         let e = err_of(&format!("[datanode_defaults]\nthreads = 0\n{MINIMAL}"));
         assert!(e.contains("threads"), "{e}");
         let e = err_of(&MINIMAL.replace("type = \"datanode\"", "type = \"ndbd\""));
         assert!(e.contains("ndbd"), "{e}");
-        let e = err_of(&format!("[datanode_defaults]\ndata_memory = \"1Q\"\n{MINIMAL}"));
+        let e = err_of(&format!(
+            "[datanode_defaults]\ndata_memory = \"1Q\"\n{MINIMAL}"
+        ));
         assert!(e.contains("suffix"), "{e}");
         let e = err_of(&format!(
             "[datanode_defaults]\nmax_operations_per_transaction = 40000\n{MINIMAL}"

@@ -67,7 +67,9 @@ pub struct NodeStatus {
 #[serde(rename_all = "snake_case")]
 pub enum MgmEvent {
     TableCreated(shoal_types::TableDef),
-    TableDropped { id: shoal_types::TableId },
+    TableDropped {
+        id: shoal_types::TableId,
+    },
     /// mgmd asks the node to stop.
     Shutdown,
 }
@@ -247,7 +249,10 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
     let mut header = [0u8; FRAME_HEADER_BYTES];
     let mut filled = 0;
     while filled < FRAME_HEADER_BYTES {
-        let n = r.read(&mut header[filled..]).await.map_err(FrameError::Io)?;
+        let n = r
+            .read(&mut header[filled..])
+            .await
+            .map_err(FrameError::Io)?;
         if n == 0 {
             if filled == 0 {
                 return Ok(None);
@@ -289,10 +294,7 @@ pub fn encode_frame<T: Serialize>(msg: &T) -> Result<Vec<u8>, ShoalError> {
 }
 
 /// Writes one already-encoded frame and flushes it.
-pub async fn write_encoded<W: AsyncWrite + Unpin>(
-    w: &mut W,
-    frame: &[u8],
-) -> std::io::Result<()> {
+pub async fn write_encoded<W: AsyncWrite + Unpin>(w: &mut W, frame: &[u8]) -> std::io::Result<()> {
     w.write_all(frame).await?;
     w.flush().await
 }

@@ -165,7 +165,10 @@ struct SchemaStore {
 impl SchemaStore {
     fn open(dir: &Path) -> Result<SchemaStore, ShoalError> {
         std::fs::create_dir_all(dir).map_err(|e| {
-            mgmd_err(format!("cannot create mgmd data dir {}: {e}", dir.display()))
+            mgmd_err(format!(
+                "cannot create mgmd data dir {}: {e}",
+                dir.display()
+            ))
         })?;
         Ok(SchemaStore {
             dir: dir.to_path_buf(),
@@ -191,9 +194,8 @@ impl SchemaStore {
             }
             Err(e) => return Err(mgmd_err(format!("cannot read {}: {e}", path.display()))),
         };
-        let file: SchemaFile = serde_json::from_slice(&bytes).map_err(|e| {
-            mgmd_err(format!("schema file {} is corrupt: {e}", path.display()))
-        })?;
+        let file: SchemaFile = serde_json::from_slice(&bytes)
+            .map_err(|e| mgmd_err(format!("schema file {} is corrupt: {e}", path.display())))?;
         if file.format_version != SCHEMA_FORMAT_VERSION {
             return Err(mgmd_err(format!(
                 "schema file {} has format version {}, this mgmd reads version {SCHEMA_FORMAT_VERSION}",
@@ -238,9 +240,8 @@ fn write_atomically(dir: &Path, name: &str, file: &SchemaFile) -> Result<(), Sho
     use std::io::Write;
     let tmp = dir.join(format!("{name}.tmp"));
     let path = dir.join(name);
-    let fail = |what: &str, e: std::io::Error| {
-        mgmd_err(format!("cannot {what} {}: {e}", path.display()))
-    };
+    let fail =
+        |what: &str, e: std::io::Error| mgmd_err(format!("cannot {what} {}: {e}", path.display()));
     let bytes = serde_json::to_vec_pretty(file)
         .map_err(|e| mgmd_err(format!("cannot encode schema: {e}")))?;
     let mut f = std::fs::File::create(&tmp).map_err(|e| fail("create temp file for", e))?;
@@ -327,7 +328,11 @@ impl State {
         let event_id = self.next_event_id;
         self.next_event_id += 1;
         let session = self.sessions.get_mut(&node_id)?;
-        assert_eq!(session.kind, SessionKind::DataNode, "events go to data nodes only");
+        assert_eq!(
+            session.kind,
+            SessionKind::DataNode,
+            "events go to data nodes only"
+        );
         let frame = encode_frame(&ServerFrame {
             v: PROTOCOL_VERSION,
             msg: ServerMessage::Event {
@@ -345,7 +350,10 @@ impl State {
             }
         };
         if let Err(e) = session.out.try_send(frame) {
-            warn!(node_id, "cannot queue event to data node ({e}); closing its connection");
+            warn!(
+                node_id,
+                "cannot queue event to data node ({e}); closing its connection"
+            );
             session.close.notify_one();
             return None;
         }
@@ -580,7 +588,10 @@ impl Shared {
                     );
                 }
                 Err(_) => {
-                    warn!(node_id = w.node_id, "data node did not acknowledge {what} in time");
+                    warn!(
+                        node_id = w.node_id,
+                        "data node did not acknowledge {what} in time"
+                    );
                     unfinished.push((w.node_id, w.event_id));
                     outcome = Err(mgmd_err(format!(
                         "data node {} did not acknowledge {what} within {} ms",
@@ -697,7 +708,10 @@ impl Shared {
         if st.creating.as_deref() == Some(name) {
             return Err(no_such_table(name));
         }
-        st.tables.get(name).cloned().ok_or_else(|| no_such_table(name))
+        st.tables
+            .get(name)
+            .cloned()
+            .ok_or_else(|| no_such_table(name))
     }
 
     fn list_tables(&self) -> Vec<TableDef> {
@@ -726,7 +740,8 @@ impl Shared {
             }
         };
         info!(node_id, "asking data node to stop");
-        self.await_acks(wait.into_iter().collect(), "stopping").await
+        self.await_acks(wait.into_iter().collect(), "stopping")
+            .await
     }
 
     fn report_status(&self, node_id: u16, conn_id: u64, status: NodeStatus) {
@@ -734,7 +749,12 @@ impl Shared {
         if let Some(s) = st.sessions.get_mut(&node_id) {
             if s.conn_id == conn_id {
                 if s.state != status.state {
-                    info!(node_id, from = s.state.as_str(), to = status.state.as_str(), "data node state");
+                    info!(
+                        node_id,
+                        from = s.state.as_str(),
+                        to = status.state.as_str(),
+                        "data node state"
+                    );
                 }
                 s.state = status.state;
                 s.status = Some(status);
@@ -758,7 +778,10 @@ impl Shared {
 }
 
 fn no_such_table(name: &str) -> ShoalError {
-    ShoalError::with_detail(ErrorCode::NoSuchTable, format!("table `{name}` does not exist"))
+    ShoalError::with_detail(
+        ErrorCode::NoSuchTable,
+        format!("table `{name}` does not exist"),
+    )
 }
 
 // ---------------------------------------------------------------------------
@@ -959,7 +982,8 @@ impl Connection {
                     probe.v
                 ),
             );
-            self.respond(0, Response::Error(WireError::from(&err))).await?;
+            self.respond(0, Response::Error(WireError::from(&err)))
+                .await?;
             return Err(format!("protocol version {} refused", probe.v));
         }
         let frame: ClientFrame =
@@ -967,9 +991,7 @@ impl Connection {
         let id = frame.id;
         let shared = self.shared.clone();
         match frame.request {
-            Request::Show => {
-                self.respond(id, Response::Status(shared.status())).await
-            }
+            Request::Show => self.respond(id, Response::Status(shared.status())).await,
             Request::RegisterDataNode { node_id } => {
                 let result = match self.role {
                     Role::Unregistered => shared

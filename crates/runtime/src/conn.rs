@@ -40,7 +40,12 @@ pub enum ReadOutcome {
 }
 
 impl Conn {
-    pub fn new(stream: TcpStream, peer: SocketAddr, max_frame_bytes: usize, max_signals: usize) -> Self {
+    pub fn new(
+        stream: TcpStream,
+        peer: SocketAddr,
+        max_frame_bytes: usize,
+        max_signals: usize,
+    ) -> Self {
         Conn {
             stream,
             peer,

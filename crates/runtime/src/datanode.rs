@@ -5,6 +5,7 @@
 
 use crate::conn::{Conn, Phase, ReadOutcome, OUTPUT_BACKLOG_MAX_BYTES};
 use crate::mgm_link::{self, LinkEvent, LinkRequest};
+use crate::stop_signal;
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 use shoal_kernel::{ConnId, DataNode, KernelConfig, Output};
@@ -37,7 +38,9 @@ fn fail(code: ErrorCode, detail: String) -> ShoalError {
 pub fn run_datanode(opts: DataNodeOptions) -> Result<(), ShoalError> {
     let io_err = |what: &str, e: std::io::Error| fail(ErrorCode::Internal, format!("{what}: {e}"));
     let mut poll = Poll::new().map_err(|e| io_err("creating epoll", e))?;
-    let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(|e| io_err("creating waker", e))?);
+    stop_signal::install().map_err(|e| io_err("installing SIGINT/SIGTERM handlers", e))?;
+    let waker =
+        Arc::new(Waker::new(poll.registry(), WAKER).map_err(|e| io_err("creating waker", e))?);
     let link = mgm_link::start(&opts.mgmd_addr, opts.node_id, waker)?;
     let reg = &link.registration;
     let cfg = reg.config.clone();
@@ -45,11 +48,22 @@ pub fn run_datanode(opts: DataNodeOptions) -> Result<(), ShoalError> {
         .to_socket_addrs()
         .ok()
         .and_then(|mut a| a.next())
-        .ok_or_else(|| fail(ErrorCode::Internal, format!("cannot resolve data node host {:?}", cfg.host)))?;
+        .ok_or_else(|| {
+            fail(
+                ErrorCode::Internal,
+                format!("cannot resolve data node host {:?}", cfg.host),
+            )
+        })?;
     let mut listener = TcpListener::bind(addr).map_err(|e| {
-        fail(ErrorCode::Internal, format!("cannot listen on {addr} (is the port taken by another process?): {e}"))
+        fail(
+            ErrorCode::Internal,
+            format!("cannot listen on {addr} (is the port taken by another process?): {e}"),
+        )
     })?;
-    let port = listener.local_addr().map_err(|e| io_err("local_addr", e))?.port();
+    let port = listener
+        .local_addr()
+        .map_err(|e| io_err("local_addr", e))?
+        .port();
     poll.registry()
         .register(&mut listener, LISTENER, Interest::READABLE)
         .map_err(|e| io_err("registering listener", e))?;
@@ -80,14 +94,25 @@ pub fn run_datanode(opts: DataNodeOptions) -> Result<(), ShoalError> {
         max_conns: cfg.max_client_connections as usize,
         port,
     };
-    let _ = link.requests.send(LinkRequest::Status(el.status(NodeState::Started)));
-    tracing::info!("data node {} started, listening on {}:{port}", reg.node_id, cfg.host);
+    let _ = link
+        .requests
+        .send(LinkRequest::Status(el.status(NodeState::Started)));
+    tracing::info!(
+        "data node {} started, listening on {}:{port}",
+        reg.node_id,
+        cfg.host
+    );
     eprintln!("data node {} listening on {}:{port}", reg.node_id, cfg.host);
 
     let mut events = Events::with_capacity(1024);
     let mut next_tick = TICK_MS;
     let mut next_status = STATUS_EVERY_MS;
     loop {
+        if let Some(signal) = stop_signal::received() {
+            tracing::info!("data node {} stopping: {signal}", el.node_id);
+            eprintln!("data node {} stopping: {signal}", el.node_id);
+            return Ok(());
+        }
         let now = el.now_ms();
         let timeout = Duration::from_millis(next_tick.saturating_sub(now).max(1));
         if let Err(e) = poll.poll(&mut events, Some(timeout)) {
@@ -105,10 +130,15 @@ pub fn run_datanode(opts: DataNodeOptions) -> Result<(), ShoalError> {
                                 let now = el.now_ms();
                                 match event {
                                     MgmEvent::TableCreated(def) => el.node.create_table(&def),
-                                    MgmEvent::TableDropped { id } => el.node.drop_table(now, id, &mut el.outputs),
+                                    MgmEvent::TableDropped { id } => {
+                                        el.node.drop_table(now, id, &mut el.outputs)
+                                    }
                                     MgmEvent::Shutdown => {}
                                 }
-                                let _ = link.requests.send(LinkRequest::Ack { event_id, result: Ok(()) });
+                                let _ = link.requests.send(LinkRequest::Ack {
+                                    event_id,
+                                    result: Ok(()),
+                                });
                             }
                             LinkEvent::Shutdown(why) => {
                                 tracing::info!("data node {} stopping: {why}", el.node_id);
@@ -141,7 +171,9 @@ pub fn run_datanode(opts: DataNodeOptions) -> Result<(), ShoalError> {
             next_tick = now + TICK_MS;
         }
         if now >= next_status {
-            let _ = link.requests.send(LinkRequest::Status(el.status(NodeState::Started)));
+            let _ = link
+                .requests
+                .send(LinkRequest::Status(el.status(NodeState::Started)));
             next_status = now + STATUS_EVERY_MS;
         }
         el.dispatch_outputs();
@@ -187,17 +219,27 @@ impl EventLoop {
             match listener.accept() {
                 Ok((mut stream, peer)) => {
                     if self.conns.len() >= self.max_conns {
-                        tracing::warn!("refusing {peer}: max_client_connections={} reached", self.max_conns);
+                        tracing::warn!(
+                            "refusing {peer}: max_client_connections={} reached",
+                            self.max_conns
+                        );
                         continue; // dropping the stream closes it
                     }
                     let _ = stream.set_nodelay(true);
                     let id = self.next_conn;
                     self.next_conn += 1;
-                    if let Err(e) = poll.registry().register(&mut stream, Token(id as usize), Interest::READABLE | Interest::WRITABLE) {
+                    if let Err(e) = poll.registry().register(
+                        &mut stream,
+                        Token(id as usize),
+                        Interest::READABLE | Interest::WRITABLE,
+                    ) {
                         tracing::warn!("cannot register {peer}: {e}");
                         continue;
                     }
-                    self.conns.insert(id, Conn::new(stream, peer, self.max_frame_bytes, self.max_signals));
+                    self.conns.insert(
+                        id,
+                        Conn::new(stream, peer, self.max_frame_bytes, self.max_signals),
+                    );
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
                 Err(e) => {
@@ -210,7 +252,9 @@ impl EventLoop {
     }
 
     fn on_readable(&mut self, id: ConnId, poll: &Poll) {
-        let Some(conn) = self.conns.get_mut(&id) else { return };
+        let Some(conn) = self.conns.get_mut(&id) else {
+            return;
+        };
         let outcome = conn.read_available();
         if let Err(why) = self.process_input(id) {
             return self.close(id, poll, &why, true);
@@ -269,7 +313,10 @@ impl EventLoop {
             for signal in self.signals.drain(..) {
                 if let Err(e) = self.node.client_signal(now, id, signal, &mut self.outputs) {
                     let conn = self.conns.get_mut(&id).expect("present");
-                    conn.push_signal(&Signal::ErrorReport(ErrorReport { code: e.code as u16, detail: e.detail.clone() }));
+                    conn.push_signal(&Signal::ErrorReport(ErrorReport {
+                        code: e.code as u16,
+                        detail: e.detail.clone(),
+                    }));
                     self.dirty.push(id);
                     return Err(e.to_string());
                 }
@@ -295,13 +342,18 @@ impl EventLoop {
         dirty.sort_unstable();
         dirty.dedup();
         for id in dirty.drain(..) {
-            let Some(c) = self.conns.get_mut(&id) else { continue };
+            let Some(c) = self.conns.get_mut(&id) else {
+                continue;
+            };
             if let Err(why) = c.flush() {
                 self.close(id, poll, &why, false);
                 continue;
             }
             if c.backlog_bytes() > OUTPUT_BACKLOG_MAX_BYTES {
-                let why = format!("client is not reading: {} bytes of answers unsent", c.backlog_bytes());
+                let why = format!(
+                    "client is not reading: {} bytes of answers unsent",
+                    c.backlog_bytes()
+                );
                 self.close(id, poll, &why, false);
             }
         }
@@ -311,13 +363,18 @@ impl EventLoop {
     /// Closes one connection; its open transactions are aborted. With
     /// `flush_first`, a final error report is written if the socket takes it.
     fn close(&mut self, id: ConnId, poll: &Poll, why: &str, flush_first: bool) {
-        let Some(mut c) = self.conns.remove(&id) else { return };
+        let Some(mut c) = self.conns.remove(&id) else {
+            return;
+        };
         if flush_first {
             let _ = c.flush();
         }
         tracing::info!("closing client {} ({}): {why}", id, c.peer);
         if flush_first {
-            eprintln!("data node {}: closed client {}: {why}", self.node_id, c.peer);
+            eprintln!(
+                "data node {}: closed client {}: {why}",
+                self.node_id, c.peer
+            );
         }
         let _ = poll.registry().deregister(&mut c.stream);
         let _ = c.stream.shutdown(std::net::Shutdown::Both);

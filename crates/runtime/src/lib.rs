@@ -10,5 +10,6 @@
 mod conn;
 mod datanode;
 mod mgm_link;
+mod stop_signal;
 
 pub use datanode::{run_datanode, DataNodeOptions};

@@ -1,5 +1,5 @@
 //! The data node's link to mgmd, on its own thread with a small tokio
-//! runtime: registers the node, forwards schema events and shutdown
+//! runtime: registers the node, forwards schema events and mgmd's stop
 //! requests to the event loop (waking it), and sends acks and status
 //! reports back.
 
@@ -11,8 +11,11 @@ use tokio::sync::mpsc as tmpsc;
 
 /// From the link to the event loop.
 pub enum LinkEvent {
-    Schema { event_id: u64, event: MgmEvent },
-    /// SIGINT/SIGTERM, or mgmd asked the node to stop.
+    Schema {
+        event_id: u64,
+        event: MgmEvent,
+    },
+    /// mgmd asked the node to stop.
     Shutdown(String),
     /// mgmd went away; the node keeps serving (as NDB data nodes do).
     MgmdLost(String),
@@ -20,7 +23,10 @@ pub enum LinkEvent {
 
 /// From the event loop to the link.
 pub enum LinkRequest {
-    Ack { event_id: u64, result: Result<(), ShoalError> },
+    Ack {
+        event_id: u64,
+        result: Result<(), ShoalError>,
+    },
     Status(NodeStatus),
 }
 
@@ -38,7 +44,11 @@ pub struct MgmLink {
 }
 
 /// Connects and registers (blocking), then leaves a thread serving the link.
-pub fn start(mgmd_addr: &str, node_id: Option<u16>, waker: Arc<mio::Waker>) -> Result<MgmLink, ShoalError> {
+pub fn start(
+    mgmd_addr: &str,
+    node_id: Option<u16>,
+    waker: Arc<mio::Waker>,
+) -> Result<MgmLink, ShoalError> {
     let (reg_tx, reg_rx) = mpsc::channel::<Result<Registration, ShoalError>>();
     let (ev_tx, ev_rx) = mpsc::channel::<LinkEvent>();
     let (req_tx, req_rx) = tmpsc::unbounded_channel::<LinkRequest>();
@@ -53,10 +63,14 @@ pub fn start(mgmd_addr: &str, node_id: Option<u16>, waker: Arc<mio::Waker>) -> R
             rt.block_on(serve(addr, node_id, reg_tx, ev_tx, req_rx, waker));
         })
         .expect("spawn mgm-link thread");
-    let registration = reg_rx
-        .recv()
-        .map_err(|_| ShoalError::with_detail(shoal_types::ErrorCode::MgmdFailure, "mgmd link thread died"))??;
-    Ok(MgmLink { registration, events: ev_rx, requests: req_tx })
+    let registration = reg_rx.recv().map_err(|_| {
+        ShoalError::with_detail(shoal_types::ErrorCode::MgmdFailure, "mgmd link thread died")
+    })??;
+    Ok(MgmLink {
+        registration,
+        events: ev_rx,
+        requests: req_tx,
+    })
 }
 
 async fn serve(
@@ -89,13 +103,9 @@ async fn serve(
         let _ = ev_tx.send(ev);
         let _ = waker.wake();
     };
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
-    let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt()).expect("SIGINT handler");
     let mut mgmd_alive = true;
     loop {
         tokio::select! {
-            _ = sigterm.recv() => { notify(LinkEvent::Shutdown("SIGTERM".into())); return; }
-            _ = sigint.recv() => { notify(LinkEvent::Shutdown("SIGINT".into())); return; }
             ev = session.next_event(), if mgmd_alive => match ev {
                 Ok((event_id, MgmEvent::Shutdown)) => {
                     let _ = session.ack_event(event_id, Ok(())).await;

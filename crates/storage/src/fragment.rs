@@ -42,7 +42,13 @@ impl Fragment {
     pub fn new(layout: Arc<RowLayout>) -> Self {
         let rows = RowStore::new(layout.fixed_size, layout.var_handle_offset);
         let key = KeyMatcher::new(&layout);
-        Fragment { layout, locks: LockManager::default(), rows, index: HashIndex::default(), key }
+        Fragment {
+            layout,
+            locks: LockManager::default(),
+            rows,
+            index: HashIndex::default(),
+            key,
+        }
     }
 
     pub fn layout(&self) -> &Arc<RowLayout> {
@@ -101,14 +107,21 @@ impl Fragment {
         fixed: &[u8],
         var: &[u8],
     ) -> Result<RowId, OutOfMemory> {
-        assert_eq!(fixed.len(), self.layout.fixed_size, "fixed part has the wrong size");
+        assert_eq!(
+            fixed.len(),
+            self.layout.fixed_size,
+            "fixed part has the wrong size"
+        );
         let mut charge = self.rows.insert_charge(var.len())?;
         let growth = if self.index.needs_growth() {
             let free = mem.free_bytes().saturating_sub(charge);
-            let growth = self.index.prepare_growth(free).map_err(|bound| OutOfMemory {
-                requested_bytes: charge + bound,
-                free_bytes: mem.free_bytes(),
-            })?;
+            let growth = self
+                .index
+                .prepare_growth(free)
+                .map_err(|bound| OutOfMemory {
+                    requested_bytes: charge + bound,
+                    free_bytes: mem.free_bytes(),
+                })?;
             charge += growth.charge_bytes;
             Some(growth)
         } else {
@@ -154,7 +167,10 @@ impl Fragment {
         #[cfg(debug_assertions)]
         {
             let (f, v) = self.rows.row(id);
-            debug_assert!(self.key.matches(f, v, &old_key), "replace changed the key of row {id}");
+            debug_assert!(
+                self.key.matches(f, v, &old_key),
+                "replace changed the key of row {id}"
+            );
         }
         Ok(())
     }
@@ -258,7 +274,9 @@ mod tests {
     /// Builds a row of `var_layout` with the layout itself.
     fn var_row(layout: &RowLayout, k: &[u8], v: u32, s: &str) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
         let mut key = Vec::new();
-        layout.encode_key(&[Value::Bytes(k.to_vec())], &mut key).unwrap();
+        layout
+            .encode_key(&[Value::Bytes(k.to_vec())], &mut key)
+            .unwrap();
         let mut attrs = Vec::new();
         let v = Value::UInt(v.into());
         let s = Value::Str(s.into());
@@ -314,8 +332,14 @@ mod tests {
         let (_, fixed2, var2) = var_row(&layout, b"ab", 2, "a much longer string than before");
         f.replace(&mut mem, id, &fixed2, Some(&var2)).unwrap();
         assert_eq!(f.row(id).1, &var2[..]);
-        assert_eq!(mem.used_bytes(), base - Fragment::var_charge(var.len()) + Fragment::var_charge(var2.len()));
-        assert_eq!(layout.column_bytes(f.row(id).0, f.row(id).1, 1), Some(&2u32.to_le_bytes()[..]));
+        assert_eq!(
+            mem.used_bytes(),
+            base - Fragment::var_charge(var.len()) + Fragment::var_charge(var2.len())
+        );
+        assert_eq!(
+            layout.column_bytes(f.row(id).0, f.row(id).1, 1),
+            Some(&2u32.to_le_bytes()[..])
+        );
         // Fixed-only update keeps the var part and its handle.
         let (_, fixed3, _) = var_row(&layout, b"ab", 3, "ignored");
         f.replace(&mut mem, id, &fixed3, None).unwrap();
@@ -331,14 +355,19 @@ mod tests {
         let (key, fixed, var) = var_row(&layout, b"k", 1, "x");
         let mut mem = Memory::new(PAGE_BYTES + 1024);
         let mut f = Fragment::new(layout.clone());
-        let id = f.insert_tentative(&mut mem, hash_key(&key), &fixed, &var).unwrap();
+        let id = f
+            .insert_tentative(&mut mem, hash_key(&key), &fixed, &var)
+            .unwrap();
         let used = mem.used_bytes();
         let (_, fixed2, _) = var_row(&layout, b"k", 2, "y");
         let big = vec![0u8; 2048];
         let err = f.replace(&mut mem, id, &fixed2, Some(&big)).unwrap_err();
         assert_eq!(err.free_bytes, mem.free_bytes());
         assert_eq!(mem.used_bytes(), used);
-        assert_eq!(f.row(id), (&fixed_with_handle(&f, id, &fixed)[..], &var[..]));
+        assert_eq!(
+            f.row(id),
+            (&fixed_with_handle(&f, id, &fixed)[..], &var[..])
+        );
     }
 
     fn fixed_with_handle(f: &Fragment, id: RowId, fixed: &[u8]) -> Vec<u8> {
@@ -370,7 +399,10 @@ mod tests {
         assert_eq!(used, charged);
         // Retrying fails identically and changes nothing.
         let (key, fixed) = int_row(n, n);
-        assert_eq!(f.insert_tentative(&mut mem, hash_key(&key), &fixed, &[]), Err(err));
+        assert_eq!(
+            f.insert_tentative(&mut mem, hash_key(&key), &fixed, &[]),
+            Err(err)
+        );
         assert_eq!(mem.used_bytes(), used);
         assert_eq!(f.row_count(), n as usize);
         assert_eq!(f.lookup(hash_key(&key), &key), None);
@@ -392,7 +424,9 @@ mod tests {
         let pages_before = mem.used_bytes() - f.index_bytes();
         for (j, _) in freed.iter().enumerate() {
             let (key, fixed) = int_row(n + j as u32, 0);
-            let id = f.insert_tentative(&mut mem, hash_key(&key), &fixed, &[]).unwrap();
+            let id = f
+                .insert_tentative(&mut mem, hash_key(&key), &fixed, &[])
+                .unwrap();
             assert!(freed.contains(&id));
         }
         assert_eq!(mem.used_bytes() - f.index_bytes(), pages_before);
@@ -411,7 +445,8 @@ mod tests {
         let mut best = f64::MAX;
         for n in 1..=200_000u32 {
             let (key, fixed) = int_row(n, n);
-            f.insert_tentative(&mut mem, hash_key(&key), &fixed, &[]).unwrap();
+            f.insert_tentative(&mut mem, hash_key(&key), &fixed, &[])
+                .unwrap();
             if n >= 10_000 {
                 let per_row = mem.used_bytes() as f64 / f64::from(n);
                 worst = worst.max(per_row);
@@ -448,19 +483,36 @@ mod tests {
             let mut model: HashMap<Vec<u8>, ModelRow> = HashMap::new();
             let mut ooms = 0;
             for step in 0..3_000 {
-                let k: Vec<u8> = (0..rng.random_range(0..=3)).map(|_| rng.random_range(0..6u8)).collect();
+                let k: Vec<u8> = (0..rng.random_range(0..=3))
+                    .map(|_| rng.random_range(0..6u8))
+                    .collect();
                 let s: String = "s".repeat(rng.random_range(0..=40));
                 let v = rng.random::<u32>();
                 let (key, fixed, var) = var_row(&layout, &k, v, &s);
                 let h = hash_key(&key);
                 let found = f.lookup(h, &key);
-                assert_eq!(found, model.get(&key).map(|r| r.id), "seed {seed} step {step}");
+                assert_eq!(
+                    found,
+                    model.get(&key).map(|r| r.id),
+                    "seed {seed} step {step}"
+                );
                 let used = mem.used_bytes();
                 match (rng.random_range(0..10), model.get_mut(&key)) {
                     (0..=3, None) => match f.insert_tentative(&mut mem, h, &fixed, &var) {
                         Ok(id) => {
-                            assert!(model.values().all(|r| r.id != id), "row id handed out twice");
-                            model.insert(key.clone(), ModelRow { id, fixed, var, tentative: true });
+                            assert!(
+                                model.values().all(|r| r.id != id),
+                                "row id handed out twice"
+                            );
+                            model.insert(
+                                key.clone(),
+                                ModelRow {
+                                    id,
+                                    fixed,
+                                    var,
+                                    tentative: true,
+                                },
+                            );
                         }
                         Err(e) => {
                             ooms += 1;

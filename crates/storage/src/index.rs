@@ -50,7 +50,15 @@ fn table_bytes_estimate(capacity: usize) -> usize {
     if capacity == 0 {
         return 0;
     }
-    let buckets = if capacity < 8 { if capacity < 4 { 4 } else { 8 } } else { (capacity * 8 / 7).next_power_of_two() };
+    let buckets = if capacity < 8 {
+        if capacity < 4 {
+            4
+        } else {
+            8
+        }
+    } else {
+        (capacity * 8 / 7).next_power_of_two()
+    };
     buckets * (std::mem::size_of::<Entry>() + 1) + 16
 }
 
@@ -79,7 +87,9 @@ pub(crate) struct HashIndex {
 
 impl std::fmt::Debug for Growth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Growth").field("charge_bytes", &self.charge_bytes).finish()
+        f.debug_struct("Growth")
+            .field("charge_bytes", &self.charge_bytes)
+            .finish()
     }
 }
 
@@ -93,7 +103,9 @@ impl HashIndex {
     #[inline]
     pub(crate) fn find(&self, hash: u64, mut is_row: impl FnMut(RowId) -> bool) -> Option<RowId> {
         let tag = tag_of(hash);
-        self.table.find(table_hash(tag), |e| e.tag == tag && is_row(e.row)).map(|e| e.row)
+        self.table
+            .find(table_hash(tag), |e| e.tag == tag && is_row(e.row))
+            .map(|e| e.row)
     }
 
     /// Whether the next insert needs [`HashIndex::prepare_growth`] first.
@@ -112,8 +124,11 @@ impl HashIndex {
         // eighth of it free, so rebuilds stay amortized O(1) per insert;
         // otherwise at least double.
         let rehash_in_place = needed <= self.full_capacity - self.full_capacity / 8;
-        let mut capacity =
-            if rehash_in_place { self.full_capacity } else { needed.max(self.full_capacity + 1) };
+        let mut capacity = if rehash_in_place {
+            self.full_capacity
+        } else {
+            needed.max(self.full_capacity + 1)
+        };
         let old_bytes = self.table.allocation_size();
         let mut estimate = table_bytes_estimate(capacity).saturating_sub(old_bytes);
         if estimate > free_bytes && needed <= self.full_capacity {
@@ -130,7 +145,10 @@ impl HashIndex {
         if charge_bytes > free_bytes {
             return Err(charge_bytes);
         }
-        Ok(Growth { table, charge_bytes })
+        Ok(Growth {
+            table,
+            charge_bytes,
+        })
     }
 
     /// Moves the entries into the grown table. `growth.charge_bytes` has been
@@ -154,7 +172,8 @@ impl HashIndex {
     pub(crate) fn insert(&mut self, hash: u64, row: RowId) {
         assert!(!self.needs_growth(), "index insert without room");
         let tag = tag_of(hash);
-        self.table.insert_unique(table_hash(tag), Entry { tag, row }, entry_hash);
+        self.table
+            .insert_unique(table_hash(tag), Entry { tag, row }, entry_hash);
     }
 
     /// Removes the entry of `row`, stored under `hash`, and shrinks the
@@ -175,7 +194,11 @@ impl HashIndex {
     }
 
     fn rebuild_smaller(&mut self, mem: &mut Memory, capacity: usize) {
-        let mut table = if capacity == 0 { HashTable::new() } else { HashTable::with_capacity(capacity) };
+        let mut table = if capacity == 0 {
+            HashTable::new()
+        } else {
+            HashTable::with_capacity(capacity)
+        };
         for e in self.table.drain() {
             table.insert_unique(entry_hash(&e), e, entry_hash);
         }
@@ -236,7 +259,11 @@ mod tests {
         }
         assert_eq!(index.find(hash(1000), |_| true), None);
         // Bytes per entry at the end of growth: 8 per bucket + 1 control.
-        assert!(index.charged_bytes() < 1000 * 20, "{}", index.charged_bytes());
+        assert!(
+            index.charged_bytes() < 1000 * 20,
+            "{}",
+            index.charged_bytes()
+        );
         for i in 0..1000u32 {
             index.remove(&mut mem, hash(i), i);
             assert_eq!(index.charged_bytes(), index.table.allocation_size());

@@ -36,11 +36,17 @@ impl KeyMatcher {
             let col = &table.columns[k as usize];
             match col.ty.fixed_size() {
                 Some(len) => {
-                    parts.push(KeyPart::Fixed { offset: fixed_offset, len });
+                    parts.push(KeyPart::Fixed {
+                        offset: fixed_offset,
+                        len,
+                    });
                     fixed_offset += len;
                 }
                 None => {
-                    let index = table.columns[..k as usize].iter().filter(|c| c.ty.is_var()).count();
+                    let index = table.columns[..k as usize]
+                        .iter()
+                        .filter(|c| c.ty.is_var())
+                        .count();
                     parts.push(KeyPart::Var { index });
                 }
             }
@@ -50,7 +56,10 @@ impl KeyMatcher {
             parts.iter().all(|p| matches!(p, KeyPart::Fixed { .. })),
             "key layout disagrees with RowLayout"
         );
-        KeyMatcher { prefix_len: layout.key_prefix_len, parts }
+        KeyMatcher {
+            prefix_len: layout.key_prefix_len,
+            parts,
+        }
     }
 
     /// When every key column is fixed, the key's length; the var part is
@@ -75,8 +84,12 @@ impl KeyMatcher {
             let (stored, len) = match *part {
                 KeyPart::Fixed { offset, len } => (&fixed[offset..offset + len], len),
                 KeyPart::Var { index } => {
-                    let Some(stored) = var_value(var, index) else { return false };
-                    let Some(len) = rest.get(..2) else { return false };
+                    let Some(stored) = var_value(var, index) else {
+                        return false;
+                    };
+                    let Some(len) = rest.get(..2) else {
+                        return false;
+                    };
                     rest = &rest[2..];
                     (stored, u16::from_le_bytes([len[0], len[1]]) as usize)
                 }
@@ -98,7 +111,11 @@ fn var_value(var: &[u8], index: usize) -> Option<&[u8]> {
     loop {
         let len = u16::from_le_bytes(rest.get(..2)?.try_into().ok()?);
         rest = &rest[2..];
-        let len = if len == NULL_LEN { None } else { Some(len as usize) };
+        let len = if len == NULL_LEN {
+            None
+        } else {
+            Some(len as usize)
+        };
         if i == index {
             return rest.get(..len?);
         }
@@ -160,7 +177,13 @@ mod tests {
             &["k2", "id", "k1"],
         )
         .unwrap();
-        check(table, |rng| vec![bytes(rng, 2), Value::UInt(rng.random_range(0..3)), bytes(rng, 3)]);
+        check(table, |rng| {
+            vec![
+                bytes(rng, 2),
+                Value::UInt(rng.random_range(0..3)),
+                bytes(rng, 3),
+            ]
+        });
     }
 
     #[test]

@@ -156,7 +156,13 @@ impl LockQueue {
         self.waiters.iter().any(|w| w.owner == owner)
     }
 
-    fn acquire(&mut self, row: RowId, owner: LockOwner, mode: LockMode, token: WaitToken) -> LockOutcome {
+    fn acquire(
+        &mut self,
+        row: RowId,
+        owner: LockOwner,
+        mode: LockMode,
+        token: WaitToken,
+    ) -> LockOutcome {
         if self.holders.contains(owner) {
             if self.mode == LockMode::Exclusive || mode == LockMode::Shared {
                 return LockOutcome::Granted;
@@ -165,11 +171,17 @@ impl LockQueue {
                 self.mode = LockMode::Exclusive;
                 return LockOutcome::Granted;
             }
-            assert!(!self.is_waiting(owner), "owner {owner} already waits for row {row}");
+            assert!(
+                !self.is_waiting(owner),
+                "owner {owner} already waits for row {row}"
+            );
             self.waiters.push_front(Waiter { owner, mode, token });
             return LockOutcome::Waiting;
         }
-        assert!(!self.is_waiting(owner), "owner {owner} already waits for row {row}");
+        assert!(
+            !self.is_waiting(owner),
+            "owner {owner} already waits for row {row}"
+        );
         if self.waiters.is_empty() && mode == LockMode::Shared && self.mode == LockMode::Shared {
             self.holders.push(owner);
             return LockOutcome::Granted;
@@ -226,13 +238,25 @@ impl LockManager {
     /// the owner's current lock already covers is granted at once; a
     /// shared holder asking for exclusive is granted at once if it is the
     /// only holder, and otherwise waits at the front of the queue.
-    pub fn acquire(&mut self, row: RowId, owner: LockOwner, mode: LockMode, token: WaitToken) -> LockOutcome {
+    pub fn acquire(
+        &mut self,
+        row: RowId,
+        owner: LockOwner,
+        mode: LockMode,
+        token: WaitToken,
+    ) -> LockOutcome {
         match self.rows.entry(row) {
             hashbrown::hash_map::Entry::Vacant(v) => {
-                v.insert(LockQueue { mode, holders: Holders::One(owner), waiters: VecDeque::new() });
+                v.insert(LockQueue {
+                    mode,
+                    holders: Holders::One(owner),
+                    waiters: VecDeque::new(),
+                });
                 LockOutcome::Granted
             }
-            hashbrown::hash_map::Entry::Occupied(o) => o.into_mut().acquire(row, owner, mode, token),
+            hashbrown::hash_map::Entry::Occupied(o) => {
+                o.into_mut().acquire(row, owner, mode, token)
+            }
         }
     }
 
@@ -241,7 +265,9 @@ impl LockManager {
     /// A request `owner` still has waiting on the row stays queued; the
     /// kernel cancels it with [`LockManager::cancel_wait`].
     pub fn release(&mut self, row: RowId, owner: LockOwner, granted: &mut Vec<WaitToken>) {
-        let Some(queue) = self.rows.get_mut(&row) else { return };
+        let Some(queue) = self.rows.get_mut(&row) else {
+            return;
+        };
         if !queue.holders.remove(owner) {
             return;
         }
@@ -255,8 +281,12 @@ impl LockManager {
     /// after a lock wait timeout, and pushes the tokens of the waiters that
     /// this lets through to `granted`.
     pub fn cancel_wait(&mut self, row: RowId, owner: LockOwner, granted: &mut Vec<WaitToken>) {
-        let Some(queue) = self.rows.get_mut(&row) else { return };
-        let Some(at) = queue.waiters.iter().position(|w| w.owner == owner) else { return };
+        let Some(queue) = self.rows.get_mut(&row) else {
+            return;
+        };
+        let Some(at) = queue.waiters.iter().position(|w| w.owner == owner) else {
+            return;
+        };
         queue.waiters.remove(at);
         queue.grant_waiters(granted);
         if queue.is_unused() {
@@ -356,7 +386,10 @@ mod tests {
         assert_eq!(lm.acquire(5, 7, S, 7), Waiting);
         assert_eq!(released(&mut lm, 5, 1), vec![2, 3, 4, 5]);
         for o in 2..6 {
-            assert_eq!(released(&mut lm, 5, o), if o == 5 { vec![6] } else { vec![] });
+            assert_eq!(
+                released(&mut lm, 5, o),
+                if o == 5 { vec![6] } else { vec![] }
+            );
         }
         assert_eq!(released(&mut lm, 5, 6), vec![7]);
     }
@@ -421,14 +454,26 @@ mod tests {
         /// the model on every (row, owner).
         fn check(&self, lm: &LockManager, seed: u64, step: usize) {
             for row in 0..ROWS {
-                let modes: Vec<LockMode> =
-                    self.held.iter().filter(|(k, _)| k.0 == row).map(|(_, &m)| m).collect();
+                let modes: Vec<LockMode> = self
+                    .held
+                    .iter()
+                    .filter(|(k, _)| k.0 == row)
+                    .map(|(_, &m)| m)
+                    .collect();
                 if modes.contains(&X) {
-                    assert_eq!(modes.len(), 1, "seed {seed} step {step}: exclusive lock shared on row {row}");
+                    assert_eq!(
+                        modes.len(),
+                        1,
+                        "seed {seed} step {step}: exclusive lock shared on row {row}"
+                    );
                 }
                 for owner in 0..OWNERS {
                     let key = (row, owner);
-                    assert_eq!(lm.holds(row, owner), self.held.get(&key).copied(), "seed {seed} step {step}");
+                    assert_eq!(
+                        lm.holds(row, owner),
+                        self.held.get(&key).copied(),
+                        "seed {seed} step {step}"
+                    );
                     assert_eq!(lm.is_waiting(row, owner), self.waiting.contains_key(&key));
                 }
             }
@@ -462,18 +507,26 @@ mod tests {
                         next_token += 1;
                         let before = m.held.get(&key).copied();
                         let covered = before == Some(X) || (before.is_some() && mode == S);
-                        let conflict =
-                            m.held.iter().any(|(&(r, o), &h)| r == row && o != owner && (h == X || mode == X));
+                        let conflict = m
+                            .held
+                            .iter()
+                            .any(|(&(r, o), &h)| r == row && o != owner && (h == X || mode == X));
                         let queued = m.waiting.keys().any(|&(r, _)| r == row);
                         match lm.acquire(row, owner, mode, token) {
                             Granted => {
-                                assert!(covered || !conflict, "seed {seed} step {step}: conflicting grant");
+                                assert!(
+                                    covered || !conflict,
+                                    "seed {seed} step {step}: conflicting grant"
+                                );
                                 let new = if before == Some(X) || mode == X { X } else { S };
                                 m.held.insert(key, new);
                             }
                             Waiting => {
                                 assert!(!covered, "seed {seed} step {step}: covered request waits");
-                                assert!(conflict || queued, "seed {seed} step {step}: needless wait");
+                                assert!(
+                                    conflict || queued,
+                                    "seed {seed} step {step}: needless wait"
+                                );
                                 m.waiting.insert(key, mode);
                                 m.tokens.insert(token, key);
                             }
@@ -509,7 +562,11 @@ mod tests {
                     m.check(&lm, seed, usize::MAX);
                 }
             }
-            assert!(m.waiting.is_empty(), "seed {seed}: {:?} still waiting", m.waiting);
+            assert!(
+                m.waiting.is_empty(),
+                "seed {seed}: {:?} still waiting",
+                m.waiting
+            );
             assert_eq!(lm.locked_rows(), 0);
         }
     }

@@ -19,7 +19,10 @@ pub struct Memory {
 
 impl Memory {
     pub fn new(limit_bytes: usize) -> Self {
-        Memory { limit_bytes, used_bytes: 0 }
+        Memory {
+            limit_bytes,
+            used_bytes: 0,
+        }
     }
 
     pub fn limit_bytes(&self) -> usize {
@@ -37,7 +40,10 @@ impl Memory {
     /// Charges `bytes` or fails without charging anything.
     pub fn try_charge(&mut self, bytes: usize) -> Result<(), OutOfMemory> {
         if bytes > self.free_bytes() {
-            return Err(OutOfMemory { requested_bytes: bytes, free_bytes: self.free_bytes() });
+            return Err(OutOfMemory {
+                requested_bytes: bytes,
+                free_bytes: self.free_bytes(),
+            });
         }
         self.used_bytes += bytes;
         Ok(())
@@ -45,7 +51,10 @@ impl Memory {
 
     /// Returns `bytes` charged earlier.
     pub fn release(&mut self, bytes: usize) {
-        assert!(bytes <= self.used_bytes, "released more memory than charged");
+        assert!(
+            bytes <= self.used_bytes,
+            "released more memory than charged"
+        );
         self.used_bytes -= bytes;
     }
 }

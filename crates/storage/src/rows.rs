@@ -54,7 +54,10 @@ struct FastDiv {
 impl FastDiv {
     fn new(divisor: u32) -> Self {
         assert!(divisor > 0);
-        FastDiv { divisor, magic: u128::from(u64::MAX) / u128::from(divisor) + 1 }
+        FastDiv {
+            divisor,
+            magic: u128::from(u64::MAX) / u128::from(divisor) + 1,
+        }
     }
 
     /// `(n / divisor, n % divisor)`.
@@ -97,7 +100,10 @@ impl VarHeap {
             None => {
                 // VAR_NONE is reserved, so at most u32::MAX handles exist;
                 // that many var parts cannot fit in any real data_memory.
-                assert!(self.parts.len() < VAR_NONE as usize, "var heap handle space exhausted");
+                assert!(
+                    self.parts.len() < VAR_NONE as usize,
+                    "var heap handle space exhausted"
+                );
                 self.parts.push(bytes.into());
                 (self.parts.len() - 1) as u32
             }
@@ -165,7 +171,10 @@ impl RowStore {
         }
         let slot_bytes = 1 + fixed_size.max(4);
         let slots_per_page = PAGE_BYTES / slot_bytes;
-        assert!(slots_per_page > 0, "fixed part of {fixed_size} bytes does not fit a page");
+        assert!(
+            slots_per_page > 0,
+            "fixed part of {fixed_size} bytes does not fit a page"
+        );
         RowStore {
             fixed_size,
             slot_bytes,
@@ -279,7 +288,10 @@ impl RowStore {
         if self.needs_page() {
             let ids_after = (self.pages.len() + 1) * self.slots_per_page as usize;
             if ids_after > ROW_NONE as usize {
-                return Err(OutOfMemory { requested_bytes: PAGE_BYTES, free_bytes: 0 });
+                return Err(OutOfMemory {
+                    requested_bytes: PAGE_BYTES,
+                    free_bytes: 0,
+                });
             }
             bytes += PAGE_BYTES;
         }
@@ -288,9 +300,16 @@ impl RowStore {
 
     /// Stores a row. The caller has charged `insert_charge(var.len())`.
     pub(crate) fn insert_charged(&mut self, fixed: &[u8], var: &[u8], tentative: bool) -> RowId {
-        assert_eq!(fixed.len(), self.fixed_size, "fixed part has the wrong size");
+        assert_eq!(
+            fixed.len(),
+            self.fixed_size,
+            "fixed part has the wrong size"
+        );
         if self.var_handle_offset.is_none() {
-            assert!(var.is_empty(), "var part given for a table without var columns");
+            assert!(
+                var.is_empty(),
+                "var part given for a table without var columns"
+            );
         }
         let id = if self.free_head != ROW_NONE {
             let id = self.free_head;
@@ -311,7 +330,11 @@ impl RowStore {
         let var_handle_offset = self.var_handle_offset;
         let (page, at) = self.locate(id);
         let slot = &mut self.pages[page][at..at + 1 + self.fixed_size];
-        slot[0] = if tentative { FLAG_TENTATIVE } else { FLAG_COMMITTED };
+        slot[0] = if tentative {
+            FLAG_TENTATIVE
+        } else {
+            FLAG_COMMITTED
+        };
         slot[1..].copy_from_slice(fixed);
         if let Some(off) = var_handle_offset {
             slot[1 + off..1 + off + 4].copy_from_slice(&handle.to_le_bytes());
@@ -329,7 +352,11 @@ impl RowStore {
         fixed: &[u8],
         var: Option<&[u8]>,
     ) -> Result<(), OutOfMemory> {
-        assert_eq!(fixed.len(), self.fixed_size, "fixed part has the wrong size");
+        assert_eq!(
+            fixed.len(),
+            self.fixed_size,
+            "fixed part has the wrong size"
+        );
         let mut handle = self.var_handle(self.fixed(id));
         if let Some(var) = var {
             assert!(
@@ -388,7 +415,17 @@ mod tests {
     #[test]
     fn fast_div_matches_hardware_division() {
         let divisors = [1u32, 2, 3, 7, 9, 1092, 3276, 3640, 8191, 32767];
-        let numerators = [0u32, 1, 2, 3639, 3640, 3641, 1 << 20, u32::MAX - 1, u32::MAX];
+        let numerators = [
+            0u32,
+            1,
+            2,
+            3639,
+            3640,
+            3641,
+            1 << 20,
+            u32::MAX - 1,
+            u32::MAX,
+        ];
         for &d in &divisors {
             let fd = FastDiv::new(d);
             for &n in &numerators {
@@ -421,13 +458,23 @@ mod tests {
         let mut ids = Vec::new();
         for i in 0..per_page + 1 {
             let charge = rows.insert_charge(0).unwrap();
-            assert_eq!(charge, if i == 0 || i == per_page { PAGE_BYTES } else { 0 });
+            assert_eq!(
+                charge,
+                if i == 0 || i == per_page {
+                    PAGE_BYTES
+                } else {
+                    0
+                }
+            );
             mem.try_charge(charge).unwrap();
             ids.push(rows.insert_charged(&(i as u64).to_le_bytes(), &[], false));
         }
         assert_eq!(ids, (0..per_page as u32 + 1).collect::<Vec<_>>());
         assert_eq!(rows.page_count(), 2);
-        assert_eq!(rows.fixed(per_page as u32), &(per_page as u64).to_le_bytes());
+        assert_eq!(
+            rows.fixed(per_page as u32),
+            &(per_page as u64).to_le_bytes()
+        );
         rows.remove(&mut mem, 5);
         rows.remove(&mut mem, 7);
         assert_eq!(rows.next_row(5), Some(6));
@@ -466,7 +513,13 @@ mod tests {
         assert_eq!(rows.row(a).1, b"");
         assert_eq!(mem.used_bytes(), PAGE_BYTES);
         rows.replace(&mut mem, a, &[3; 12], None).unwrap();
-        assert_eq!(rows.row(a), (&[3u8, 3, 3, 3, 3, 3, 3, 3, 0xFF, 0xFF, 0xFF, 0xFF][..], &[][..]));
+        assert_eq!(
+            rows.row(a),
+            (
+                &[3u8, 3, 3, 3, 3, 3, 3, 3, 0xFF, 0xFF, 0xFF, 0xFF][..],
+                &[][..]
+            )
+        );
         rows.replace(&mut mem, a, &[3; 12], Some(b"xyz")).unwrap();
         assert_eq!(rows.row(a).1, b"xyz");
         rows.remove(&mut mem, a);

@@ -209,6 +209,9 @@ mod tests {
     fn display_has_code_class_and_detail() {
         let e = ShoalError::with_detail(ErrorCode::OutOfDataMemory, "table t1");
         let s = e.to_string();
-        assert!(s.contains("827") && s.contains("temporary") && s.contains("table t1"), "{s}");
+        assert!(
+            s.contains("827") && s.contains("temporary") && s.contains("table t1"),
+            "{s}"
+        );
     }
 }

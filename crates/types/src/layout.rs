@@ -75,7 +75,10 @@ pub struct AttrSlice<'a> {
 }
 
 impl<'a> AttrSlice<'a> {
-    pub const EMPTY: AttrSlice<'static> = AttrSlice { body: &[], count: 0 };
+    pub const EMPTY: AttrSlice<'static> = AttrSlice {
+        body: &[],
+        count: 0,
+    };
 
     /// Parses an attribute list from the front of `buf`, checking every
     /// length, and returns it with the bytes that follow it.
@@ -429,7 +432,11 @@ impl RowLayout {
 
     /// Builds a new row from its key and the given attributes; columns not
     /// given take their default. Returns (fixed part, var part).
-    pub fn build_row(&self, key: &[u8], attrs: AttrSlice<'_>) -> Result<(Vec<u8>, Vec<u8>), ShoalError> {
+    pub fn build_row(
+        &self,
+        key: &[u8],
+        attrs: AttrSlice<'_>,
+    ) -> Result<(Vec<u8>, Vec<u8>), ShoalError> {
         let n = self.table.columns.len();
         let mut fixed = vec![0u8; self.fixed_size];
         let mut var: Vec<Option<&[u8]>> = vec![None; self.var_count];
@@ -464,7 +471,10 @@ impl RowLayout {
                 None => {
                     return Err(ShoalError::with_detail(
                         ErrorCode::IllegalNull,
-                        format!("column {:?} is NOT NULL and has no default; give a value", c.name),
+                        format!(
+                            "column {:?} is NOT NULL and has no default; give a value",
+                            c.name
+                        ),
                     ))
                 }
             }
@@ -472,7 +482,13 @@ impl RowLayout {
         Ok((fixed, Self::encode_var(&var)))
     }
 
-    fn store<'v>(&self, fixed: &mut [u8], var: &mut [Option<&'v [u8]>], col: usize, val: Option<&'v [u8]>) {
+    fn store<'v>(
+        &self,
+        fixed: &mut [u8],
+        var: &mut [Option<&'v [u8]>],
+        col: usize,
+        val: Option<&'v [u8]>,
+    ) {
         self.set_null(fixed, col, val.is_none());
         match self.slots[col] {
             Slot::Fixed { offset, len } => match val {
@@ -525,10 +541,20 @@ impl RowLayout {
 
     /// Appends an attribute list of the given columns (all when `cols` is
     /// `None`) of a stored row. Column ids must have been checked.
-    pub fn read_attrs(&self, fixed: &[u8], var: &[u8], cols: Option<&mut dyn Iterator<Item = u16>>, out: &mut Vec<u8>) {
+    pub fn read_attrs(
+        &self,
+        fixed: &[u8],
+        var: &[u8],
+        cols: Option<&mut dyn Iterator<Item = u16>>,
+        out: &mut Vec<u8>,
+    ) {
         let w = AttrListWriter::begin(out);
         let mut w = w;
-        let vars = if self.var_count > 0 { self.var_values(var) } else { Vec::new() };
+        let vars = if self.var_count > 0 {
+            self.var_values(var)
+        } else {
+            Vec::new()
+        };
         let mut emit = |col: u16, out: &mut Vec<u8>| {
             let i = col as usize;
             let v = match self.slots[i] {
@@ -561,7 +587,9 @@ impl RowLayout {
             return;
         }
         for &k in &self.table.primary_key {
-            let v = self.column_bytes(fixed, var, k).expect("key columns are NOT NULL");
+            let v = self
+                .column_bytes(fixed, var, k)
+                .expect("key columns are NOT NULL");
             if self.table.columns[k as usize].ty.is_var() {
                 out.extend_from_slice(&(v.len() as u16).to_le_bytes());
             }
@@ -585,7 +613,11 @@ impl RowLayout {
 
 /// Encodes `values` (by column id) as an attribute list for an insert or
 /// update (client side).
-pub fn encode_attrs(table: &TableDef, values: &[(u16, &Value)], out: &mut Vec<u8>) -> Result<(), ShoalError> {
+pub fn encode_attrs(
+    table: &TableDef,
+    values: &[(u16, &Value)],
+    out: &mut Vec<u8>,
+) -> Result<(), ShoalError> {
     let mut w = AttrListWriter::begin(out);
     let mut scratch = Vec::new();
     for &(col, v) in values {
@@ -638,20 +670,27 @@ mod tests {
         let l = RowLayout::new(&t);
         assert_eq!(l.key_prefix_len, None);
         let mut key = Vec::new();
-        l.encode_key(&[Value::Int(5), Value::Bytes(vec![1, 2])], &mut key).unwrap();
+        l.encode_key(&[Value::Int(5), Value::Bytes(vec![1, 2])], &mut key)
+            .unwrap();
         let a = attrs(&t, &[(0, "hi".into())]);
         let (a, rest) = AttrSlice::parse(&a).unwrap();
         assert!(rest.is_empty());
         let (fixed, var) = l.build_row(&key, a).unwrap();
         assert!(l.key_matches(&fixed, &var, &key));
-        assert_eq!(l.column_bytes(&fixed, &var, 2), Some(&7u64.to_le_bytes()[..]));
+        assert_eq!(
+            l.column_bytes(&fixed, &var, 2),
+            Some(&7u64.to_le_bytes()[..])
+        );
         assert_eq!(l.column_bytes(&fixed, &var, 3), None);
         let mut out = Vec::new();
         l.read_attrs(&fixed, &var, None, &mut out);
         let (read, _) = AttrSlice::parse(&out).unwrap();
         let vals: Vec<_> = read.iter().collect();
         assert_eq!(vals.len(), 5);
-        assert_eq!(decode_value(t.columns[0].ty, vals[0].1.unwrap()), Value::Str("hi".into()));
+        assert_eq!(
+            decode_value(t.columns[0].ty, vals[0].1.unwrap()),
+            Value::Str("hi".into())
+        );
 
         let up = attrs(&t, &[(0, Value::Null), (3, "xy".into())]);
         let (up, _) = AttrSlice::parse(&up).unwrap();
@@ -667,21 +706,31 @@ mod tests {
         let t = table();
         let l = RowLayout::new(&t);
         let mut key = Vec::new();
-        l.encode_key(&[Value::Int(5), Value::Bytes(vec![1])], &mut key).unwrap();
+        l.encode_key(&[Value::Int(5), Value::Bytes(vec![1])], &mut key)
+            .unwrap();
         let none = [0u8, 0];
         let (empty, _) = AttrSlice::parse(&none).unwrap();
         assert!(l.build_row(&key, empty).is_ok());
-        assert_eq!(l.build_row(&key[..3], empty).unwrap_err().code, ErrorCode::BadPrimaryKey);
+        assert_eq!(
+            l.build_row(&key[..3], empty).unwrap_err().code,
+            ErrorCode::BadPrimaryKey
+        );
         let mut longer = key.clone();
         longer.push(0);
-        assert_eq!(l.build_row(&longer, empty).unwrap_err().code, ErrorCode::BadPrimaryKey);
+        assert_eq!(
+            l.build_row(&longer, empty).unwrap_err().code,
+            ErrorCode::BadPrimaryKey
+        );
         // NULL into NOT NULL.
         let mut raw = Vec::new();
         let mut w = AttrListWriter::begin(&mut raw);
         w.push(&mut raw, 2, None);
         w.finish(&mut raw);
         let (a, _) = AttrSlice::parse(&raw).unwrap();
-        assert_eq!(l.build_row(&key, a).unwrap_err().code, ErrorCode::IllegalNull);
+        assert_eq!(
+            l.build_row(&key, a).unwrap_err().code,
+            ErrorCode::IllegalNull
+        );
         // Wrong length for a BIGINT.
         let mut raw = Vec::new();
         let mut w = AttrListWriter::begin(&mut raw);

@@ -20,10 +20,18 @@ pub const NAME_LEN_MAX: usize = 64;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ColumnType {
-    TinyInt { unsigned: bool },
-    SmallInt { unsigned: bool },
-    Int { unsigned: bool },
-    BigInt { unsigned: bool },
+    TinyInt {
+        unsigned: bool,
+    },
+    SmallInt {
+        unsigned: bool,
+    },
+    Int {
+        unsigned: bool,
+    },
+    BigInt {
+        unsigned: bool,
+    },
     Float,
     Double,
     /// Fixed length, right-padded with spaces; trailing spaces are not significant.
@@ -238,16 +246,22 @@ impl TableDef {
             )));
         }
         if self.primary_key.is_empty() {
-            return Err(bad("a table needs a primary key of at least one column".into()));
+            return Err(bad(
+                "a table needs a primary key of at least one column".into()
+            ));
         }
         let mut key_bytes = 0usize;
         for (i, &k) in self.primary_key.iter().enumerate() {
-            let col = self
-                .columns
-                .get(k as usize)
-                .ok_or_else(|| bad(format!("primary key names column index {k}, which does not exist")))?;
+            let col = self.columns.get(k as usize).ok_or_else(|| {
+                bad(format!(
+                    "primary key names column index {k}, which does not exist"
+                ))
+            })?;
             if self.primary_key[..i].contains(&k) {
-                return Err(bad(format!("column {:?} appears twice in the primary key", col.name)));
+                return Err(bad(format!(
+                    "column {:?} appears twice in the primary key",
+                    col.name
+                )));
             }
             if col.nullable {
                 return Err(bad(format!(
@@ -287,7 +301,10 @@ mod tests {
     #[test]
     fn rejects_bad_tables() {
         assert!(TableDef::new("t1", cols(), &["nope"]).is_err());
-        assert!(TableDef::new("t1", cols(), &["name"]).is_err(), "nullable pk");
+        assert!(
+            TableDef::new("t1", cols(), &["name"]).is_err(),
+            "nullable pk"
+        );
         assert!(TableDef::new("t-1", cols(), &["id"]).is_err(), "bad name");
         assert!(TableDef::new("t1", cols(), &[]).is_err(), "no pk");
         let mut dup = cols();

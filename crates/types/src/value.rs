@@ -150,7 +150,12 @@ fn mismatch(col: &ColumnDef, v: &Value) -> ShoalError {
 fn out_of_range(col: &ColumnDef, v: &Value) -> ShoalError {
     ShoalError::with_detail(
         ErrorCode::BadValue,
-        format!("column {:?} is {}; {:?} is out of range", col.name, col.ty.sql_name(), v),
+        format!(
+            "column {:?} is {}; {:?} is out of range",
+            col.name,
+            col.ty.sql_name(),
+            v
+        ),
     )
 }
 
@@ -172,7 +177,11 @@ pub fn encode_value(col: &ColumnDef, v: &Value, out: &mut Vec<u8>) -> Result<(),
         ($signed:ty, $unsigned:ty, $unsigned_flag:expr) => {{
             if $unsigned_flag {
                 let x = v.as_u64().ok_or_else(|| {
-                    if matches!(v, Value::Int(_)) { out_of_range(col, v) } else { mismatch(col, v) }
+                    if matches!(v, Value::Int(_)) {
+                        out_of_range(col, v)
+                    } else {
+                        mismatch(col, v)
+                    }
                 })?;
                 let x = <$unsigned>::try_from(x).map_err(|_| out_of_range(col, v))?;
                 out.extend_from_slice(&x.to_le_bytes());
@@ -217,7 +226,11 @@ pub fn encode_value(col: &ColumnDef, v: &Value, out: &mut Vec<u8>) -> Result<(),
             if b.len() > n as usize {
                 return Err(too_long(col, b.len()));
             }
-            let pad = if matches!(col.ty, ColumnType::Char(_)) { b' ' } else { 0 };
+            let pad = if matches!(col.ty, ColumnType::Char(_)) {
+                b' '
+            } else {
+                0
+            };
             out.extend_from_slice(b);
             out.resize(out.len() + n as usize - b.len(), pad);
         }
@@ -312,7 +325,9 @@ pub fn decode_value(ty: ColumnType, b: &[u8]) -> Value {
         }
         ColumnType::VarChar(_) => Value::Str(String::from_utf8_lossy(b).into_owned()),
         ColumnType::Binary(_) | ColumnType::VarBinary(_) => Value::Bytes(b.to_vec()),
-        ColumnType::Timestamp => Value::Timestamp(u32::from_le_bytes(b[..4].try_into().expect("4"))),
+        ColumnType::Timestamp => {
+            Value::Timestamp(u32::from_le_bytes(b[..4].try_into().expect("4")))
+        }
         ColumnType::DateTime => Value::DateTime(i64::from_le_bytes(b[..8].try_into().expect("8"))),
     }
 }
@@ -335,21 +350,54 @@ mod tests {
 
     #[test]
     fn integers_round_trip_and_check_range() {
-        assert_eq!(round_trip(ColumnType::TinyInt { unsigned: false }, Value::Int(-128)), Value::Int(-128));
-        assert_eq!(round_trip(ColumnType::SmallInt { unsigned: true }, Value::Int(65535)), Value::UInt(65535));
-        assert_eq!(round_trip(ColumnType::BigInt { unsigned: true }, Value::UInt(u64::MAX)), Value::UInt(u64::MAX));
+        assert_eq!(
+            round_trip(ColumnType::TinyInt { unsigned: false }, Value::Int(-128)),
+            Value::Int(-128)
+        );
+        assert_eq!(
+            round_trip(ColumnType::SmallInt { unsigned: true }, Value::Int(65535)),
+            Value::UInt(65535)
+        );
+        assert_eq!(
+            round_trip(ColumnType::BigInt { unsigned: true }, Value::UInt(u64::MAX)),
+            Value::UInt(u64::MAX)
+        );
         let mut buf = Vec::new();
         let c = col(ColumnType::TinyInt { unsigned: true });
-        assert_eq!(encode_value(&c, &Value::Int(-1), &mut buf).unwrap_err().code, ErrorCode::BadValue);
-        assert_eq!(encode_value(&c, &Value::Int(256), &mut buf).unwrap_err().code, ErrorCode::BadValue);
-        assert_eq!(encode_value(&c, &Value::Str("x".into()), &mut buf).unwrap_err().code, ErrorCode::BadValue);
+        assert_eq!(
+            encode_value(&c, &Value::Int(-1), &mut buf)
+                .unwrap_err()
+                .code,
+            ErrorCode::BadValue
+        );
+        assert_eq!(
+            encode_value(&c, &Value::Int(256), &mut buf)
+                .unwrap_err()
+                .code,
+            ErrorCode::BadValue
+        );
+        assert_eq!(
+            encode_value(&c, &Value::Str("x".into()), &mut buf)
+                .unwrap_err()
+                .code,
+            ErrorCode::BadValue
+        );
     }
 
     #[test]
     fn strings_pad_and_limit() {
-        assert_eq!(round_trip(ColumnType::Char(5), "ab".into()), Value::Str("ab".into()));
-        assert_eq!(round_trip(ColumnType::Binary(3), Value::Bytes(vec![1])), Value::Bytes(vec![1, 0, 0]));
-        assert_eq!(round_trip(ColumnType::VarChar(5), "héé".into()), Value::Str("héé".into()));
+        assert_eq!(
+            round_trip(ColumnType::Char(5), "ab".into()),
+            Value::Str("ab".into())
+        );
+        assert_eq!(
+            round_trip(ColumnType::Binary(3), Value::Bytes(vec![1])),
+            Value::Bytes(vec![1, 0, 0])
+        );
+        assert_eq!(
+            round_trip(ColumnType::VarChar(5), "héé".into()),
+            Value::Str("héé".into())
+        );
         let c = col(ColumnType::VarChar(2));
         let err = encode_value(&c, &"abc".into(), &mut Vec::new()).unwrap_err();
         assert_eq!(err.code, ErrorCode::ValueTooLong);
@@ -359,10 +407,27 @@ mod tests {
 
     #[test]
     fn times_and_floats() {
-        assert_eq!(round_trip(ColumnType::Timestamp, Value::Timestamp(7)), Value::Timestamp(7));
-        assert_eq!(round_trip(ColumnType::DateTime, Value::DateTime(-5)), Value::DateTime(-5));
-        assert!(encode_value(&col(ColumnType::DateTime), &Value::DateTime(i64::MAX), &mut Vec::new()).is_err());
-        assert_eq!(round_trip(ColumnType::Double, Value::Double(1.5)), Value::Double(1.5));
-        assert_eq!(round_trip(ColumnType::Float, Value::Int(3)), Value::Float(3.0));
+        assert_eq!(
+            round_trip(ColumnType::Timestamp, Value::Timestamp(7)),
+            Value::Timestamp(7)
+        );
+        assert_eq!(
+            round_trip(ColumnType::DateTime, Value::DateTime(-5)),
+            Value::DateTime(-5)
+        );
+        assert!(encode_value(
+            &col(ColumnType::DateTime),
+            &Value::DateTime(i64::MAX),
+            &mut Vec::new()
+        )
+        .is_err());
+        assert_eq!(
+            round_trip(ColumnType::Double, Value::Double(1.5)),
+            Value::Double(1.5)
+        );
+        assert_eq!(
+            round_trip(ColumnType::Float, Value::Int(3)),
+            Value::Float(3.0)
+        );
     }
 }

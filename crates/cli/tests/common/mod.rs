@@ -42,8 +42,17 @@ impl TestCluster {
         let path = dir.path().join("config.toml");
         std::fs::write(&path, config.to_toml()).expect("write config");
         let mgmd_addr = config.mgmd_addr();
-        let mgmd = spawn(&["mgmd", "--config", path.to_str().unwrap()], &dir.path().join("mgmd.log"));
-        let mut cluster = TestCluster { dir, mgmd_addr, config, mgmd: Some(mgmd), datanodes: Vec::new() };
+        let mgmd = spawn(
+            &["mgmd", "--config", path.to_str().unwrap()],
+            &dir.path().join("mgmd.log"),
+        );
+        let mut cluster = TestCluster {
+            dir,
+            mgmd_addr,
+            config,
+            mgmd: Some(mgmd),
+            datanodes: Vec::new(),
+        };
         cluster.wait_port();
         let node = cluster.spawn_datanode(1);
         cluster.datanodes.push(Some(node));
@@ -53,7 +62,16 @@ impl TestCluster {
 
     pub fn spawn_datanode(&self, node_id: u16) -> Child {
         let log = self.dir.path().join(format!("datanode-{node_id}.log"));
-        spawn(&["datanode", "--connect", &self.mgmd_addr, "--node-id", &node_id.to_string()], &log)
+        spawn(
+            &[
+                "datanode",
+                "--connect",
+                &self.mgmd_addr,
+                "--node-id",
+                &node_id.to_string(),
+            ],
+            &log,
+        )
     }
 
     fn wait_port(&mut self) {
@@ -62,14 +80,30 @@ impl TestCluster {
             if let Some(status) = self.mgmd.as_mut().unwrap().try_wait().unwrap() {
                 panic!("mgmd exited with {status}; log:\n{}", self.log("mgmd.log"));
             }
-            assert!(Instant::now() < deadline, "mgmd did not listen on {}", self.mgmd_addr);
+            assert!(
+                Instant::now() < deadline,
+                "mgmd did not listen on {}",
+                self.mgmd_addr
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
 
     pub fn wait_started(&self) {
-        let out = self.shoal(&["mgm", "--connect", &self.mgmd_addr, "wait", "--timeout-secs", "30"]);
-        assert!(out.status.success(), "cluster did not start: {}\n{}", String::from_utf8_lossy(&out.stderr), self.logs());
+        let out = self.shoal(&[
+            "mgm",
+            "--connect",
+            &self.mgmd_addr,
+            "wait",
+            "--timeout-secs",
+            "30",
+        ]);
+        assert!(
+            out.status.success(),
+            "cluster did not start: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            self.logs()
+        );
     }
 
     /// Runs `shoal ARGS` to completion.
@@ -86,16 +120,26 @@ impl TestCluster {
     }
 
     pub fn logs(&self) -> String {
-        format!("--- mgmd.log\n{}\n--- datanode-1.log\n{}", self.log("mgmd.log"), self.log("datanode-1.log"))
+        format!(
+            "--- mgmd.log\n{}\n--- datanode-1.log\n{}",
+            self.log("mgmd.log"),
+            self.log("datanode-1.log")
+        )
     }
 
     /// The data node's live address and the cluster id, from mgmd.
     pub fn datanode_addr(&self) -> (String, u64) {
         let rt = runtime();
         rt.block_on(async {
-            let mut c = shoal_mgmd::MgmClient::connect(&self.mgmd_addr).await.unwrap();
+            let mut c = shoal_mgmd::MgmClient::connect(&self.mgmd_addr)
+                .await
+                .unwrap();
             let status = c.show().await.unwrap();
-            let node = status.nodes.iter().find(|n| n.kind == "datanode").expect("a data node");
+            let node = status
+                .nodes
+                .iter()
+                .find(|n| n.kind == "datanode")
+                .expect("a data node");
             (format!("127.0.0.1:{}", node.port), status.cluster_id)
         })
     }
@@ -104,11 +148,33 @@ impl TestCluster {
     pub fn datanode_status(&self) -> shoal_mgmd::NodeStatus {
         let rt = runtime();
         rt.block_on(async {
-            let mut c = shoal_mgmd::MgmClient::connect(&self.mgmd_addr).await.unwrap();
+            let mut c = shoal_mgmd::MgmClient::connect(&self.mgmd_addr)
+                .await
+                .unwrap();
             let status = c.show().await.unwrap();
-            let node = status.nodes.into_iter().find(|n| n.kind == "datanode").expect("a data node");
+            let node = status
+                .nodes
+                .into_iter()
+                .find(|n| n.kind == "datanode")
+                .expect("a data node");
             node.status.expect("data node reported a status")
         })
+    }
+
+    /// Polls the data node's status (reported to mgmd about once a second)
+    /// until `ready` holds or 10 s pass; returns the last status either way.
+    pub fn wait_for_status(
+        &self,
+        ready: impl Fn(&shoal_mgmd::NodeStatus) -> bool,
+    ) -> shoal_mgmd::NodeStatus {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let status = self.datanode_status();
+            if ready(&status) || std::time::Instant::now() > deadline {
+                return status;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// Panics (with the logs) unless every process is still running.
@@ -130,7 +196,12 @@ impl TestCluster {
 
 impl Drop for TestCluster {
     fn drop(&mut self) {
-        for child in self.datanodes.iter_mut().flatten().chain(self.mgmd.as_mut()) {
+        for child in self
+            .datanodes
+            .iter_mut()
+            .flatten()
+            .chain(self.mgmd.as_mut())
+        {
             let _ = child.kill();
             let _ = child.wait();
         }
@@ -150,5 +221,8 @@ fn spawn(args: &[&str], log: &Path) -> Child {
 }
 
 pub fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap()
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
 }

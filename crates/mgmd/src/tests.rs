@@ -1,0 +1,378 @@
+//! mgmd end to end inside one process: a real server on a 127.0.0.1
+//! listener with a temporary data dir, driven through the real client API.
+
+use std::path::Path;
+use std::time::Duration;
+
+use shoal_types::{ColumnDef, ColumnType, ErrorCode, TableDef};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::client::{format_show, wait_started, MgmClient};
+use crate::config::ClusterConfig;
+use crate::proto::{MgmEvent, NodeState, NodeStatus};
+use crate::server;
+
+/// A running mgmd; dropping `stop` shuts it down.
+struct Mgmd {
+    addr: String,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<Result<(), shoal_types::ShoalError>>,
+}
+
+impl Mgmd {
+    async fn start(dir: &Path, data_nodes: u32) -> Mgmd {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let config = ClusterConfig::local(data_nodes, 1, port, dir);
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(server::run(config, listener, async {
+            let _ = stopped.await;
+        }));
+        Mgmd {
+            addr: format!("127.0.0.1:{port}"),
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    async fn stop(mut self) {
+        drop(self.stop.take());
+        let result = tokio::time::timeout(Duration::from_secs(10), &mut self.task)
+            .await
+            .expect("mgmd did not stop within 10 s")
+            .expect("mgmd task panicked");
+        result.expect("mgmd ended with an error");
+    }
+}
+
+fn table(name: &str) -> TableDef {
+    TableDef::new(
+        name,
+        vec![
+            ColumnDef::new("id", ColumnType::Int { unsigned: true }),
+            ColumnDef::new("v", ColumnType::VarChar(20)).nullable(),
+        ],
+        &["id"],
+    )
+    .unwrap()
+}
+
+async fn api(addr: &str) -> crate::client::ApiSession {
+    MgmClient::connect(addr)
+        .await
+        .unwrap()
+        .register_api()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn node_ids_are_handed_out_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mgmd = Mgmd::start(dir.path(), 2).await;
+
+    let first = MgmClient::connect(&mgmd.addr)
+        .await
+        .unwrap()
+        .register_data_node(Some(1))
+        .await
+        .unwrap();
+    assert_eq!(first.node_id(), 1);
+    assert_eq!(first.cluster_id(), 1);
+
+    let dup = MgmClient::connect(&mgmd.addr)
+        .await
+        .unwrap()
+        .register_data_node(Some(1))
+        .await
+        .err()
+        .expect("a second node 1 must be refused");
+    assert_eq!(dup.code, ErrorCode::NodeIdRefused);
+    assert!(dup.detail.contains('1'), "detail names the node: {dup}");
+
+    let unknown = MgmClient::connect(&mgmd.addr)
+        .await
+        .unwrap()
+        .register_data_node(Some(7))
+        .await
+        .err()
+        .expect("node 7 is not in the config");
+    assert_eq!(unknown.code, ErrorCode::NodeIdRefused);
+
+    // No id asked: the first free data node id.
+    let second = MgmClient::connect(&mgmd.addr)
+        .await
+        .unwrap()
+        .register_data_node(None)
+        .await
+        .unwrap();
+    assert_eq!(second.node_id(), 2);
+
+    // All data node ids taken.
+    let full = MgmClient::connect(&mgmd.addr)
+        .await
+        .unwrap()
+        .register_data_node(None)
+        .await
+        .err()
+        .expect("no data node id is free");
+    assert_eq!(full.code, ErrorCode::NodeIdRefused);
+
+    // Closing a session frees its id.
+    drop(first);
+    let mut again = None;
+    for _ in 0..50 {
+        match MgmClient::connect(&mgmd.addr)
+            .await
+            .unwrap()
+            .register_data_node(Some(1))
+            .await
+        {
+            Ok(s) => {
+                again = Some(s);
+                break;
+            }
+            Err(e) => {
+                assert_eq!(e.code, ErrorCode::NodeIdRefused);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+    assert!(
+        again.is_some(),
+        "node id 1 was not freed after its session closed"
+    );
+
+    // API nodes get distinct ids from 50 up.
+    let a = api(&mgmd.addr).await;
+    let b = api(&mgmd.addr).await;
+    assert!(a.node_id() >= 50 && b.node_id() >= 50);
+    assert_ne!(a.node_id(), b.node_id());
+
+    drop((second, again, a, b));
+    mgmd.stop().await;
+}
+
+#[tokio::test]
+async fn tables_are_created_listed_and_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let mgmd = Mgmd::start(dir.path(), 1).await;
+    let mut s = api(&mgmd.addr).await;
+
+    let t1 = s.create_table(table("t1")).await.unwrap();
+    assert_ne!(t1.id.0, 0, "an id is assigned");
+    assert_ne!(t1.version.0, 0, "a version is assigned");
+    assert_eq!(s.get_table("t1").await.unwrap(), t1);
+
+    let dup = s.create_table(table("t1")).await.unwrap_err();
+    assert_eq!(dup.code, ErrorCode::TableExists);
+
+    let t2 = s.create_table(table("t2")).await.unwrap();
+    assert_ne!(t2.id, t1.id);
+    let names: Vec<String> = s
+        .list_tables()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(names, vec!["t1".to_string(), "t2".to_string()]);
+
+    s.drop_table("t1").await.unwrap();
+    assert_eq!(
+        s.get_table("t1").await.unwrap_err().code,
+        ErrorCode::NoSuchTable
+    );
+    assert_eq!(
+        s.drop_table("t1").await.unwrap_err().code,
+        ErrorCode::NoSuchTable
+    );
+
+    // A recreated table never reuses the dropped table's id.
+    let t1b = s.create_table(table("t1")).await.unwrap();
+    assert_ne!(t1b.id, t1.id);
+    assert_ne!(t1b.id, t2.id);
+
+    // Invalid definitions are refused by mgmd as well as the client.
+    let mut bad = table("bad");
+    bad.primary_key.clear();
+    assert_eq!(
+        s.create_table(bad).await.unwrap_err().code,
+        ErrorCode::BadTableDefinition
+    );
+
+    drop(s);
+    mgmd.stop().await;
+}
+
+#[tokio::test]
+async fn schema_survives_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mgmd = Mgmd::start(dir.path(), 1).await;
+    let mut s = api(&mgmd.addr).await;
+    let kept = s.create_table(table("kept")).await.unwrap();
+    let dropped = s.create_table(table("dropped")).await.unwrap();
+    s.drop_table("dropped").await.unwrap();
+    drop(s);
+    mgmd.stop().await;
+
+    let mgmd = Mgmd::start(dir.path(), 1).await;
+    let mut s = api(&mgmd.addr).await;
+    assert_eq!(s.get_table("kept").await.unwrap(), kept);
+    assert_eq!(
+        s.get_table("dropped").await.unwrap_err().code,
+        ErrorCode::NoSuchTable
+    );
+    let fresh = s.create_table(table("fresh")).await.unwrap();
+    assert!(
+        fresh.id.0 > dropped.id.0,
+        "table ids are not reused across restarts"
+    );
+    drop(s);
+    mgmd.stop().await;
+}
+
+#[tokio::test]
+async fn corrupt_schema_file_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = ClusterConfig::local(1, 1, 0, dir.path());
+    let schema_dir = config.mgmd_data_dir();
+    std::fs::create_dir_all(&schema_dir).unwrap();
+    std::fs::write(schema_dir.join(server::SCHEMA_FILE), b"{ not json").unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let err = server::run(config, listener, std::future::pending())
+        .await
+        .unwrap_err();
+    assert!(
+        err.detail.contains(server::SCHEMA_FILE),
+        "the error names the file: {err}"
+    );
+}
+
+#[tokio::test]
+async fn data_nodes_receive_and_ack_schema_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let mgmd = Mgmd::start(dir.path(), 1).await;
+    let mut node = MgmClient::connect(&mgmd.addr)
+        .await
+        .unwrap()
+        .register_data_node(Some(1))
+        .await
+        .unwrap();
+    assert!(node.initial_tables().is_empty());
+
+    let addr = mgmd.addr.clone();
+    let creator = tokio::spawn(async move {
+        let mut s = api(&addr).await;
+        s.create_table(table("evented")).await
+    });
+    let (event_id, event) = tokio::time::timeout(Duration::from_secs(10), node.next_event())
+        .await
+        .expect("no schema event within 10 s")
+        .unwrap();
+    let created = match event {
+        MgmEvent::TableCreated(t) => t,
+        other => panic!("expected TableCreated, got {other:?}"),
+    };
+    assert_eq!(created.name, "evented");
+    // The create is answered only after the node acked.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        !creator.is_finished(),
+        "create answered before the node acked"
+    );
+    node.ack_event(event_id, Ok(())).await.unwrap();
+    let t = creator.await.unwrap().unwrap();
+    assert_eq!(t, created);
+
+    // A node that registers later finds the table in its initial schema.
+    drop(node);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let node = MgmClient::connect(&mgmd.addr)
+        .await
+        .unwrap()
+        .register_data_node(Some(1))
+        .await
+        .unwrap();
+    assert_eq!(node.initial_tables(), &[t]);
+    drop(node);
+    mgmd.stop().await;
+}
+
+#[tokio::test]
+async fn show_and_wait_follow_node_states() {
+    let dir = tempfile::tempdir().unwrap();
+    let mgmd = Mgmd::start(dir.path(), 1).await;
+
+    let err = wait_started(&mgmd.addr, Duration::from_millis(300))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::NodeNotReady);
+    assert!(err.detail.contains("node 1"), "names the node: {err}");
+
+    let mut node = MgmClient::connect(&mgmd.addr)
+        .await
+        .unwrap()
+        .register_data_node(Some(1))
+        .await
+        .unwrap();
+    node.report_status(NodeStatus {
+        state: NodeState::Started,
+        data_memory_used_bytes: 3 << 20,
+        data_memory_total_bytes: 64 << 20,
+        rows: 12,
+        client_connections: 2,
+        listen_port: 40000,
+    })
+    .await
+    .unwrap();
+
+    let status = wait_started(&mgmd.addr, Duration::from_secs(10))
+        .await
+        .unwrap();
+    let text = format_show(&status);
+    assert!(text.contains("[datanode] 1 node(s)"), "{text}");
+    assert!(text.contains("started"), "{text}");
+    assert!(text.contains(":40000"), "live port shown: {text}");
+    assert!(text.contains("used 3.0 MiB / free 61.0 MiB"), "{text}");
+    assert!(text.contains("12 rows"), "{text}");
+    assert!(text.contains("[mgmd] 1 node(s)"), "{text}");
+
+    // A node whose session ends is no longer started.
+    drop(node);
+    let mut s = MgmClient::connect(&mgmd.addr).await.unwrap();
+    let mut state = NodeState::Started;
+    for _ in 0..50 {
+        let st = s.show().await.unwrap();
+        state = st.nodes.iter().find(|n| n.node_id == 1).unwrap().state;
+        if state != NodeState::Started {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(state, NodeState::NotStarted);
+    drop(s);
+    mgmd.stop().await;
+}
+
+#[tokio::test]
+async fn garbage_from_one_peer_does_not_hurt_others() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let mgmd = Mgmd::start(dir.path(), 1).await;
+    let mut good = api(&mgmd.addr).await;
+
+    let mut bad = tokio::net::TcpStream::connect(&mgmd.addr).await.unwrap();
+    // A length prefix far over the frame limit, then junk.
+    bad.write_all(&u32::MAX.to_le_bytes()).await.unwrap();
+    bad.write_all(b"junk junk junk").await.unwrap();
+    let mut buf = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(5), bad.read_to_end(&mut buf)).await;
+    assert!(closed.is_ok(), "mgmd must close the offending connection");
+
+    good.create_table(table("still_fine")).await.unwrap();
+    drop(good);
+    mgmd.stop().await;
+}
