@@ -235,6 +235,9 @@ struct PhaseResult {
     error: Option<String>,
 }
 
+/// One phase's runs: per-run rates (ops/s), retries, merged latencies.
+type PhaseSamples = (Phase, Vec<f64>, u64, Option<Histogram<u64>>);
+
 /// Per-phase results, for the summary and `--json`.
 #[derive(Debug, Serialize)]
 pub struct PhaseReport {
@@ -415,7 +418,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
                 "cleanup",
             )?;
         }
-        let mut samples: Vec<(Phase, Vec<f64>, u64, Option<Histogram<u64>>)> =
+        let mut samples: Vec<PhaseSamples> =
             [Phase::Insert, Phase::Update, Phase::Delete, Phase::Read]
                 .iter()
                 .map(|&p| (p, Vec::new(), 0, None))

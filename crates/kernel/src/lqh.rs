@@ -87,7 +87,10 @@ pub struct Lqh {
     /// Operation records in use (locked rows + waiting + queued), bounded
     /// by `max_concurrent_operations`.
     ops_in_use: usize,
+    /// Lock waits granted, to resume.
     granted: Vec<WaitToken>,
+    /// Lock waits on rows that vanished, to run again from the key lookup.
+    restart: Vec<WaitToken>,
 }
 
 fn err(code: ErrorCode, detail: impl Into<String>) -> ShoalError {
@@ -112,6 +115,7 @@ impl Lqh {
             next_token: 1,
             ops_in_use: 0,
             granted: Vec::new(),
+            restart: Vec::new(),
         }
     }
 
@@ -153,12 +157,13 @@ impl Lqh {
             self.mem.release(p.reserved_bytes);
         }
         entry.frag.drop_all(&mut self.mem);
-        let tokens: Vec<WaitToken> = self
+        let mut tokens: Vec<WaitToken> = self
             .waiting
             .iter()
             .filter(|(_, w)| w.op.table == id)
             .map(|(t, _)| *t)
             .collect();
+        tokens.sort_unstable(); // deterministic order for the simulator
         for token in tokens {
             let w = self.waiting.remove(&token).expect("listed");
             self.ops_in_use -= w.counted as usize;
@@ -245,9 +250,17 @@ impl Lqh {
         op: KeyOp,
         out: &mut VecDeque<BlockSignal>,
     ) {
+        // A transaction's operations run in the order sent: behind one that
+        // waits for a lock, later ones queue (committed reads too, so they
+        // see the transaction's own earlier writes). A committed read of a
+        // transaction with nothing here yet needs no record.
         let committed_read = op.op == OpType::Read && op.lock == LockMode::CommittedRead;
-        if !committed_read {
-            let t = self.txns.entry(txn).or_default();
+        let t = if committed_read {
+            self.txns.get_mut(&txn)
+        } else {
+            Some(self.txns.entry(txn).or_default())
+        };
+        if let Some(t) = t {
             if t.failed {
                 return;
             }
@@ -341,13 +354,10 @@ impl Lqh {
             };
         }
 
-        // A resumed operation whose row vanished while it waited (deleted, or
-        // an aborted insert) holds a lock on a dead row id: let it go so the
-        // id can be reused cleanly.
+        // Rows vanish only in `finish`, which restarts their waiters instead
+        // of granting them: a granted wait always finds its row.
         if let Some(w) = waited_on {
-            if found != Some(w) && !entry.pending.contains_key(&w) {
-                entry.frag.locks.release(w, txn, &mut self.granted);
-            }
+            debug_assert_eq!(found, Some(w), "a granted lock wait lost its row");
         }
 
         let mode = match (op.op, op.lock) {
@@ -445,10 +455,19 @@ impl Lqh {
         apply_locked(entry, &layout, &mut self.mem, txn, row, hash, &op).map(Some)
     }
 
-    /// Resumes operations whose lock waits were granted, then the operations
-    /// queued behind them.
+    /// Resumes operations whose lock waits were granted or whose row
+    /// vanished, then the operations queued behind them.
     fn resume_granted(&mut self, now_ms: u64, out: &mut VecDeque<BlockSignal>) {
-        while let Some(token) = self.granted.pop() {
+        loop {
+            if !self.restart.is_empty() {
+                for token in std::mem::take(&mut self.restart) {
+                    self.restart_wait(now_ms, token, out);
+                }
+                continue;
+            }
+            let Some(token) = self.granted.pop() else {
+                return;
+            };
             let Some(w) = self.waiting.remove(&token) else {
                 continue;
             };
@@ -463,6 +482,22 @@ impl Lqh {
             self.run_op(now_ms, txn, w.op_index, w.op, Some(w.row), out);
             self.drain_queue(now_ms, txn, out);
         }
+    }
+
+    /// Runs a waiting operation again from the start: the row it waited for
+    /// is gone (a rolled-back insert or a committed delete) and its id may
+    /// already belong to another key. It holds nothing on that row.
+    fn restart_wait(&mut self, now_ms: u64, token: WaitToken, out: &mut VecDeque<BlockSignal>) {
+        let Some(w) = self.waiting.remove(&token) else {
+            return;
+        };
+        self.ops_in_use -= w.counted as usize;
+        if let Some(t) = self.txns.get_mut(&w.txn) {
+            t.waiting = None;
+        }
+        let txn = w.txn;
+        self.run_op(now_ms, txn, w.op_index, w.op, None, out);
+        self.drain_queue(now_ms, txn, out);
     }
 
     fn drain_queue(&mut self, now_ms: u64, txn: TxnRef, out: &mut VecDeque<BlockSignal>) {
@@ -500,23 +535,32 @@ impl Lqh {
             let Some(entry) = self.tables.get_mut(&table) else {
                 continue;
             };
+            let mut vanished = false;
             if entry.pending.get(&row).is_some_and(|p| p.owner == txn) {
                 let p = entry.pending.remove(&row).expect("checked");
                 self.mem.release(p.reserved_bytes);
                 match (p.kind, commit) {
                     (PendingKind::Inserted, true) => entry.frag.commit_insert(row),
-                    (PendingKind::Inserted | PendingKind::InsertedThenDeleted, _) => {
-                        entry.frag.remove(&mut self.mem, hash, row)
+                    (PendingKind::Inserted | PendingKind::InsertedThenDeleted, _)
+                    | (PendingKind::Deleted, true) => {
+                        entry.frag.remove(&mut self.mem, hash, row);
+                        vanished = true;
                     }
                     (PendingKind::Updated { fixed, var }, true) => entry
                         .frag
                         .replace(&mut self.mem, row, &fixed, var.as_deref())
                         .expect("commit memory was reserved at prepare"),
-                    (PendingKind::Deleted, true) => entry.frag.remove(&mut self.mem, hash, row),
                     (PendingKind::Updated { .. } | PendingKind::Deleted, false) => {}
                 }
             }
-            entry.frag.locks.release(row, txn, &mut self.granted);
+            if vanished {
+                entry
+                    .frag
+                    .locks
+                    .release_vanished(row, txn, &mut self.restart);
+            } else {
+                entry.frag.locks.release(row, txn, &mut self.granted);
+            }
         }
         self.resume_granted(now_ms, out);
     }

@@ -215,7 +215,7 @@ impl Tc {
             });
         }
         if t.outstanding == 0 {
-            self.execute_done(txn_ref, q, out);
+            self.execute_done(now_ms, txn_ref, q, out);
         }
     }
 
@@ -236,7 +236,7 @@ impl Tc {
                 t.results[op_index as usize] = Some(result);
                 t.outstanding -= 1;
                 if t.outstanding == 0 {
-                    self.execute_done(txn, q, out);
+                    self.execute_done(now_ms, txn, q, out);
                 }
             }
             BlockSignal::LqhKeyRef {
@@ -256,7 +256,7 @@ impl Tc {
                     });
                     t.outstanding -= 1;
                     if t.outstanding == 0 {
-                        self.execute_done(txn, q, out);
+                        self.execute_done(now_ms, txn, q, out);
                     }
                 } else {
                     self.abort(txn, AbortReply::Failed { error, op_index }, q, out);
@@ -302,11 +302,20 @@ impl Tc {
             .filter(|t| matches!(t.state, TxnState::Executing))
     }
 
-    fn execute_done(&mut self, txn: TxnRef, q: &mut VecDeque<BlockSignal>, out: &mut Vec<Output>) {
+    fn execute_done(
+        &mut self,
+        now_ms: u64,
+        txn: TxnRef,
+        q: &mut VecDeque<BlockSignal>,
+        out: &mut Vec<Output>,
+    ) {
         let t = self.txns.get_mut(&txn).expect("present");
         match t.exec {
             ExecType::NoCommit => {
                 t.state = TxnState::Open;
+                // Idle time counts from the answer, not from the request:
+                // time spent waiting for locks is not inactivity.
+                t.last_active_ms = now_ms;
                 let results = t
                     .results
                     .drain(..)
@@ -390,12 +399,15 @@ impl Tc {
         q: &mut VecDeque<BlockSignal>,
         out: &mut Vec<Output>,
     ) {
-        let mine: Vec<TxnRef> = self
+        let mut mine: Vec<TxnRef> = self
             .txns
             .iter()
             .filter(|(_, t)| t.conn == conn)
             .map(|(r, _)| *r)
             .collect();
+        // Map order varies between processes; the simulator needs the same
+        // order on every run of a seed.
+        mine.sort_unstable();
         for r in mine {
             let t = self.txns.get_mut(&r).expect("listed");
             match &mut t.state {
@@ -413,7 +425,7 @@ impl Tc {
         if timeout == 0 {
             return;
         }
-        let idle: Vec<TxnRef> = self
+        let mut idle: Vec<TxnRef> = self
             .txns
             .iter()
             .filter(|(_, t)| {
@@ -422,6 +434,7 @@ impl Tc {
             })
             .map(|(r, _)| *r)
             .collect();
+        idle.sort_unstable(); // deterministic order (see client_gone)
         for r in idle {
             self.abort(r, AbortReply::TimedOut, q, out);
         }

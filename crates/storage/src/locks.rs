@@ -277,6 +277,22 @@ impl LockManager {
         }
     }
 
+    /// For a row that no longer exists (its insert was rolled back or its
+    /// delete committed), held exclusively by `owner`: drops the row's whole
+    /// entry and pushes the tokens of every waiter, in queue order, to
+    /// `restart`. Those requests are not granted: the row id may be reused
+    /// for another key, so each must look its key up again.
+    pub fn release_vanished(&mut self, row: RowId, owner: LockOwner, restart: &mut Vec<WaitToken>) {
+        let Some(queue) = self.rows.remove(&row) else {
+            return;
+        };
+        debug_assert!(
+            queue.holders.contains(owner) && queue.mode == LockMode::Exclusive,
+            "only the exclusive holder makes a row vanish"
+        );
+        restart.extend(queue.waiters.iter().map(|w| w.token));
+    }
+
     /// Withdraws `owner`'s waiting request on `row` (no-op if none), e.g.
     /// after a lock wait timeout, and pushes the tokens of the waiters that
     /// this lets through to `granted`.
@@ -321,6 +337,21 @@ mod tests {
     use rand::rngs::SmallRng;
     use rand::{Rng, SeedableRng};
     use std::collections::BTreeMap;
+
+    #[test]
+    fn a_vanished_row_sends_every_waiter_back_to_look_again() {
+        let mut lm = LockManager::default();
+        let row: RowId = 3;
+        assert_eq!(lm.acquire(row, 1, X, 0), Granted);
+        assert_eq!(lm.acquire(row, 2, S, 20), Waiting);
+        assert_eq!(lm.acquire(row, 3, X, 30), Waiting);
+        let mut restart = Vec::new();
+        lm.release_vanished(row, 1, &mut restart);
+        assert_eq!(restart, vec![20, 30]);
+        assert_eq!(lm.locked_rows(), 0);
+        // The id is free for a new row: a fresh lock is granted at once.
+        assert_eq!(lm.acquire(row, 4, X, 0), Granted);
+    }
 
     fn released(lm: &mut LockManager, row: RowId, owner: LockOwner) -> Vec<WaitToken> {
         let mut g = Vec::new();

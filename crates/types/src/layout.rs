@@ -460,11 +460,10 @@ impl RowLayout {
             given[i] = true;
             self.store(&mut fixed, &mut var, i, val);
         }
-        for i in 0..n {
+        for (i, c) in self.table.columns.iter().enumerate().take(n) {
             if given[i] {
                 continue;
             }
-            let c = &self.table.columns[i];
             match &self.defaults[i] {
                 Some(d) => self.store(&mut fixed, &mut var, i, Some(d)),
                 None if c.nullable => self.store(&mut fixed, &mut var, i, None),

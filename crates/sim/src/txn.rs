@@ -1,0 +1,466 @@
+//! One simulated client transaction: what it sent, what it may expect, and
+//! the check of every answer against the model.
+//!
+//! The transaction tracks a *view* of the keys it holds a lock on or wrote
+//! (`known`): those cannot change under it, so answers about them must match
+//! exactly. A key it has not locked may change at any moment, so an answer
+//! about it must match some image the key held between the request's
+//! arrival at the node and the answer (`Model::held_since`) — or, if the
+//! operation took a lock, the image the key has now.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use shoal_types::{AttrSlice, ErrorCode, TableDef, TransId, Value};
+use shoal_wire::{ExecType, LockMode, OpResult, TcKeyConf, TcKeyRef, TransState};
+
+use crate::model::{Image, Model, Row};
+
+/// Column ids of the simulated table `(k INT UNSIGNED PK, v BIGINT, s VARCHAR(16) NULL)`.
+pub const K_COL: u16 = 0;
+pub const V_COL: u16 = 1;
+pub const S_COL: u16 = 2;
+
+/// `op_index` of a refusal that concerns no single operation.
+pub const NO_OP: u16 = 0xFFFF;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpKind {
+    Read(LockMode),
+    Insert,
+    /// `only_v`: sets `v` and leaves `s` as it is.
+    Update {
+        only_v: bool,
+    },
+    Write,
+    Delete,
+}
+
+impl OpKind {
+    /// Whether the operation takes a row lock (all but committed reads).
+    pub fn locks(self) -> bool {
+        self != OpKind::Read(LockMode::CommittedRead)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct PlannedOp {
+    pub kind: OpKind,
+    pub key: u32,
+    /// The values written (insert, update, write).
+    pub row: Row,
+    /// Sent with the ignore-error flag: "not found" / "already exists"
+    /// come back in the op's result instead of aborting.
+    pub ignore: bool,
+}
+
+#[derive(Debug)]
+pub struct Request {
+    pub exec: ExecType,
+    pub ops: Vec<PlannedOp>,
+    /// The model's commit number when the node received the request.
+    pub arrived_at_seq: Option<u64>,
+    /// The transaction's first request (only it may meet the limit on
+    /// concurrent transactions).
+    pub first: bool,
+    /// Sent after the transaction sat idle past the inactivity timeout:
+    /// the node must have aborted it.
+    pub after_long_idle: bool,
+}
+
+/// What an answer meant for the transaction.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Still open (after NoCommit).
+    Open,
+    /// Committed: these are its final images, to apply to the model.
+    Committed(Vec<(u32, Image)>),
+    RolledBack,
+    /// Refused and aborted by the node with this code.
+    Failed(u16),
+}
+
+pub struct Txn {
+    pub trans: TransId,
+    pub requests_sent: u32,
+    pub in_flight: Option<Request>,
+    /// The last answer's outcome, until the client receives it.
+    pub undelivered: Option<Outcome>,
+    /// The client left it idle past the inactivity timeout.
+    pub idled_long: bool,
+    /// Keys this transaction locked or wrote, with the image it sees.
+    known: BTreeMap<u32, Image>,
+    written: BTreeSet<u32>,
+}
+
+impl Txn {
+    pub fn new(trans: TransId) -> Txn {
+        Txn {
+            trans,
+            requests_sent: 0,
+            in_flight: None,
+            undelivered: None,
+            idled_long: false,
+            known: BTreeMap::new(),
+            written: BTreeSet::new(),
+        }
+    }
+
+    /// Checks a confirmation of the request in flight.
+    pub fn check_conf(
+        &mut self,
+        conf: &TcKeyConf,
+        model: &Model,
+        def: &TableDef,
+    ) -> Result<Outcome, String> {
+        let req = self
+            .in_flight
+            .take()
+            .ok_or("a confirmation with no request in flight")?;
+        let since = req.arrived_at_seq.ok_or("answered before it arrived")?;
+        let expected_state = match req.exec {
+            ExecType::NoCommit => TransState::Open,
+            ExecType::Commit => TransState::Committed,
+            ExecType::Rollback => TransState::Aborted,
+        };
+        if conf.state != expected_state {
+            return Err(format!(
+                "{:?} request answered with state {:?}",
+                req.exec, conf.state
+            ));
+        }
+        if conf.results.len() != req.ops.len() {
+            return Err(format!(
+                "{} results for {} operations",
+                conf.results.len(),
+                req.ops.len()
+            ));
+        }
+        if req.exec == ExecType::Rollback {
+            return Ok(Outcome::RolledBack);
+        }
+        if req.after_long_idle {
+            return Err("a request after a long idle period was served; the inactivity timeout should have aborted the transaction".into());
+        }
+        for (i, (op, res)) in req.ops.iter().zip(&conf.results).enumerate() {
+            self.check_op(op, res, model, since, def)
+                .map_err(|e| format!("op {i} ({:?} key {}): {e}", op.kind, op.key))?;
+        }
+        Ok(match req.exec {
+            ExecType::Commit => Outcome::Committed(
+                self.written
+                    .iter()
+                    .map(|k| (*k, self.known[k].clone()))
+                    .collect(),
+            ),
+            _ => Outcome::Open,
+        })
+    }
+
+    fn check_op(
+        &mut self,
+        op: &PlannedOp,
+        res: &OpResult,
+        model: &Model,
+        since: u64,
+        def: &TableDef,
+    ) -> Result<(), String> {
+        let key = op.key;
+        let code = res.code;
+        let not_found = ErrorCode::TupleNotFound as u16;
+        let exists_err = ErrorCode::TupleAlreadyExists as u16;
+        if code != 0 && !op.ignore {
+            return Err(format!("error {code} in a result without the ignore flag"));
+        }
+        let allowed = match op.kind {
+            OpKind::Read(_) | OpKind::Update { .. } | OpKind::Delete => {
+                code == 0 || code == not_found
+            }
+            OpKind::Insert => code == 0 || code == exists_err,
+            OpKind::Write => code == 0,
+        };
+        if !allowed {
+            return Err(format!("unexpected result code {code}"));
+        }
+        let known = self.known.get(&key).cloned();
+        match op.kind {
+            OpKind::Read(LockMode::CommittedRead) => {
+                let got = decode_read(res, key, def)?;
+                let ok = match &known {
+                    Some(image) => image == &got,
+                    None => model.held_since(key, since, &got),
+                };
+                if !ok {
+                    return Err(format!("committed read returned {got:?}, which the key never held (own view {known:?}, model now {:?})", model.current(key)));
+                }
+            }
+            OpKind::Read(_) => {
+                let got = decode_read(res, key, def)?;
+                match known {
+                    Some(image) => expect_eq(&got, &image, "locked read")?,
+                    None if got.is_some() => {
+                        expect_eq(&got, model.current(key), "locked read of a row now locked")?;
+                        self.known.insert(key, got);
+                    }
+                    None => expect_held(model, key, since, &None)?,
+                }
+            }
+            OpKind::Insert => {
+                let new = Some(op.row.clone());
+                match (code == 0, known) {
+                    (true, Some(Some(_))) => {
+                        return Err("insert succeeded over a row this transaction sees".into())
+                    }
+                    (true, Some(None)) => self.write(key, new),
+                    (true, None) => {
+                        expect_eq(
+                            model.current(key),
+                            &None,
+                            "insert succeeded, so the key was free",
+                        )?;
+                        self.write(key, new);
+                    }
+                    (false, Some(Some(_))) => {}
+                    (false, Some(None)) => {
+                        return Err("insert found a row this transaction deleted".into())
+                    }
+                    (false, None) => {
+                        // It found the row and locked it.
+                        if model.current(key).is_none() {
+                            return Err("insert said 'already exists' but the key has no row and the insert holds its lock".into());
+                        }
+                        self.known.insert(key, model.current(key).clone());
+                    }
+                }
+            }
+            OpKind::Update { only_v } => {
+                let old = match (code == 0, known) {
+                    (true, Some(Some(old))) => old,
+                    (true, Some(None)) => {
+                        return Err("update succeeded on a row this transaction deleted".into())
+                    }
+                    (true, None) => model.current(key).clone().ok_or(
+                        "update succeeded but the key has no row while the update holds its lock",
+                    )?,
+                    (false, Some(Some(r))) => {
+                        return Err(format!(
+                            "update said 'not found' but this transaction sees {r:?}"
+                        ))
+                    }
+                    (false, Some(None)) => return Ok(()),
+                    (false, None) => return expect_held(model, key, since, &None),
+                };
+                let s = if only_v { old.s } else { op.row.s.clone() };
+                self.write(key, Some(Row { v: op.row.v, s }));
+            }
+            OpKind::Write => self.write(key, Some(op.row.clone())),
+            OpKind::Delete => match (code == 0, known) {
+                (true, Some(Some(_))) => self.write(key, None),
+                (true, Some(None)) => {
+                    return Err("delete succeeded on a row this transaction deleted".into())
+                }
+                (true, None) => {
+                    if model.current(key).is_none() {
+                        return Err("delete succeeded but the key has no row while the delete holds its lock".into());
+                    }
+                    self.write(key, None);
+                }
+                (false, Some(Some(r))) => {
+                    return Err(format!(
+                        "delete said 'not found' but this transaction sees {r:?}"
+                    ))
+                }
+                (false, Some(None)) => {}
+                (false, None) => expect_held(model, key, since, &None)?,
+            },
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, key: u32, image: Image) {
+        self.known.insert(key, image);
+        self.written.insert(key);
+    }
+
+    /// Checks a refusal of the request in flight (the node aborted the
+    /// transaction).
+    pub fn check_ref(&mut self, r: &TcKeyRef, model: &Model) -> Result<Outcome, String> {
+        let req = self
+            .in_flight
+            .take()
+            .ok_or("a refusal with no request in flight")?;
+        let since = req.arrived_at_seq.ok_or("refused before it arrived")?;
+        let code = r.code;
+        if req.after_long_idle {
+            return if code == ErrorCode::InactiveTimeout as u16 && r.op_index == NO_OP {
+                Ok(Outcome::Failed(code))
+            } else {
+                Err(format!("after a long idle period expected error 237 (inactive timeout), got {code} at op {}: {}", r.op_index, r.detail))
+            };
+        }
+        if code == ErrorCode::TooManyTransactions as u16 {
+            return if req.first && r.op_index == NO_OP {
+                Ok(Outcome::Failed(code))
+            } else {
+                Err(format!(
+                    "error 233 for a transaction that already existed: {}",
+                    r.detail
+                ))
+            };
+        }
+        let i = r.op_index as usize;
+        let op = req
+            .ops
+            .get(i)
+            .ok_or_else(|| format!("error {code} at op {i} of {}: {}", req.ops.len(), r.detail))?;
+        if code == ErrorCode::DeadlockTimeout as u16 {
+            return if op.kind.locks() {
+                Ok(Outcome::Failed(code))
+            } else {
+                Err("deadlock timeout on a committed read, which takes no lock".into())
+            };
+        }
+        let expected_kind = match code {
+            c if c == ErrorCode::TupleNotFound as u16 => {
+                matches!(
+                    op.kind,
+                    OpKind::Read(_) | OpKind::Update { .. } | OpKind::Delete
+                )
+            }
+            c if c == ErrorCode::TupleAlreadyExists as u16 => op.kind == OpKind::Insert,
+            _ => false,
+        };
+        if !expected_kind || op.ignore {
+            return Err(format!(
+                "unexpected error {code} for {:?} (ignore flag {}): {}",
+                op.kind, op.ignore, r.detail
+            ));
+        }
+        // Replay the earlier operations of the request, whose results the
+        // refusal does not carry: a key whose outcome depended on an
+        // unlocked image is ambiguous from then on.
+        let mut view = self.known.clone();
+        let mut ambiguous = BTreeSet::new();
+        for prior in &req.ops[..i] {
+            let k = prior.key;
+            if ambiguous.contains(&k) {
+                continue;
+            }
+            let current = view.get(&k).cloned();
+            match (prior.kind, current) {
+                (OpKind::Read(LockMode::CommittedRead), _) | (OpKind::Read(_), Some(_)) => {}
+                (OpKind::Write, _) => {
+                    view.insert(k, Some(prior.row.clone()));
+                }
+                (OpKind::Insert, Some(None)) => {
+                    view.insert(k, Some(prior.row.clone()));
+                }
+                (OpKind::Update { only_v }, Some(Some(old))) => {
+                    let s = if only_v { old.s } else { prior.row.s.clone() };
+                    view.insert(k, Some(Row { v: prior.row.v, s }));
+                }
+                (OpKind::Delete, Some(Some(_))) => {
+                    view.insert(k, None);
+                }
+                (_, Some(_)) => {} // failed and ignored: no change
+                (_, None) => {
+                    ambiguous.insert(k);
+                }
+            }
+        }
+        if ambiguous.contains(&op.key) {
+            return Ok(Outcome::Failed(code));
+        }
+        let row_exists = match view.get(&op.key) {
+            Some(image) => image.is_some(),
+            None => {
+                // Unlocked: the image seen may be any the key held meanwhile.
+                let plausible = if code == ErrorCode::TupleNotFound as u16 {
+                    model.held_since(op.key, since, &None)
+                } else {
+                    model.existed_since(op.key, since)
+                };
+                if !plausible {
+                    return Err(format!(
+                        "error {code} on key {}, which never was in that state while the request ran (model now {:?})",
+                        op.key,
+                        model.current(op.key)
+                    ));
+                }
+                return Ok(Outcome::Failed(code));
+            }
+        };
+        let consistent = (code == ErrorCode::TupleNotFound as u16) != row_exists;
+        if consistent {
+            Ok(Outcome::Failed(code))
+        } else {
+            Err(format!(
+                "error {code} on key {} but this transaction sees {:?}",
+                op.key,
+                view.get(&op.key)
+            ))
+        }
+    }
+}
+
+fn expect_eq(got: &Image, want: &Image, what: &str) -> Result<(), String> {
+    if got == want {
+        Ok(())
+    } else {
+        Err(format!("{what}: got {got:?}, expected {want:?}"))
+    }
+}
+
+fn expect_held(model: &Model, key: u32, since: u64, image: &Image) -> Result<(), String> {
+    if model.held_since(key, since, image) {
+        Ok(())
+    } else {
+        Err(format!(
+            "saw {image:?}, which the key never held while the request ran (model now {:?})",
+            model.current(key)
+        ))
+    }
+}
+
+/// A read's result as an image (`None` for "not found").
+pub fn decode_read(res: &OpResult, key: u32, def: &TableDef) -> Result<Image, String> {
+    if res.code == ErrorCode::TupleNotFound as u16 {
+        return Ok(None);
+    }
+    if res.code != 0 {
+        return Err(format!("read result code {}", res.code));
+    }
+    let (attrs, rest) = AttrSlice::parse(&res.data).map_err(|e| format!("read data: {e}"))?;
+    if !rest.is_empty() {
+        return Err(format!("{} bytes after the attribute list", rest.len()));
+    }
+    let (mut v, mut s, mut k) = (None, None, None);
+    for (col, bytes) in attrs.iter() {
+        let ty = def
+            .columns
+            .get(col as usize)
+            .ok_or_else(|| format!("unknown column {col} in a read result"))?
+            .ty;
+        let value = bytes.map(|b| shoal_types::value::decode_value(ty, b));
+        match col {
+            K_COL => k = value,
+            V_COL => v = value,
+            S_COL => s = value,
+            _ => return Err(format!("column {col} in a read result")),
+        }
+    }
+    if let Some(k) = k {
+        if k != Value::UInt(u64::from(key)) {
+            return Err(format!("read of key {key} returned key column {k:?}"));
+        }
+    }
+    let v = match v {
+        Some(Value::Int(v)) => v,
+        other => return Err(format!("column v is {other:?}")),
+    };
+    let s = match s {
+        None | Some(Value::Null) => None,
+        Some(Value::Str(s)) => Some(s),
+        Some(other) => return Err(format!("column s is {other:?}")),
+    };
+    Ok(Some(Row { v, s }))
+}
