@@ -25,8 +25,8 @@ use crate::stats::{summarize, Summary};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use shoal_client::{
-    Cluster, ColumnDef, ColumnType, ErrorClass, ErrorCode, ExecType, LockMode, Record, ShoalError,
-    TableDef, Value,
+    Cluster, ColumnDef, ColumnType, ErrorClass, ErrorCode, ExecType, LockMode, OpId, Record,
+    ShoalError, TableDef, Transaction, Value,
 };
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -603,12 +603,39 @@ async fn run_thread_phase(
     let per_round = opts.parallel * opts.ops_per_trans;
     for round in 0..opts.rounds {
         let round_key = first_key + round * per_round;
-        let transactions = (0..opts.parallel).map(|p| {
+        // Like flexAsynch: prepare `-p` transactions, send them all, then
+        // poll for all the answers (`Transaction::execute_all`).
+        let start = Instant::now();
+        let mut txns = Vec::with_capacity(opts.parallel as usize);
+        let mut reads = Vec::with_capacity(opts.parallel as usize);
+        for p in 0..opts.parallel {
             let first = round_key + p * opts.ops_per_trans;
-            run_transaction(cluster, record, opts, cmd, first)
-        });
-        for r in futures::future::join_all(transactions).await {
-            match r {
+            match prepare(cluster, record, opts, cmd, first, cmd.cleanup) {
+                Ok((tx, r)) => {
+                    txns.push(tx);
+                    reads.push(r);
+                }
+                Err(e) => {
+                    out.error.get_or_insert(format!("keys from {first}: {e}"));
+                }
+            }
+        }
+        let results = Transaction::execute_all(&mut txns, ExecType::Commit).await;
+        let elapsed = start.elapsed();
+        for (p, (result, (tx, r))) in results.into_iter().zip(txns.iter().zip(&reads)).enumerate() {
+            let first = round_key + p as u32 * opts.ops_per_trans;
+            let outcome = match result.and_then(|()| verify(tx, r, opts, cmd)) {
+                Ok(()) => Ok((0, elapsed)),
+                Err(e) if e.class() != ErrorClass::Permanent => {
+                    // Retry this one alone (temporary error or unknown outcome).
+                    let maybe_done = cmd.cleanup || e.class() == ErrorClass::UnknownResult;
+                    run_transaction(cluster, record, opts, cmd, first, maybe_done)
+                        .await
+                        .map(|(retries, t)| (retries + 1, t))
+                }
+                Err(e) => Err(format!("keys {first}..{}: {e}", first + opts.ops_per_trans)),
+            };
+            match outcome {
                 Ok((retries, elapsed)) => {
                     out.ops += u64::from(opts.ops_per_trans);
                     out.retries += retries;
@@ -640,10 +667,10 @@ async fn run_transaction(
     opts: &Options,
     cmd: Command,
     first: u32,
+    // After an unknown outcome the writes may have happened: tolerate it.
+    mut maybe_done: bool,
 ) -> Result<(u64, Duration), String> {
     let mut retries = 0;
-    // After an unknown outcome the writes may have happened: tolerate it.
-    let mut maybe_done = cmd.cleanup;
     loop {
         let start = Instant::now();
         match attempt(cluster, record, opts, cmd, first, maybe_done).await {
@@ -666,6 +693,21 @@ async fn attempt(
     first: u32,
     maybe_done: bool,
 ) -> Result<(), ShoalError> {
+    let (mut tx, reads) = prepare(cluster, record, opts, cmd, first, maybe_done)?;
+    tx.execute(ExecType::Commit).await?;
+    verify(&tx, &reads, opts, cmd)
+}
+
+/// A transaction with the `-c` operations on keys `first..first + c`
+/// queued, and the reads to check afterwards.
+fn prepare(
+    cluster: &Cluster,
+    record: &Record,
+    opts: &Options,
+    cmd: Command,
+    first: u32,
+    maybe_done: bool,
+) -> Result<(Transaction, Vec<(u32, OpId)>), ShoalError> {
     let mut tx = cluster.transaction();
     let mut reads = Vec::new();
     let lock = if opts.dirty_reads {
@@ -699,8 +741,17 @@ async fn attempt(
             tx.ignore_error(op);
         }
     }
-    tx.execute(ExecType::Commit).await?;
-    for (key, op) in reads {
+    Ok((tx, reads))
+}
+
+/// Checks that every read returned the values the phase wrote.
+fn verify(
+    tx: &Transaction,
+    reads: &[(u32, OpId)],
+    opts: &Options,
+    cmd: Command,
+) -> Result<(), ShoalError> {
+    for &(key, op) in reads {
         let row = tx.row(op).ok_or_else(|| {
             ShoalError::with_detail(
                 ErrorCode::Internal,

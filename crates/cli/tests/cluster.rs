@@ -6,7 +6,8 @@ mod common;
 
 use common::{free_port, runtime, TestCluster, SHOAL};
 use shoal_client::{
-    Cluster, ColumnDef, ColumnType, ErrorClass, ErrorCode, ExecType, LockMode, TableDef, Value,
+    Cluster, ColumnDef, ColumnType, ErrorClass, ErrorCode, ExecType, LockMode, TableDef,
+    Transaction, Value,
 };
 use std::time::{Duration, Instant};
 
@@ -345,6 +346,61 @@ fn thousands_of_transactions_in_flight_from_one_thread() {
     });
     let status = cluster.wait_for_status(|s| s.rows == 10_000);
     assert_eq!(status.rows, 10_000);
+}
+
+#[test]
+fn execute_all_answers_each_transaction_in_order() {
+    let cluster = TestCluster::start();
+    let rt = runtime();
+    rt.block_on(async {
+        let c = Cluster::connect(&cluster.mgmd_addr).await.unwrap();
+        let def = TableDef::new(
+            "batch",
+            vec![ColumnDef::new("id", ColumnType::Int { unsigned: true })],
+            &["id"],
+        )
+        .unwrap();
+        let rec = c.create_table(def).await.unwrap().full_record();
+        let mut setup = c.transaction();
+        setup.insert(&rec, &[Value::UInt(7)]).unwrap();
+        setup.execute(ExecType::Commit).await.unwrap();
+
+        // 1000 inserts, one of them a duplicate, then reads of them all.
+        let mut txns: Vec<Transaction> = (0..1000u64)
+            .map(|i| {
+                let mut tx = c.transaction();
+                tx.insert(&rec, &[Value::UInt(i)]).unwrap();
+                tx
+            })
+            .collect();
+        let results = Transaction::execute_all(&mut txns, ExecType::Commit).await;
+        assert_eq!(results.len(), 1000);
+        for (i, r) in results.iter().enumerate() {
+            match i {
+                7 => assert_eq!(r.as_ref().unwrap_err().code, ErrorCode::TupleAlreadyExists),
+                _ => assert!(r.is_ok(), "insert {i}: {r:?}"),
+            }
+        }
+        let mut reads = Vec::new();
+        let mut ops = Vec::new();
+        for i in 0..1000u64 {
+            let mut tx = c.transaction();
+            ops.push(
+                tx.read(&rec, &[Value::UInt(i)], LockMode::CommittedRead)
+                    .unwrap(),
+            );
+            reads.push(tx);
+        }
+        for r in Transaction::execute_all(&mut reads, ExecType::Commit).await {
+            r.unwrap();
+        }
+        for (i, (tx, op)) in reads.iter().zip(ops).enumerate() {
+            assert_eq!(
+                tx.row(op).and_then(|r| r.get("id")),
+                Some(Value::UInt(i as u64))
+            );
+        }
+    });
 }
 
 #[test]

@@ -80,6 +80,10 @@ pub struct DataNodeConfig {
     pub max_frame_bytes: u32,
     pub max_signals_per_frame: u32,
     pub max_client_connections: u32,
+    /// Microseconds the event loop keeps polling without sleeping after
+    /// work arrived (0 = sleep at once).
+    #[serde(default)]
+    pub spin_us: u32,
 }
 
 /// The whole cluster configuration, flattened: the file's `[system]` and
@@ -114,10 +118,16 @@ pub struct ClusterConfig {
     pub max_frame_bytes: u32,
     pub max_signals_per_frame: u32,
     pub max_client_connections: u32,
+    /// NDB: SpinMethod / SchedulerSpinTimer. Trades a busy core for
+    /// lower latency; 0 = off.
+    pub spin_us: u32,
 
     // ---- [[node]] ----
     pub nodes: Vec<NodeSection>,
 }
+
+/// Longest allowed `spin_us` (10 ms).
+pub const SPIN_US_MAX: u32 = 10_000;
 
 /// Defaults of every optional key, in one place (docs/CONFIG.md mirrors it).
 pub mod defaults {
@@ -137,6 +147,7 @@ pub mod defaults {
     pub const MAX_FRAME_BYTES: u32 = 8 * 1024 * 1024;
     pub const MAX_SIGNALS_PER_FRAME: u32 = 16 * 1024;
     pub const MAX_CLIENT_CONNECTIONS: u32 = 1024;
+    pub const SPIN_US: u32 = 0;
 }
 
 // ----------------------------------------------------------------------------
@@ -195,6 +206,8 @@ struct FileDataNodeDefaults {
     max_signals_per_frame: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_client_connections: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    spin_us: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     data_dir: Option<PathBuf>,
 }
@@ -360,6 +373,7 @@ impl ClusterConfig {
             max_client_connections: dn
                 .max_client_connections
                 .unwrap_or(defaults::MAX_CLIENT_CONNECTIONS),
+            spin_us: dn.spin_us.unwrap_or(defaults::SPIN_US),
             nodes,
         };
         cfg.validate()?;
@@ -398,6 +412,7 @@ impl ClusterConfig {
                 max_frame_bytes: Some(self.max_frame_bytes),
                 max_signals_per_frame: Some(self.max_signals_per_frame),
                 max_client_connections: Some(self.max_client_connections),
+                spin_us: Some(self.spin_us),
                 data_dir: self.datanode_data_dir.clone(),
             },
             node: self
@@ -467,6 +482,7 @@ impl ClusterConfig {
             max_frame_bytes: defaults::MAX_FRAME_BYTES,
             max_signals_per_frame: defaults::MAX_SIGNALS_PER_FRAME,
             max_client_connections: defaults::MAX_CLIENT_CONNECTIONS,
+            spin_us: defaults::SPIN_US,
             nodes,
         }
     }
@@ -556,6 +572,12 @@ impl ClusterConfig {
             if value == 0 {
                 return Err(config_error(format!("{key} must be greater than 0")));
             }
+        }
+        if self.spin_us > SPIN_US_MAX {
+            return Err(config_error(format!(
+                "spin_us ({}) is over {SPIN_US_MAX}: spinning longer than that only burns the core",
+                self.spin_us
+            )));
         }
         if self.mgmd_max_connections == 0 {
             return Err(config_error("mgmd_max_connections must be greater than 0"));
@@ -655,6 +677,7 @@ impl ClusterConfig {
             max_frame_bytes: self.max_frame_bytes,
             max_signals_per_frame: self.max_signals_per_frame,
             max_client_connections: self.max_client_connections,
+            spin_us: self.spin_us,
         })
     }
 }
@@ -721,6 +744,7 @@ heartbeat_interval_ms = 100
 max_frame_bytes = 65536
 max_signals_per_frame = 64
 max_client_connections = 8
+spin_us = 250
 data_dir = "/data"
 
 [[node]]
@@ -757,6 +781,7 @@ type = "api"
         assert_eq!((d1.host.as_str(), d1.port), ("10.0.0.2", 3000));
         assert_eq!(d1.threads, 4);
         assert_eq!(d1.max_signals_per_frame, 64);
+        assert_eq!(d1.spin_us, 250);
         assert_eq!(
             c.data_node_config(2).unwrap().data_dir,
             PathBuf::from("/special")

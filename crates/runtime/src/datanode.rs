@@ -105,6 +105,10 @@ pub fn run_datanode(opts: DataNodeOptions) -> Result<(), ShoalError> {
     eprintln!("data node {} listening on {}:{port}", reg.node_id, cfg.host);
 
     let mut events = Events::with_capacity(1024);
+    // Like NDB's spinning: after work, poll without sleeping for a while,
+    // so the next request is seen without a wake-up (tens of µs here).
+    let spin = Duration::from_micros(u64::from(cfg.spin_us));
+    let mut spin_until: Option<Instant> = None;
     let mut next_tick = TICK_MS;
     let mut next_status = STATUS_EVERY_MS;
     loop {
@@ -114,11 +118,18 @@ pub fn run_datanode(opts: DataNodeOptions) -> Result<(), ShoalError> {
             return Ok(());
         }
         let now = el.now_ms();
-        let timeout = Duration::from_millis(next_tick.saturating_sub(now).max(1));
+        let timeout = if spin_until.is_some_and(|t| Instant::now() < t) {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(next_tick.saturating_sub(now).max(1))
+        };
         if let Err(e) = poll.poll(&mut events, Some(timeout)) {
             if e.kind() != std::io::ErrorKind::Interrupted {
                 return Err(io_err("epoll_wait", e));
             }
+        }
+        if !events.is_empty() && !spin.is_zero() {
+            spin_until = Some(Instant::now() + spin);
         }
         for event in events.iter() {
             match event.token() {
