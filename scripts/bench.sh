@@ -2,7 +2,7 @@
 # Shoal vs Redis, side by side in one run, on this machine (see
 # docs/BENCHMARKS.md for the figures and how to read them).
 #
-#   ./scripts/bench.sh            # full run (~3 minutes)
+#   ./scripts/bench.sh            # full run (~5 minutes)
 #   QUICK=1 ./scripts/bench.sh    # smaller counts, for a smoke test
 #
 # Layout (2 cores): the server (Shoal's data node, or redis-server) is
@@ -21,9 +21,9 @@ CLIENT_CORE=${CLIENT_CORE:-1}
 MGM_PORT=${MGM_PORT:-21186}
 REDIS_PORT=${REDIS_PORT:-26379}
 if [[ -n "${QUICK:-}" ]]; then
-    ROUNDS=50; LOOPS=2; MEM_ROWS_ROUNDS=100; LAT_N=2000; REDIS_N=200000
+    ROUNDS=50; LOOPS=2; MEM_ROWS=100000; LAT_N=2000; REDIS_N=200000
 else
-    ROUNDS=400; LOOPS=3; MEM_ROWS_ROUNDS=1000; LAT_N=20000; REDIS_N=2000000
+    ROUNDS=400; LOOPS=3; MEM_ROWS=1000000; LAT_N=20000; REDIS_N=4000000
 fi
 
 log() { printf '[bench] %s\n' "$*" >&2; }
@@ -52,13 +52,18 @@ rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 
 # ---------------------------------------------------------------- Shoal
 DATA=$(mktemp -d)
-cat >"$DATA/config.toml" <<EOF
+NODE_PID=
+# start_cluster SPIN_US: mgmd + one data node pinned to the server core.
+start_cluster() {
+    rm -rf "${DATA:?}"/*
+    cat >"$DATA/config.toml" <<EOF
 [system]
 data_dir = "$DATA"
 
 [datanode_defaults]
 no_of_replicas = 1
 data_memory = "4G"
+spin_us = $1
 
 [[node]]
 node_id = 49
@@ -71,30 +76,48 @@ node_id = 1
 type = "datanode"
 host = "127.0.0.1"
 EOF
-log "starting mgmd and one data node (data node on core $SERVER_CORE)"
-$SHOAL mgmd --config "$DATA/config.toml" >"$OUT/mgmd.log" 2>&1 &
-PIDS+=($!)
-for _ in $(seq 100); do $SHOAL mgm --connect 127.0.0.1:$MGM_PORT -e show >/dev/null 2>&1 && break; sleep 0.1; done
-taskset -c "$SERVER_CORE" $SHOAL datanode --connect 127.0.0.1:$MGM_PORT --node-id 1 >"$OUT/datanode.log" 2>&1 &
-NODE_PID=$!
-PIDS+=($NODE_PID)
-$SHOAL mgm --connect 127.0.0.1:$MGM_PORT wait --timeout-secs 30 >&2
+    $SHOAL mgmd --config "$DATA/config.toml" >>"$OUT/mgmd.log" 2>&1 &
+    PIDS+=($!)
+    for _ in $(seq 100); do $SHOAL mgm --connect 127.0.0.1:$MGM_PORT -e show >/dev/null 2>&1 && break; sleep 0.1; done
+    start_datanode
+}
+start_datanode() {
+    taskset -c "$SERVER_CORE" $SHOAL datanode --connect 127.0.0.1:$MGM_PORT --node-id 1 >>"$OUT/datanode.log" 2>&1 &
+    NODE_PID=$!
+    PIDS+=($NODE_PID)
+    $SHOAL mgm --connect 127.0.0.1:$MGM_PORT wait --timeout-secs 30 >&2
+}
 
 FLEX="taskset -c $CLIENT_CORE $SHOAL bench flexasynch --connect 127.0.0.1:$MGM_PORT"
+# Four threads with a connection each keep the data node busy while each
+# thread waits for its batch (flexAsynch's execute-all-then-poll rounds).
+THROUGHPUT_ARGS="-t 4 -con 4 -p 512 -a 2"
 
-log "flexasynch throughput: -t 1 -p 1024 -a 2 -o $ROUNDS -l $LOOPS -dirty"
-$FLEX -t 1 -p 1024 -a 2 -o "$ROUNDS" -l "$LOOPS" -dirty | tee "$OUT/flexasynch.txt"
+log "shoal: data node on core $SERVER_CORE, default config (spin_us = 0)"
+start_cluster 0
+log "flexasynch throughput: $THROUGHPUT_ARGS -o $ROUNDS -l $LOOPS -dirty"
+$FLEX $THROUGHPUT_ARGS -o "$ROUNDS" -l "$LOOPS" -dirty | tee "$OUT/flexasynch.txt"
 
 log "flexasynch serial latency: one single-read transaction in flight"
 $FLEX -t 1 -p 1 -c 1 -a 2 -o "$LAT_N" -dirty --latency | tee "$OUT/flexasynch-latency.txt"
 
-log "memory: 1M rows of -a 2 (8 bytes)"
+log "memory: $MEM_ROWS rows of -a 2 (8 bytes) into a freshly started data node"
+kill "$NODE_PID"; wait "$NODE_PID" 2>/dev/null || true
+start_datanode
+sleep 1
 RSS0=$(rss_kib $NODE_PID)
-$FLEX -t 1 -p 1000 -a 2 -o "$MEM_ROWS_ROUNDS" -l 1 --keep -dirty >"$OUT/flexasynch-memory.txt"
+$FLEX -t 1 -p 1000 -a 2 -o "$((MEM_ROWS / 1000))" -l 1 --keep -dirty >"$OUT/flexasynch-memory.txt" 2>&1
+sleep 1
 RSS1=$(rss_kib $NODE_PID)
-SHOAL_ROWS=$((1000 * MEM_ROWS_ROUNDS))
-SHOAL_BPR=$(( (RSS1 - RSS0) * 1024 / SHOAL_ROWS ))
+SHOAL_BPR=$(( (RSS1 - RSS0) * 1024 / MEM_ROWS ))
 $SHOAL mgm --connect 127.0.0.1:$MGM_PORT -e show | tee "$OUT/show-after-memory.txt" >&2
+cleanup
+PIDS=()
+
+log "shoal: the same with spin_us = 200 (the data node polls 200 us before sleeping)"
+start_cluster 200
+$FLEX -t 1 -p 1 -c 1 -a 2 -o "$LAT_N" -dirty --latency | tee "$OUT/flexasynch-latency-spin.txt"
+$FLEX $THROUGHPUT_ARGS -o "$ROUNDS" -l "$LOOPS" -dirty | tee "$OUT/flexasynch-spin.txt"
 cleanup
 PIDS=()
 
@@ -112,12 +135,20 @@ $RB -P 64 -c 50 -d 8 -t set,get -n "$REDIS_N" -r 1000000 --csv | tee "$OUT/redis
 log "redis-benchmark serial latency: -c 1 -P 1 -t get"
 $RB -c 1 -P 1 -d 8 -t get -n "$LAT_N" -r 1000000 --csv | tee "$OUT/redis-latency.csv"
 
-log "redis memory: 1M keys of 8-byte values"
-redis-cli -p "$REDIS_PORT" flushall >/dev/null
+cleanup
+PIDS=()
+
+log "redis memory: $MEM_ROWS keys of 8-byte values into a freshly started redis-server"
+# DEBUG POPULATE is off by default since Redis 7.
+taskset -c "$SERVER_CORE" redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
+    --enable-debug-command yes --daemonize no >>"$OUT/redis.log" 2>&1 &
+REDIS_PID=$!
+PIDS+=($REDIS_PID)
+for _ in $(seq 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
 R0=$(rss_kib $REDIS_PID)
-redis-cli -p "$REDIS_PORT" debug populate "$SHOAL_ROWS" key 8 >/dev/null
+redis-cli -p "$REDIS_PORT" debug populate "$MEM_ROWS" key 8 | grep -q OK || { log "DEBUG POPULATE failed"; exit 1; }
 R1=$(rss_kib $REDIS_PID)
-REDIS_BPK=$(( (R1 - R0) * 1024 / SHOAL_ROWS ))
+REDIS_BPK=$(( (R1 - R0) * 1024 / MEM_ROWS ))
 cleanup
 PIDS=()
 
@@ -130,6 +161,8 @@ echo "== summary ($(nproc) cores; server on core $SERVER_CORE, client on core $C
 grep -E '^(insert|update|delete|read) average' "$OUT/flexasynch.txt" | sed 's/^/shoal flexasynch  /'
 echo "redis -P 64 -c 50   SET $(csv_field "$OUT/redis-pipelined.csv" SET rps)/s  GET $(csv_field "$OUT/redis-pipelined.csv" GET rps)/s"
 grep -E '^read latency' "$OUT/flexasynch-latency.txt" | sed 's/^/shoal serial       /'
+grep -E '^read latency' "$OUT/flexasynch-latency-spin.txt" | sed 's/^/shoal serial spin  /'
+grep -E '^(insert|update|delete|read) average' "$OUT/flexasynch-spin.txt" | sed 's/^/shoal spin        /'
 echo "redis serial GET    p50: $(csv_field "$OUT/redis-latency.csv" GET p50_latency_ms)ms p99: $(csv_field "$OUT/redis-latency.csv" GET p99_latency_ms)ms"
-echo "memory per row      shoal: ${SHOAL_BPR} B (RSS growth / $SHOAL_ROWS rows)  redis: ${REDIS_BPK} B (RSS growth / $SHOAL_ROWS keys)"
+echo "memory per row      shoal: ${SHOAL_BPR} B (RSS growth / $MEM_ROWS rows)  redis: ${REDIS_BPK} B (RSS growth / $MEM_ROWS keys)"
 rm -rf "$DATA"

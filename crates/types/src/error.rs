@@ -206,6 +206,18 @@ mod tests {
     }
 
     #[test]
+    fn the_errors_page_lists_every_code_with_its_class() {
+        let page = include_str!("../../../docs/ERRORS.md");
+        for &c in ErrorCode::ALL {
+            let row = format!("| {} | `{:?}` | {} |", c as u16, c, c.class().as_str());
+            assert!(
+                page.contains(&row),
+                "docs/ERRORS.md lacks the row starting {row:?}"
+            );
+        }
+    }
+
+    #[test]
     fn display_has_code_class_and_detail() {
         let e = ShoalError::with_detail(ErrorCode::OutOfDataMemory, "table t1");
         let s = e.to_string();
