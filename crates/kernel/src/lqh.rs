@@ -166,16 +166,8 @@ impl Lqh {
         tokens.sort_unstable(); // deterministic order for the simulator
         for token in tokens {
             let w = self.waiting.remove(&token).expect("listed");
-            self.ops_in_use -= w.counted as usize;
-            if let Some(t) = self.txns.get_mut(&w.txn) {
-                t.waiting = None;
-                t.failed = true;
-            }
-            out.push_back(BlockSignal::LqhKeyRef {
-                txn: w.txn,
-                op_index: w.op_index,
-                error: err(ErrorCode::NoSuchTable, format!("table {id} was dropped")),
-            });
+            let error = err(ErrorCode::NoSuchTable, format!("table {id} was dropped"));
+            self.fail_wait(w, error, out);
         }
     }
 
@@ -220,25 +212,17 @@ impl Lqh {
         let Some(w) = self.waiting.remove(&token) else {
             return;
         };
-        self.ops_in_use -= w.counted as usize;
         if let Some(entry) = self.tables.get_mut(&w.op.table) {
             entry
                 .frag
                 .locks
                 .cancel_wait(w.row, w.txn, &mut self.granted);
         }
-        if let Some(t) = self.txns.get_mut(&w.txn) {
-            t.waiting = None;
-            t.failed = true;
-        }
-        out.push_back(BlockSignal::LqhKeyRef {
-            txn: w.txn,
-            op_index: w.op_index,
-            error: err(
-                ErrorCode::DeadlockTimeout,
-                format!("lock wait exceeded deadlock_timeout_ms={timeout}"),
-            ),
-        });
+        let error = err(
+            ErrorCode::DeadlockTimeout,
+            format!("lock wait exceeded deadlock_timeout_ms={timeout}"),
+        );
+        self.fail_wait(w, error, out);
         self.resume_granted(now_ms, out);
     }
 
@@ -482,6 +466,21 @@ impl Lqh {
             self.run_op(now_ms, txn, w.op_index, w.op, Some(w.row), out);
             self.drain_queue(now_ms, txn, out);
         }
+    }
+
+    /// Fails an operation taken out of `waiting` (its lock request already
+    /// withdrawn): its transaction accepts no more operations here.
+    fn fail_wait(&mut self, w: WaitingOp, error: ShoalError, out: &mut VecDeque<BlockSignal>) {
+        self.ops_in_use -= w.counted as usize;
+        if let Some(t) = self.txns.get_mut(&w.txn) {
+            t.waiting = None;
+            t.failed = true;
+        }
+        out.push_back(BlockSignal::LqhKeyRef {
+            txn: w.txn,
+            op_index: w.op_index,
+            error,
+        });
     }
 
     /// Runs a waiting operation again from the start: the row it waited for

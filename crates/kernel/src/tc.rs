@@ -89,6 +89,14 @@ fn reject(trans: TransId, error: &ShoalError, op_index: u16) -> Signal {
 
 const NO_OP: u16 = 0xFFFF;
 
+/// The results of a request whose operations have all been answered.
+fn take_results(t: &mut Txn) -> Vec<OpResult> {
+    t.results
+        .drain(..)
+        .map(|r| r.expect("all answered"))
+        .collect()
+}
+
 impl Tc {
     pub fn new(cfg: KernelConfig) -> Self {
         Tc {
@@ -268,11 +276,7 @@ impl Tc {
                     .get_mut(&txn)
                     .expect("commit of a known transaction");
                 assert!(matches!(t.state, TxnState::Committing));
-                let results = t
-                    .results
-                    .drain(..)
-                    .map(|r| r.expect("all answered"))
-                    .collect();
+                let results = take_results(t);
                 out.push(Output::Send {
                     conn: t.conn,
                     signal: conf(t.trans, TransState::Committed, results),
@@ -316,11 +320,7 @@ impl Tc {
                 // Idle time counts from the answer, not from the request:
                 // time spent waiting for locks is not inactivity.
                 t.last_active_ms = now_ms;
-                let results = t
-                    .results
-                    .drain(..)
-                    .map(|r| r.expect("all answered"))
-                    .collect();
+                let results = take_results(t);
                 out.push(Output::Send {
                     conn: t.conn,
                     signal: conf(t.trans, TransState::Open, results),
@@ -331,11 +331,7 @@ impl Tc {
                 q.push_back(BlockSignal::CommitReq { txn });
             }
             ExecType::Commit => {
-                let results = t
-                    .results
-                    .drain(..)
-                    .map(|r| r.expect("all answered"))
-                    .collect();
+                let results = take_results(t);
                 out.push(Output::Send {
                     conn: t.conn,
                     signal: conf(t.trans, TransState::Committed, results),
