@@ -642,11 +642,13 @@ impl ClusterConfig {
     /// Node groups as in NDB: data nodes in id order, `no_of_replicas` per
     /// group (nodes 1,2 form group 0 and 3,4 group 1 with two replicas).
     pub fn node_groups(&self) -> Vec<Vec<u16>> {
-        let per_group = self.no_of_replicas.max(1) as usize;
-        self.data_node_ids()
-            .chunks(per_group)
-            .map(|c| c.to_vec())
-            .collect()
+        // A validated config always forms whole groups; an unvalidated one
+        // with a stray node count yields none.
+        shoal_types::distribution::node_groups(
+            &self.data_node_ids(),
+            self.no_of_replicas.max(1) as usize,
+        )
+        .unwrap_or_default()
     }
 
     /// The effective settings of data node `node_id`, or `None` if that id
