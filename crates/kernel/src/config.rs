@@ -2,6 +2,8 @@
 
 #[derive(Clone, Debug)]
 pub struct KernelConfig {
+    /// This data node's id (fragments with a replica here are stored here).
+    pub node_id: u16,
     pub data_memory_bytes: usize,
     pub max_concurrent_transactions: usize,
     pub max_concurrent_operations: usize,
@@ -15,6 +17,7 @@ pub struct KernelConfig {
 impl Default for KernelConfig {
     fn default() -> Self {
         KernelConfig {
+            node_id: 1,
             data_memory_bytes: 512 << 20,
             max_concurrent_transactions: 4096,
             max_concurrent_operations: 32_768,

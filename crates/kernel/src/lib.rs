@@ -20,6 +20,7 @@
 pub mod config;
 pub mod lqh;
 pub mod node;
+pub mod route;
 pub mod signal;
 pub mod tc;
 

@@ -7,7 +7,7 @@
 //! Invariants:
 //! - The row store holds committed images, plus *tentative* rows inserted
 //!   by open transactions. Uncommitted updates and deletes live in
-//!   `TableEntry::pending`, keyed by row id; only the transaction holding
+//!   `FragEntry::pending`, keyed by row id; only the transaction holding
 //!   the row's exclusive lock has a pending entry for it.
 //! - Memory an uncommitted update may need at commit (a longer var part)
 //!   is charged at prepare, so commit never fails for want of memory.
@@ -21,8 +21,19 @@ use crate::config::KernelConfig;
 use crate::signal::{BlockSignal, TxnRef};
 use hashbrown::HashMap;
 use shoal_storage::{Fragment, LockMode as RowLock, LockOutcome, Memory, RowId, WaitToken};
+use shoal_types::distribution::FragmentId;
 use shoal_types::layout::AttrSlice;
 use shoal_types::{hash_key, ErrorCode, RowLayout, SchemaVersion, ShoalError, TableDef, TableId};
+
+/// A fragment of a table: (table, fragment id).
+type FragKey = (TableId, FragmentId);
+
+/// Which operation of its request an operation is, and its fragment.
+#[derive(Clone, Copy)]
+struct OpAt {
+    index: u16,
+    frag: FragmentId,
+}
 use shoal_wire::signals::ALL_COLUMNS;
 use shoal_wire::{KeyOp, LockMode, OpResult, OpType};
 use std::collections::VecDeque;
@@ -49,7 +60,8 @@ struct Pending {
     reserved_bytes: usize,
 }
 
-struct TableEntry {
+/// One fragment of a table held by this node.
+struct FragEntry {
     version: SchemaVersion,
     layout: Arc<RowLayout>,
     frag: Fragment,
@@ -59,6 +71,7 @@ struct TableEntry {
 struct WaitingOp {
     txn: TxnRef,
     op_index: u16,
+    frag: FragmentId,
     op: KeyOp,
     row: RowId,
     since_ms: u64,
@@ -68,11 +81,11 @@ struct WaitingOp {
 
 #[derive(Default)]
 struct LqhTxn {
-    /// Rows this transaction has locked here: (table, row, key hash).
-    rows: Vec<(TableId, RowId, u64)>,
+    /// Rows this transaction has locked here: (fragment, row, key hash).
+    rows: Vec<(FragKey, RowId, u64)>,
     waiting: Option<WaitToken>,
     /// Operations that arrived while another of this transaction waited.
-    queued: VecDeque<(u16, KeyOp)>,
+    queued: VecDeque<(u16, FragmentId, KeyOp)>,
     /// An operation failed for good (e.g. lock timeout): run nothing more.
     failed: bool,
 }
@@ -80,7 +93,9 @@ struct LqhTxn {
 pub struct Lqh {
     cfg: KernelConfig,
     mem: Memory,
-    tables: HashMap<TableId, TableEntry>,
+    /// The fragments of each table this node holds.
+    tables: HashMap<TableId, Vec<FragmentId>>,
+    frags: HashMap<FragKey, FragEntry>,
     txns: HashMap<TxnRef, LqhTxn>,
     waiting: HashMap<WaitToken, WaitingOp>,
     next_token: WaitToken,
@@ -110,6 +125,7 @@ impl Lqh {
             mem: Memory::new(cfg.data_memory_bytes),
             cfg,
             tables: HashMap::new(),
+            frags: HashMap::new(),
             txns: HashMap::new(),
             waiting: HashMap::new(),
             next_token: 1,
@@ -124,7 +140,18 @@ impl Lqh {
     }
 
     pub fn row_count(&self) -> usize {
-        self.tables.values().map(|t| t.frag.row_count()).sum()
+        self.frags.values().map(|f| f.frag.row_count()).sum()
+    }
+
+    /// Rows per fragment of `table` held here, by fragment id.
+    pub fn fragment_rows(&self, table: TableId) -> Vec<(FragmentId, u64)> {
+        let Some(fragments) = self.tables.get(&table) else {
+            return Vec::new();
+        };
+        fragments
+            .iter()
+            .map(|&f| (f, self.frags[&(table, f)].frag.row_count() as u64))
+            .collect()
     }
 
     pub fn ops_in_use(&self) -> usize {
@@ -135,28 +162,35 @@ impl Lqh {
         self.tables.contains_key(&id)
     }
 
-    pub fn create_table(&mut self, def: &TableDef) {
+    /// Adds a table with the fragments of it this node holds.
+    pub fn create_table(&mut self, def: &TableDef, local_fragments: Vec<FragmentId>) {
         let layout = Arc::new(RowLayout::new(def));
-        self.tables.insert(
-            def.id,
-            TableEntry {
-                version: def.version,
-                frag: Fragment::new(layout.clone()),
-                layout,
-                pending: HashMap::new(),
-            },
-        );
+        for &f in &local_fragments {
+            self.frags.insert(
+                (def.id, f),
+                FragEntry {
+                    version: def.version,
+                    frag: Fragment::new(layout.clone()),
+                    layout: layout.clone(),
+                    pending: HashMap::new(),
+                },
+            );
+        }
+        self.tables.insert(def.id, local_fragments);
     }
 
     /// Drops a table: frees its rows and fails every operation waiting on it.
     pub fn drop_table(&mut self, id: TableId, out: &mut VecDeque<BlockSignal>) {
-        let Some(mut entry) = self.tables.remove(&id) else {
+        let Some(fragments) = self.tables.remove(&id) else {
             return;
         };
-        for p in entry.pending.values() {
-            self.mem.release(p.reserved_bytes);
+        for f in fragments {
+            let mut entry = self.frags.remove(&(id, f)).expect("listed fragment");
+            for p in entry.pending.values() {
+                self.mem.release(p.reserved_bytes);
+            }
+            entry.frag.drop_all(&mut self.mem);
         }
-        entry.frag.drop_all(&mut self.mem);
         let mut tokens: Vec<WaitToken> = self
             .waiting
             .iter()
@@ -173,9 +207,12 @@ impl Lqh {
 
     pub fn handle(&mut self, now_ms: u64, sig: BlockSignal, out: &mut VecDeque<BlockSignal>) {
         match sig {
-            BlockSignal::LqhKeyReq { txn, op_index, op } => {
-                self.key_req(now_ms, txn, op_index, op, out)
-            }
+            BlockSignal::LqhKeyReq {
+                txn,
+                op_index,
+                frag,
+                op,
+            } => self.key_req(now_ms, txn, op_index, frag, op, out),
             BlockSignal::CommitReq { txn } => {
                 self.finish(txn, true, now_ms, out);
                 out.push_back(BlockSignal::CommitConf { txn });
@@ -188,7 +225,6 @@ impl Lqh {
         }
     }
 
-    /// Fails lock waits older than the deadlock timeout.
     /// Lock waits past `deadlock_timeout_ms`, oldest first. The caller
     /// expires them one at a time with [`Lqh::expire_wait`], letting each
     /// abort release its locks before the next is looked at: of two
@@ -212,7 +248,7 @@ impl Lqh {
         let Some(w) = self.waiting.remove(&token) else {
             return;
         };
-        if let Some(entry) = self.tables.get_mut(&w.op.table) {
+        if let Some(entry) = self.frags.get_mut(&(w.op.table, w.frag)) {
             entry
                 .frag
                 .locks
@@ -231,6 +267,7 @@ impl Lqh {
         now_ms: u64,
         txn: TxnRef,
         op_index: u16,
+        frag: FragmentId,
         op: KeyOp,
         out: &mut VecDeque<BlockSignal>,
     ) {
@@ -258,11 +295,21 @@ impl Lqh {
                     return;
                 }
                 self.ops_in_use += 1;
-                t.queued.push_back((op_index, op));
+                t.queued.push_back((op_index, frag, op));
                 return;
             }
         }
-        self.run_op(now_ms, txn, op_index, op, None, out);
+        self.run_op(
+            now_ms,
+            txn,
+            OpAt {
+                index: op_index,
+                frag,
+            },
+            op,
+            None,
+            out,
+        );
         self.resume_granted(now_ms, out);
     }
 
@@ -272,21 +319,21 @@ impl Lqh {
         &mut self,
         now_ms: u64,
         txn: TxnRef,
-        op_index: u16,
+        at: OpAt,
         op: KeyOp,
         waited_on: Option<RowId>,
         out: &mut VecDeque<BlockSignal>,
     ) {
-        match self.try_op(now_ms, txn, op_index, op, waited_on) {
+        match self.try_op(now_ms, txn, at, op, waited_on) {
             Ok(Some(result)) => out.push_back(BlockSignal::LqhKeyConf {
                 txn,
-                op_index,
+                op_index: at.index,
                 result,
             }),
             Ok(None) => {} // waiting for a lock
             Err(error) => out.push_back(BlockSignal::LqhKeyRef {
                 txn,
-                op_index,
+                op_index: at.index,
                 error,
             }),
         }
@@ -296,16 +343,29 @@ impl Lqh {
         &mut self,
         now_ms: u64,
         txn: TxnRef,
-        op_index: u16,
+        at: OpAt,
         op: KeyOp,
         waited_on: Option<RowId>,
     ) -> Result<Option<OpResult>, ShoalError> {
-        let entry = self.tables.get_mut(&op.table).ok_or_else(|| {
-            err(
-                ErrorCode::NoSuchTable,
-                format!("table id {} is not known to this node", op.table),
-            )
-        })?;
+        let fkey = (op.table, at.frag);
+        let entry = match self.frags.get_mut(&fkey) {
+            Some(e) => e,
+            None if self.tables.contains_key(&op.table) => {
+                return Err(err(
+                    ErrorCode::Internal,
+                    format!(
+                        "fragment {} of table {} is not on this node",
+                        at.frag, op.table
+                    ),
+                ))
+            }
+            None => {
+                return Err(err(
+                    ErrorCode::NoSuchTable,
+                    format!("table id {} is not known to this node", op.table),
+                ))
+            }
+        };
         if entry.version != op.version {
             return Err(err(
                 ErrorCode::InvalidSchemaVersion,
@@ -382,7 +442,7 @@ impl Lqh {
                     .entry(txn)
                     .or_default()
                     .rows
-                    .push((op.table, row, hash));
+                    .push((fkey, row, hash));
                 return Ok(Some(OpResult {
                     code: 0,
                     data: Vec::new(),
@@ -409,7 +469,7 @@ impl Lqh {
                             .entry(txn)
                             .or_default()
                             .rows
-                            .push((op.table, row, hash));
+                            .push((fkey, row, hash));
                     }
                 }
                 LockOutcome::Waiting => {
@@ -425,7 +485,8 @@ impl Lqh {
                         token,
                         WaitingOp {
                             txn,
-                            op_index,
+                            op_index: at.index,
+                            frag: at.frag,
                             op,
                             row,
                             since_ms: now_ms,
@@ -460,10 +521,14 @@ impl Lqh {
             t.waiting = None;
             if w.counted {
                 // The waiting record becomes the locked-row record.
-                t.rows.push((w.op.table, w.row, hash));
+                t.rows.push(((w.op.table, w.frag), w.row, hash));
             }
             let txn = w.txn;
-            self.run_op(now_ms, txn, w.op_index, w.op, Some(w.row), out);
+            let at = OpAt {
+                index: w.op_index,
+                frag: w.frag,
+            };
+            self.run_op(now_ms, txn, at, w.op, Some(w.row), out);
             self.drain_queue(now_ms, txn, out);
         }
     }
@@ -495,7 +560,11 @@ impl Lqh {
             t.waiting = None;
         }
         let txn = w.txn;
-        self.run_op(now_ms, txn, w.op_index, w.op, None, out);
+        let at = OpAt {
+            index: w.op_index,
+            frag: w.frag,
+        };
+        self.run_op(now_ms, txn, at, w.op, None, out);
         self.drain_queue(now_ms, txn, out);
     }
 
@@ -507,11 +576,21 @@ impl Lqh {
             if t.waiting.is_some() || t.failed {
                 return;
             }
-            let Some((op_index, op)) = t.queued.pop_front() else {
+            let Some((op_index, frag, op)) = t.queued.pop_front() else {
                 return;
             };
             self.ops_in_use -= 1;
-            self.run_op(now_ms, txn, op_index, op, None, out);
+            self.run_op(
+                now_ms,
+                txn,
+                OpAt {
+                    index: op_index,
+                    frag,
+                },
+                op,
+                None,
+                out,
+            );
         }
     }
 
@@ -524,14 +603,14 @@ impl Lqh {
         if let Some(token) = t.waiting {
             if let Some(w) = self.waiting.remove(&token) {
                 self.ops_in_use -= w.counted as usize;
-                if let Some(entry) = self.tables.get_mut(&w.op.table) {
+                if let Some(entry) = self.frags.get_mut(&(w.op.table, w.frag)) {
                     entry.frag.locks.cancel_wait(w.row, txn, &mut self.granted);
                 }
             }
         }
         self.ops_in_use -= t.rows.len();
-        for (table, row, hash) in t.rows {
-            let Some(entry) = self.tables.get_mut(&table) else {
+        for (fkey, row, hash) in t.rows {
+            let Some(entry) = self.frags.get_mut(&fkey) else {
                 continue;
             };
             let mut vanished = false;
@@ -658,7 +737,7 @@ fn read_image(layout: &RowLayout, fixed: &[u8], var: &[u8], op: &KeyOp) -> OpRes
 /// A committed read by the transaction that has uncommitted changes to the
 /// row: it sees its own writes.
 fn read_own(
-    entry: &TableEntry,
+    entry: &FragEntry,
     layout: &RowLayout,
     row: RowId,
     op: &KeyOp,
@@ -678,7 +757,7 @@ fn read_own(
 
 /// Runs an operation on a row this transaction has locked as needed.
 fn apply_locked(
-    entry: &mut TableEntry,
+    entry: &mut FragEntry,
     layout: &RowLayout,
     mem: &mut Memory,
     txn: TxnRef,

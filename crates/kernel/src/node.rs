@@ -5,8 +5,10 @@
 
 use crate::config::KernelConfig;
 use crate::lqh::Lqh;
+use crate::route::TableRoute;
 use crate::signal::BlockSignal;
 use crate::tc::Tc;
+use shoal_types::distribution::FragmentId;
 use shoal_types::{ErrorCode, ShoalError, TableDef, TableId};
 use shoal_wire::Signal;
 use std::collections::VecDeque;
@@ -29,6 +31,7 @@ pub struct NodeStats {
 }
 
 pub struct DataNode {
+    node_id: u16,
     tc: Tc,
     lqh: Lqh,
     queue: VecDeque<BlockSignal>,
@@ -37,6 +40,7 @@ pub struct DataNode {
 impl DataNode {
     pub fn new(cfg: KernelConfig) -> Self {
         DataNode {
+            node_id: cfg.node_id,
             tc: Tc::new(cfg.clone()),
             lqh: Lqh::new(cfg),
             queue: VecDeque::new(),
@@ -46,11 +50,14 @@ impl DataNode {
     /// Adds a table (mgmd's schema event). Re-adding a known id is a no-op.
     pub fn create_table(&mut self, def: &TableDef) {
         if !self.lqh.has_table(def.id) {
-            self.lqh.create_table(def);
+            let route = TableRoute::new(def, self.node_id);
+            self.lqh.create_table(def, route.fragments_on(self.node_id));
+            self.tc.add_table(def.id, route);
         }
     }
 
     pub fn drop_table(&mut self, now_ms: u64, id: TableId, out: &mut Vec<Output>) {
+        self.tc.drop_table(id);
         self.lqh.drop_table(id, &mut self.queue);
         self.run(now_ms, out);
     }
@@ -92,6 +99,11 @@ impl DataNode {
         }
         self.tc.tick(now_ms, &mut self.queue, out);
         self.run(now_ms, out);
+    }
+
+    /// Rows per local fragment of `table`, by fragment id.
+    pub fn fragment_rows(&self, table: TableId) -> Vec<(FragmentId, u64)> {
+        self.lqh.fragment_rows(table)
     }
 
     pub fn stats(&self) -> NodeStats {

@@ -2,6 +2,7 @@
 //! on the same node, so these travel through the node's local queue; the
 //! multi-node issue gives them a wire encoding.
 
+use shoal_types::distribution::FragmentId;
 use shoal_types::ShoalError;
 use shoal_wire::{KeyOp, OpResult};
 
@@ -15,6 +16,8 @@ pub enum BlockSignal {
     LqhKeyReq {
         txn: TxnRef,
         op_index: u16,
+        /// The fragment of `op.table` the key belongs to.
+        frag: FragmentId,
         op: KeyOp,
     },
     /// LQH → TC: the operation succeeded (reads carry their data).

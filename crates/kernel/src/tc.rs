@@ -15,9 +15,10 @@
 
 use crate::config::KernelConfig;
 use crate::node::{ConnId, Output};
+use crate::route::TableRoute;
 use crate::signal::{BlockSignal, TxnRef};
 use hashbrown::HashMap;
-use shoal_types::{ErrorCode, ShoalError, TransId};
+use shoal_types::{ErrorCode, ShoalError, TableId, TransId};
 use shoal_wire::signals::OP_IGNORE_ERROR;
 use shoal_wire::{
     ExecType, LockMode, OpResult, OpType, Signal, TcKeyConf, TcKeyRef, TcKeyReq, TransState,
@@ -68,6 +69,9 @@ pub struct Tc {
     txns: HashMap<TxnRef, Txn>,
     by_client: HashMap<(ConnId, TransId), TxnRef>,
     next_ref: TxnRef,
+    /// Where each table's operations go. An unknown table is sent to
+    /// fragment 0, where LQH answers "no such table".
+    routes: HashMap<TableId, TableRoute>,
 }
 
 fn conf(trans: TransId, state: TransState, results: Vec<OpResult>) -> Signal {
@@ -104,7 +108,16 @@ impl Tc {
             txns: HashMap::new(),
             by_client: HashMap::new(),
             next_ref: 1,
+            routes: HashMap::new(),
         }
+    }
+
+    pub fn add_table(&mut self, id: TableId, route: TableRoute) {
+        self.routes.insert(id, route);
+    }
+
+    pub fn drop_table(&mut self, id: TableId) {
+        self.routes.remove(&id);
     }
 
     pub fn transaction_count(&self) -> usize {
@@ -216,9 +229,14 @@ impl Tc {
             if !(op.op == OpType::Read && op.lock == LockMode::CommittedRead) {
                 t.lqh_state = true;
             }
+            let frag = self
+                .routes
+                .get(&op.table)
+                .map_or(0, |r| r.fragment_of(&op.key));
             q.push_back(BlockSignal::LqhKeyReq {
                 txn: txn_ref,
                 op_index: i as u16,
+                frag,
                 op,
             });
         }

@@ -425,3 +425,92 @@ fn client_may_not_send_node_signals() {
     let err = h.node.client_signal(h.now, 1, bogus, &mut out).unwrap_err();
     assert_eq!(err.code, ErrorCode::ProtocolViolation);
 }
+
+#[test]
+fn rows_spread_over_fragments_and_a_key_prefix_keeps_them_together() {
+    use shoal_types::distribution::DistributionSpec;
+    let mut def = TableDef::new(
+        "orders",
+        vec![
+            ColumnDef::new("customer", ColumnType::Int { unsigned: true }),
+            ColumnDef::new("order_no", ColumnType::Int { unsigned: true }),
+            ColumnDef::new("amount", ColumnType::BigInt { unsigned: false }),
+        ],
+        &["customer", "order_no"],
+    )
+    .unwrap();
+    def.id = TableId(9);
+    def.version = SchemaVersion(1);
+    def.options.distribution_key_columns = Some(1);
+    def.distribution = Some(DistributionSpec::single_node(1, 8));
+    let layout = RowLayout::new(&def);
+    let mut node = DataNode::new(KernelConfig::default());
+    node.create_table(&def);
+    let op = |customer: u64, order: u64, op: OpType| {
+        let mut key = Vec::new();
+        layout
+            .encode_key(&[Value::UInt(customer), Value::UInt(order)], &mut key)
+            .unwrap();
+        let mut attrs = Vec::new();
+        if op == OpType::Insert {
+            let amount = Value::Int((customer * 100 + order) as i64);
+            shoal_types::layout::encode_attrs(&def, &[(2, &amount)], &mut attrs).unwrap();
+        } else {
+            attrs.extend_from_slice(&ALL_COLUMNS.to_le_bytes());
+        }
+        KeyOp {
+            op,
+            lock: LockMode::CommittedRead,
+            flags: 0,
+            table: def.id,
+            version: def.version,
+            key,
+            attrs,
+        }
+    };
+    // Customer c has c+1 orders, one customer per transaction.
+    let mut out = Vec::new();
+    for c in 0..40u64 {
+        let ops = (0..=c).map(|o| op(c, o, OpType::Insert)).collect();
+        let req = TcKeyReq {
+            trans: TransId(c + 1),
+            exec: ExecType::Commit,
+            ops,
+        };
+        node.client_signal(0, 1, Signal::TcKeyReq(req), &mut out)
+            .unwrap();
+        conf(&out);
+        out.clear();
+    }
+    let per_fragment = node.fragment_rows(def.id);
+    assert_eq!(per_fragment.len(), 8);
+    let total: u64 = per_fragment.iter().map(|(_, n)| n).sum();
+    assert_eq!(total, (1..=40).sum::<u64>());
+    let used = per_fragment.iter().filter(|(_, n)| *n > 0).count();
+    assert!(
+        used >= 6,
+        "40 customers should reach most of 8 fragments: {per_fragment:?}"
+    );
+    // Every row of one customer is in one fragment: the row counts are
+    // sums of whole customers' order counts, and all rows read back.
+    let ops = (0..40u64)
+        .flat_map(|c| (0..=c).map(move |o| (c, o)))
+        .map(|(c, o)| op(c, o, OpType::Read))
+        .collect();
+    let req = TcKeyReq {
+        trans: TransId(1000),
+        exec: ExecType::Commit,
+        ops,
+    };
+    node.client_signal(0, 1, Signal::TcKeyReq(req), &mut out)
+        .unwrap();
+    let c = conf(&out);
+    assert!(c.results.iter().all(|r| r.code == 0 && !r.data.is_empty()));
+    let route = crate::route::TableRoute::new(&def, 1);
+    for cust in 0..40u64 {
+        let frags: std::collections::BTreeSet<_> = (0..=cust)
+            .map(|o| route.fragment_of(&op(cust, o, OpType::Read).key))
+            .collect();
+        assert_eq!(frags.len(), 1, "customer {cust} spread over {frags:?}");
+    }
+}

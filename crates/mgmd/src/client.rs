@@ -526,10 +526,12 @@ pub fn format_show(status: &ClusterStatus) -> String {
 
     let data_nodes = of_kind(KIND_DATANODE);
     let _ = writeln!(out, "[datanode] {} node(s)", data_nodes.len());
-    let per_group = status.no_of_replicas.max(1) as usize;
-    for (i, n) in data_nodes.iter().enumerate() {
+    for n in &data_nodes {
         let addr = format!("@{}:{}", n.host, n.port);
-        let mut detail = format!("nodegroup {}", i / per_group);
+        let group = n
+            .node_group
+            .map_or_else(|| "no nodegroup".to_string(), |g| format!("nodegroup {g}"));
+        let mut detail = format!("{group}, {} primary fragment(s)", n.primaries);
         if let Some(s) = &n.status {
             let free = s
                 .data_memory_total_bytes

@@ -121,6 +121,9 @@ pub struct ClusterConfig {
     /// NDB: SpinMethod / SchedulerSpinTimer. Trades a busy core for
     /// lower latency; 0 = off.
     pub spin_us: u32,
+    /// NDB: PartitionsPerNode. A table's default fragment count is this
+    /// times the number of data nodes.
+    pub partitions_per_node: u32,
 
     // ---- [[node]] ----
     pub nodes: Vec<NodeSection>,
@@ -148,6 +151,7 @@ pub mod defaults {
     pub const MAX_SIGNALS_PER_FRAME: u32 = 16 * 1024;
     pub const MAX_CLIENT_CONNECTIONS: u32 = 1024;
     pub const SPIN_US: u32 = 0;
+    pub const PARTITIONS_PER_NODE: u32 = 2;
 }
 
 // ----------------------------------------------------------------------------
@@ -208,6 +212,8 @@ struct FileDataNodeDefaults {
     max_client_connections: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     spin_us: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    partitions_per_node: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     data_dir: Option<PathBuf>,
 }
@@ -374,6 +380,9 @@ impl ClusterConfig {
                 .max_client_connections
                 .unwrap_or(defaults::MAX_CLIENT_CONNECTIONS),
             spin_us: dn.spin_us.unwrap_or(defaults::SPIN_US),
+            partitions_per_node: dn
+                .partitions_per_node
+                .unwrap_or(defaults::PARTITIONS_PER_NODE),
             nodes,
         };
         cfg.validate()?;
@@ -413,6 +422,7 @@ impl ClusterConfig {
                 max_signals_per_frame: Some(self.max_signals_per_frame),
                 max_client_connections: Some(self.max_client_connections),
                 spin_us: Some(self.spin_us),
+                partitions_per_node: Some(self.partitions_per_node),
                 data_dir: self.datanode_data_dir.clone(),
             },
             node: self
@@ -483,6 +493,7 @@ impl ClusterConfig {
             max_signals_per_frame: defaults::MAX_SIGNALS_PER_FRAME,
             max_client_connections: defaults::MAX_CLIENT_CONNECTIONS,
             spin_us: defaults::SPIN_US,
+            partitions_per_node: defaults::PARTITIONS_PER_NODE,
             nodes,
         }
     }
@@ -546,7 +557,7 @@ impl ClusterConfig {
                 self.no_of_replicas
             )));
         }
-        let nonzero: [(&str, u64); 11] = [
+        let nonzero: [(&str, u64); 12] = [
             ("data_memory", self.data_memory_bytes),
             ("threads", self.threads.into()),
             ("deadlock_timeout_ms", self.deadlock_timeout_ms),
@@ -566,12 +577,23 @@ impl ClusterConfig {
             ("max_frame_bytes", self.max_frame_bytes.into()),
             ("max_signals_per_frame", self.max_signals_per_frame.into()),
             ("max_client_connections", self.max_client_connections.into()),
+            ("partitions_per_node", self.partitions_per_node.into()),
             ("schema_ack_timeout_ms", self.schema_ack_timeout_ms),
         ];
         for (key, value) in nonzero {
             if value == 0 {
                 return Err(config_error(format!("{key} must be greater than 0")));
             }
+        }
+        let default_fragments =
+            u64::from(self.partitions_per_node) * self.data_node_ids().len() as u64;
+        if default_fragments > u64::from(shoal_types::distribution::BUCKETS) {
+            return Err(config_error(format!(
+                "partitions_per_node ({}) × {} data nodes exceeds {} fragments per table",
+                self.partitions_per_node,
+                self.data_node_ids().len(),
+                shoal_types::distribution::BUCKETS
+            )));
         }
         if self.spin_us > SPIN_US_MAX {
             return Err(config_error(format!(
@@ -649,6 +671,35 @@ impl ClusterConfig {
             self.no_of_replicas.max(1) as usize,
         )
         .unwrap_or_default()
+    }
+
+    /// The distribution of a new table: every node group, and
+    /// `fragment_count` fragments (default `partitions_per_node` × data
+    /// nodes), which must divide evenly over the node groups.
+    pub fn table_distribution(
+        &self,
+        fragment_count: Option<u32>,
+    ) -> Result<shoal_types::distribution::DistributionSpec, ShoalError> {
+        let groups = self.node_groups();
+        let data_nodes = self.data_node_ids().len() as u32;
+        let total = fragment_count.unwrap_or(self.partitions_per_node * data_nodes);
+        if groups.is_empty() || total == 0 || total % groups.len() as u32 != 0 {
+            return Err(ShoalError::with_detail(
+                ErrorCode::BadTableDefinition,
+                format!(
+                    "fragment_count {total} must be a positive multiple of the {} node group(s)",
+                    groups.len()
+                ),
+            ));
+        }
+        let spec = shoal_types::distribution::DistributionSpec {
+            version: 1,
+            fragments_per_group: total / groups.len() as u32,
+            node_groups: groups,
+        };
+        spec.map()
+            .map_err(|e| ShoalError::with_detail(ErrorCode::BadTableDefinition, e.detail))?;
+        Ok(spec)
     }
 
     /// The effective settings of data node `node_id`, or `None` if that id

@@ -97,6 +97,12 @@ pub struct NodeInfo {
     pub state: NodeState,
     /// The last status a connected data node reported.
     pub status: Option<NodeStatus>,
+    /// Data nodes: primary replicas of table fragments held (all tables).
+    #[serde(default)]
+    pub primaries: u32,
+    /// Data nodes: its node group.
+    #[serde(default)]
+    pub node_group: Option<u16>,
 }
 
 /// A [`ShoalError`] on the wire: the registry code and the detail.

@@ -497,6 +497,16 @@ impl Shared {
 
     fn status(&self) -> ClusterStatus {
         let st = self.lock();
+        let groups = self.config.node_groups();
+        // Primary replicas per node, over every table's fragments.
+        let mut primaries: HashMap<u16, u32> = HashMap::new();
+        for t in st.tables.values() {
+            if let Some(Ok(map)) = t.distribution.as_ref().map(|d| d.map()) {
+                for f in &map.fragments {
+                    *primaries.entry(f.replicas[0]).or_default() += 1;
+                }
+            }
+        }
         let mut nodes = Vec::new();
         for n in &self.config.nodes {
             let session = st.sessions.get(&n.node_id);
@@ -508,6 +518,8 @@ impl Shared {
                     port: self.mgmd_port,
                     state: NodeState::Started,
                     status: None,
+                    primaries: 0,
+                    node_group: None,
                 },
                 KIND_DATANODE => {
                     let status = session.and_then(|s| s.status.clone());
@@ -522,6 +534,11 @@ impl Shared {
                         port,
                         state: session.map_or(NodeState::NotStarted, |s| s.state),
                         status,
+                        primaries: primaries.get(&n.node_id).copied().unwrap_or(0),
+                        node_group: groups
+                            .iter()
+                            .position(|g| g.contains(&n.node_id))
+                            .map(|g| g as u16),
                     }
                 }
                 _ => NodeInfo {
@@ -535,6 +552,8 @@ impl Shared {
                         NodeState::NotStarted
                     },
                     status: None,
+                    primaries: 0,
+                    node_group: None,
                 },
             };
             nodes.push(info);
@@ -549,6 +568,8 @@ impl Shared {
                     port: 0,
                     state: NodeState::Started,
                     status: None,
+                    primaries: 0,
+                    node_group: None,
                 });
             }
         }
@@ -615,6 +636,8 @@ impl Shared {
     }
 
     async fn create_table(&self, mut def: TableDef) -> Result<TableDef, ShoalError> {
+        // Where the table lives is mgmd's decision, not the client's.
+        def.distribution = Some(self.config.table_distribution(def.options.fragment_count)?);
         def.validate()?;
         let _op = self.schema_op.lock().await;
         let file = {

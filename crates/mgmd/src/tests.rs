@@ -4,6 +4,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use shoal_types::distribution::DistributionSpec;
 use shoal_types::{ColumnDef, ColumnType, ErrorCode, TableDef};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -164,6 +165,17 @@ async fn tables_are_created_listed_and_dropped() {
     let t1 = s.create_table(table("t1")).await.unwrap();
     assert_ne!(t1.id.0, 0, "an id is assigned");
     assert_ne!(t1.version.0, 0, "a version is assigned");
+    // mgmd places it: partitions_per_node (2) × 1 data node, on node 1.
+    assert_eq!(
+        t1.distribution,
+        Some(DistributionSpec::single_node(1, 2)),
+        "mgmd assigns the distribution"
+    );
+    let mut custom = table("custom");
+    custom.options.fragment_count = Some(5);
+    let custom = s.create_table(custom).await.unwrap();
+    assert_eq!(custom.distribution.unwrap().fragment_count(), 5);
+    s.drop_table("custom").await.unwrap();
     assert_eq!(s.get_table("t1").await.unwrap(), t1);
 
     let dup = s.create_table(table("t1")).await.unwrap_err();
@@ -312,6 +324,13 @@ async fn show_and_wait_follow_node_states() {
     assert_eq!(err.code, ErrorCode::NodeNotReady);
     assert!(err.detail.contains("node 1"), "names the node: {err}");
 
+    // Created while no data node is connected (nothing to wait for): its
+    // two fragments have their primaries on node 1.
+    api(&mgmd.addr)
+        .await
+        .create_table(table("placed"))
+        .await
+        .unwrap();
     let mut node = MgmClient::connect(&mgmd.addr)
         .await
         .unwrap()
@@ -333,6 +352,10 @@ async fn show_and_wait_follow_node_states() {
         .await
         .unwrap();
     let text = format_show(&status);
+    assert!(
+        text.contains("nodegroup 0, 2 primary fragment(s)"),
+        "{text}"
+    );
     assert!(text.contains("[datanode] 1 node(s)"), "{text}");
     assert!(text.contains("started"), "{text}");
     assert!(text.contains(":40000"), "live port shown: {text}");

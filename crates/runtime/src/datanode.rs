@@ -69,6 +69,7 @@ pub fn run_datanode(opts: DataNodeOptions) -> Result<(), ShoalError> {
         .map_err(|e| io_err("registering listener", e))?;
 
     let mut node = DataNode::new(KernelConfig {
+        node_id: reg.node_id,
         data_memory_bytes: cfg.data_memory_bytes as usize,
         max_concurrent_transactions: cfg.max_concurrent_transactions as usize,
         max_concurrent_operations: cfg.max_concurrent_operations as usize,

@@ -18,6 +18,7 @@ use std::fmt;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use shoal_kernel::{ConnId, DataNode, KernelConfig, Output};
+use shoal_types::distribution::DistributionSpec;
 use shoal_types::layout::encode_attrs;
 use shoal_types::{
     ColumnDef, ColumnType, RowLayout, SchemaVersion, TableDef, TableId, TransId, Value,
@@ -52,6 +53,9 @@ const P_LONG_IDLE: f64 = 0.01;
 /// timeout, plus both message delays, plus tick granularity.
 const LONG_IDLE_MS: u64 = INACTIVE_TIMEOUT_MS + 2 * MAX_DELAY_MS + 3 * TICK_MS + 50;
 const TABLE: TableId = TableId(1);
+const NODE_ID: u16 = 1;
+/// The table is split into this many fragments, all on the one node.
+const FRAGMENTS: u32 = 4;
 const VERSION: SchemaVersion = SchemaVersion(1);
 
 /// What to simulate.
@@ -170,6 +174,7 @@ pub fn table_def() -> TableDef {
     .expect("valid table");
     def.id = TABLE;
     def.version = VERSION;
+    def.distribution = Some(DistributionSpec::single_node(NODE_ID, FRAGMENTS));
     def
 }
 
@@ -251,6 +256,7 @@ impl World {
     fn new(opts: &SimOptions) -> World {
         let def = table_def();
         let mut node = DataNode::new(KernelConfig {
+            node_id: NODE_ID,
             data_memory_bytes: 64 << 20,
             max_concurrent_transactions: MAX_CONCURRENT_TRANSACTIONS,
             max_concurrent_operations: 100_000,
@@ -786,8 +792,8 @@ impl World {
         }
 
         // Deleting everything gives back all memory but the fixed-size row
-        // pages, which the table keeps for its next rows (all KEYS rows fit
-        // in one page).
+        // pages, which each fragment keeps for its next rows (one page per
+        // fragment holds all of its rows here).
         let deletes: Vec<PlannedOp> = (0..KEYS)
             .map(|key| PlannedOp {
                 kind: OpKind::Delete,
@@ -801,7 +807,8 @@ impl World {
             other => return Err(format!("final delete refused: {other:?}")),
         }
         let stats = self.node.stats();
-        let kept = self.empty_memory_bytes + shoal_storage::PAGE_BYTES as u64;
+        let kept =
+            self.empty_memory_bytes + u64::from(FRAGMENTS) * shoal_storage::PAGE_BYTES as u64;
         if stats.rows != 0 || stats.data_memory_used_bytes > kept {
             return Err(format!(
                 "after deleting every row: {} rows, {} bytes of data memory used (expected at most {kept})",

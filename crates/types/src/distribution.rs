@@ -48,6 +48,36 @@ pub struct DistributionMap {
     pub buckets: Vec<FragmentId>,
 }
 
+/// How a table is distributed, as mgmd stores it with the table: the node
+/// groups and the fragment count per group (the map follows from these).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DistributionSpec {
+    pub version: u32,
+    pub node_groups: Vec<Vec<u16>>,
+    pub fragments_per_group: u32,
+}
+
+impl DistributionSpec {
+    /// Every fragment on the one node `node_id`.
+    pub fn single_node(node_id: u16, fragments: u32) -> Self {
+        DistributionSpec {
+            version: 1,
+            node_groups: vec![vec![node_id]],
+            fragments_per_group: fragments,
+        }
+    }
+
+    pub fn fragment_count(&self) -> u32 {
+        self.node_groups.len() as u32 * self.fragments_per_group
+    }
+
+    pub fn map(&self) -> Result<DistributionMap, ShoalError> {
+        let mut map = DistributionMap::new(&self.node_groups, self.fragments_per_group)?;
+        map.version = self.version;
+        Ok(map)
+    }
+}
+
 /// Node groups as NDB forms them by default: data node ids in ascending
 /// order, `replicas` nodes per group (nodes 1,2 → group 0; 3,4 → group 1).
 pub fn node_groups(data_nodes: &[u16], replicas: usize) -> Result<Vec<Vec<u16>>, ShoalError> {

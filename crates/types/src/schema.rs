@@ -134,6 +134,10 @@ pub struct TableOptions {
     /// Serve reads from any replica (NDB's READ_BACKUP).
     #[serde(default)]
     pub read_backup: bool,
+    /// Distribute by the first this-many primary-key columns instead of the
+    /// whole key, so rows sharing them share a fragment; `None` = whole key.
+    #[serde(default)]
+    pub distribution_key_columns: Option<u16>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -148,6 +152,11 @@ pub struct TableDef {
     pub primary_key: Vec<u16>,
     #[serde(default)]
     pub options: TableOptions,
+    /// Assigned by mgmd at create time: node groups and fragments. `None`
+    /// in a create request (and in tests that build a table by hand: one
+    /// fragment on the local node).
+    #[serde(default)]
+    pub distribution: Option<crate::distribution::DistributionSpec>,
 }
 
 fn bad(detail: String) -> ShoalError {
@@ -188,6 +197,7 @@ impl TableDef {
             columns,
             primary_key: pk,
             options: TableOptions::default(),
+            distribution: None,
         };
         def.validate()?;
         Ok(def)
@@ -275,6 +285,21 @@ impl TableDef {
             return Err(bad(format!(
                 "primary key may take {key_bytes} bytes; the limit is {KEY_BYTES_MAX}"
             )));
+        }
+        if let Some(n) = self.options.distribution_key_columns {
+            if n == 0 || n as usize > self.primary_key.len() {
+                return Err(bad(format!(
+                    "distribution_key_columns must be 1..={} (the primary key's columns), got {n}",
+                    self.primary_key.len()
+                )));
+            }
+        }
+        if self.options.fragment_count == Some(0) {
+            return Err(bad("fragment_count must be at least 1".into()));
+        }
+        if let Some(d) = &self.distribution {
+            d.map()
+                .map_err(|e| bad(format!("distribution: {}", e.detail)))?;
         }
         Ok(())
     }

@@ -1,0 +1,47 @@
+//! Where an operation goes: a table's distribution map and distribution
+//! key, as TC uses them to pick the fragment (and, with many nodes, the
+//! node) of each operation.
+
+use std::sync::Arc;
+
+use shoal_types::distribution::{distribution_key, DistributionMap, DistributionSpec, FragmentId};
+use shoal_types::{hash_key, RowLayout, TableDef};
+
+pub struct TableRoute {
+    layout: Arc<RowLayout>,
+    key_columns: Option<u16>,
+    map: DistributionMap,
+}
+
+impl TableRoute {
+    /// The table's route. A table without a distribution (built by hand,
+    /// not by mgmd) has one fragment on `own_node`.
+    pub fn new(def: &TableDef, own_node: u16) -> TableRoute {
+        let spec = def
+            .distribution
+            .clone()
+            .unwrap_or_else(|| DistributionSpec::single_node(own_node, 1));
+        TableRoute {
+            layout: Arc::new(RowLayout::new(def)),
+            key_columns: def.options.distribution_key_columns,
+            // mgmd validated the spec when it created the table.
+            map: spec.map().expect("a validated distribution"),
+        }
+    }
+
+    /// The fragment of an encoded primary key. A malformed key maps to
+    /// fragment 0, whose LQH then reports what is wrong with it.
+    pub fn fragment_of(&self, key: &[u8]) -> FragmentId {
+        match distribution_key(&self.layout, key, self.key_columns) {
+            Ok(k) => self.map.fragment_of(hash_key(k)),
+            Err(_) => 0,
+        }
+    }
+
+    /// The fragments with a replica on `node`.
+    pub fn fragments_on(&self, node: u16) -> Vec<FragmentId> {
+        (0..self.map.fragments.len() as FragmentId)
+            .filter(|&f| self.map.replicas(f).contains(&node))
+            .collect()
+    }
+}
