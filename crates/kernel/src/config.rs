@@ -12,6 +12,9 @@ pub struct KernelConfig {
     pub deadlock_timeout_ms: u64,
     /// An open transaction idle longer than this is aborted (0 = never).
     pub transaction_inactive_timeout_ms: u64,
+    /// Emit [`crate::Output::CommitPoint`] when TC decides to commit (for
+    /// the simulator's checker; the runtime leaves it off).
+    pub report_commit_points: bool,
 }
 
 impl Default for KernelConfig {
@@ -24,6 +27,7 @@ impl Default for KernelConfig {
             max_operations_per_transaction: 8192,
             deadlock_timeout_ms: 1200,
             transaction_inactive_timeout_ms: 0,
+            report_commit_points: false,
         }
     }
 }

@@ -18,21 +18,29 @@
 //! `LqhKeyRef`, `CommitConf`, `AbortConf` (all to the local TC).
 
 use crate::config::KernelConfig;
-use crate::signal::{BlockSignal, TxnRef};
+use crate::signal::{BlockSignal, FragKey, TxnRef};
 use hashbrown::HashMap;
 use shoal_storage::{Fragment, LockMode as RowLock, LockOutcome, Memory, RowId, WaitToken};
 use shoal_types::distribution::FragmentId;
 use shoal_types::layout::AttrSlice;
 use shoal_types::{hash_key, ErrorCode, RowLayout, SchemaVersion, ShoalError, TableDef, TableId};
 
-/// A fragment of a table: (table, fragment id).
-type FragKey = (TableId, FragmentId);
-
-/// Which operation of its request an operation is, and its fragment.
-#[derive(Clone, Copy)]
+/// Which operation of its request an operation is, its fragment, and the
+/// replicas it runs on (this node is `chain[hop]`).
+#[derive(Clone)]
 struct OpAt {
     index: u16,
     frag: FragmentId,
+    chain: Arc<[u16]>,
+    hop: u8,
+}
+
+impl OpAt {
+    /// Whether another replica runs the operation after this node.
+    fn next_hop(&self) -> Option<u8> {
+        let next = self.hop + 1;
+        ((next as usize) < self.chain.len()).then_some(next)
+    }
 }
 use shoal_wire::signals::ALL_COLUMNS;
 use shoal_wire::{KeyOp, LockMode, OpResult, OpType};
@@ -70,8 +78,7 @@ struct FragEntry {
 
 struct WaitingOp {
     txn: TxnRef,
-    op_index: u16,
-    frag: FragmentId,
+    at: OpAt,
     op: KeyOp,
     row: RowId,
     since_ms: u64,
@@ -85,7 +92,7 @@ struct LqhTxn {
     rows: Vec<(FragKey, RowId, u64)>,
     waiting: Option<WaitToken>,
     /// Operations that arrived while another of this transaction waited.
-    queued: VecDeque<(u16, FragmentId, KeyOp)>,
+    queued: VecDeque<(OpAt, KeyOp)>,
     /// An operation failed for good (e.g. lock timeout): run nothing more.
     failed: bool,
 }
@@ -154,6 +161,26 @@ impl Lqh {
             .collect()
     }
 
+    /// Every committed row of one local fragment as an attribute list of
+    /// all its columns, sorted: equal on every replica of the fragment
+    /// once no transaction is in flight (row ids may differ).
+    pub fn fragment_image(&self, table: TableId, frag: FragmentId) -> Option<Vec<Vec<u8>>> {
+        let entry = self.frags.get(&(table, frag))?;
+        let mut rows = Vec::with_capacity(entry.frag.row_count());
+        let mut at = 0;
+        while let Some(id) = entry.frag.next_row(at) {
+            if !entry.frag.is_tentative(id) {
+                let (fixed, var) = entry.frag.row(id);
+                let mut data = Vec::new();
+                entry.layout.read_attrs(fixed, var, None, &mut data);
+                rows.push(data);
+            }
+            at = id + 1;
+        }
+        rows.sort_unstable();
+        Some(rows)
+    }
+
     pub fn ops_in_use(&self) -> usize {
         self.ops_in_use
     }
@@ -212,14 +239,42 @@ impl Lqh {
                 op_index,
                 frag,
                 op,
-            } => self.key_req(now_ms, txn, op_index, frag, op, out),
-            BlockSignal::CommitReq { txn } => {
-                self.finish(txn, true, now_ms, out);
-                out.push_back(BlockSignal::CommitConf { txn });
+                chain,
+                hop,
+            } => {
+                let at = OpAt {
+                    index: op_index,
+                    frag,
+                    chain,
+                    hop,
+                };
+                self.key_req(now_ms, txn, at, op, out)
             }
-            BlockSignal::AbortReq { txn } => {
+            BlockSignal::CommitReq {
+                txn,
+                frags,
+                release,
+                ..
+            } => {
+                self.commit_frags(txn, &frags, release, now_ms, out);
+                out.push_back(BlockSignal::CommitConf {
+                    txn,
+                    node: self.cfg.node_id,
+                });
+            }
+            BlockSignal::CompleteReq { txn, .. } => {
+                self.finish(txn, true, now_ms, out);
+                out.push_back(BlockSignal::CompleteConf {
+                    txn,
+                    node: self.cfg.node_id,
+                });
+            }
+            BlockSignal::AbortReq { txn, .. } => {
                 self.finish(txn, false, now_ms, out);
-                out.push_back(BlockSignal::AbortConf { txn });
+                out.push_back(BlockSignal::AbortConf {
+                    txn,
+                    node: self.cfg.node_id,
+                });
             }
             other => panic!("LQH got a signal meant for TC: {other:?}"),
         }
@@ -248,7 +303,7 @@ impl Lqh {
         let Some(w) = self.waiting.remove(&token) else {
             return;
         };
-        if let Some(entry) = self.frags.get_mut(&(w.op.table, w.frag)) {
+        if let Some(entry) = self.frags.get_mut(&(w.op.table, w.at.frag)) {
             entry
                 .frag
                 .locks
@@ -266,8 +321,7 @@ impl Lqh {
         &mut self,
         now_ms: u64,
         txn: TxnRef,
-        op_index: u16,
-        frag: FragmentId,
+        at: OpAt,
         op: KeyOp,
         out: &mut VecDeque<BlockSignal>,
     ) {
@@ -283,33 +337,23 @@ impl Lqh {
         };
         if let Some(t) = t {
             if t.failed {
-                return;
+                return out.push_back(already_failed(txn, at.index));
             }
             if t.waiting.is_some() || !t.queued.is_empty() {
                 if self.ops_in_use >= self.cfg.max_concurrent_operations {
                     out.push_back(too_many_ops(
                         txn,
-                        op_index,
+                        at.index,
                         self.cfg.max_concurrent_operations,
                     ));
                     return;
                 }
                 self.ops_in_use += 1;
-                t.queued.push_back((op_index, frag, op));
+                t.queued.push_back((at, op));
                 return;
             }
         }
-        self.run_op(
-            now_ms,
-            txn,
-            OpAt {
-                index: op_index,
-                frag,
-            },
-            op,
-            None,
-            out,
-        );
+        self.run_op(now_ms, txn, at, op, None, out);
         self.resume_granted(now_ms, out);
     }
 
@@ -324,16 +368,30 @@ impl Lqh {
         waited_on: Option<RowId>,
         out: &mut VecDeque<BlockSignal>,
     ) {
+        // A write with more replicas after this one goes on to the next
+        // (NDB's linear prepare); the last replica answers TC.
+        let forward = at.next_hop().map(|hop| (hop, op.clone()));
+        let (index, frag, chain) = (at.index, at.frag, at.chain.clone());
         match self.try_op(now_ms, txn, at, op, waited_on) {
-            Ok(Some(result)) => out.push_back(BlockSignal::LqhKeyConf {
-                txn,
-                op_index: at.index,
-                result,
+            Ok(Some(result)) => out.push_back(match forward {
+                Some((hop, op)) => BlockSignal::LqhKeyReq {
+                    txn,
+                    op_index: index,
+                    frag,
+                    op,
+                    chain,
+                    hop,
+                },
+                None => BlockSignal::LqhKeyConf {
+                    txn,
+                    op_index: index,
+                    result,
+                },
             }),
             Ok(None) => {} // waiting for a lock
             Err(error) => out.push_back(BlockSignal::LqhKeyRef {
                 txn,
-                op_index: at.index,
+                op_index: index,
                 error,
             }),
         }
@@ -485,8 +543,7 @@ impl Lqh {
                         token,
                         WaitingOp {
                             txn,
-                            op_index: at.index,
-                            frag: at.frag,
+                            at,
                             op,
                             row,
                             since_ms: now_ms,
@@ -521,31 +578,34 @@ impl Lqh {
             t.waiting = None;
             if w.counted {
                 // The waiting record becomes the locked-row record.
-                t.rows.push(((w.op.table, w.frag), w.row, hash));
+                t.rows.push(((w.op.table, w.at.frag), w.row, hash));
             }
             let txn = w.txn;
-            let at = OpAt {
-                index: w.op_index,
-                frag: w.frag,
-            };
-            self.run_op(now_ms, txn, at, w.op, Some(w.row), out);
+            self.run_op(now_ms, txn, w.at, w.op, Some(w.row), out);
             self.drain_queue(now_ms, txn, out);
         }
     }
 
     /// Fails an operation taken out of `waiting` (its lock request already
     /// withdrawn): its transaction accepts no more operations here.
+    /// Every operation TC sent gets an answer, so the operations queued
+    /// behind the failed one are refused too (TC may be counting on them
+    /// before it aborts).
     fn fail_wait(&mut self, w: WaitingOp, error: ShoalError, out: &mut VecDeque<BlockSignal>) {
         self.ops_in_use -= w.counted as usize;
+        out.push_back(BlockSignal::LqhKeyRef {
+            txn: w.txn,
+            op_index: w.at.index,
+            error,
+        });
         if let Some(t) = self.txns.get_mut(&w.txn) {
             t.waiting = None;
             t.failed = true;
+            self.ops_in_use -= t.queued.len();
+            for (at, _) in t.queued.drain(..) {
+                out.push_back(already_failed(w.txn, at.index));
+            }
         }
-        out.push_back(BlockSignal::LqhKeyRef {
-            txn: w.txn,
-            op_index: w.op_index,
-            error,
-        });
     }
 
     /// Runs a waiting operation again from the start: the row it waited for
@@ -560,11 +620,7 @@ impl Lqh {
             t.waiting = None;
         }
         let txn = w.txn;
-        let at = OpAt {
-            index: w.op_index,
-            frag: w.frag,
-        };
-        self.run_op(now_ms, txn, at, w.op, None, out);
+        self.run_op(now_ms, txn, w.at, w.op, None, out);
         self.drain_queue(now_ms, txn, out);
     }
 
@@ -576,25 +632,64 @@ impl Lqh {
             if t.waiting.is_some() || t.failed {
                 return;
             }
-            let Some((op_index, frag, op)) = t.queued.pop_front() else {
+            let Some((at, op)) = t.queued.pop_front() else {
                 return;
             };
             self.ops_in_use -= 1;
-            self.run_op(
-                now_ms,
-                txn,
-                OpAt {
-                    index: op_index,
-                    frag,
-                },
-                op,
-                None,
-                out,
-            );
+            self.run_op(now_ms, txn, at, op, None, out);
         }
     }
 
-    /// Commits (`commit = true`) or aborts a transaction's work here.
+    /// Commits the transaction's changes in `frags` (one round of the
+    /// commit protocol); with `release`, also releases its locks there.
+    /// Locks kept are released by [`Lqh::finish`] at complete.
+    fn commit_frags(
+        &mut self,
+        txn: TxnRef,
+        frags: &[FragKey],
+        release: bool,
+        now_ms: u64,
+        out: &mut VecDeque<BlockSignal>,
+    ) {
+        let Some(t) = self.txns.get_mut(&txn) else {
+            return;
+        };
+        let rows = std::mem::take(&mut t.rows);
+        let mut kept = Vec::with_capacity(rows.len());
+        for (fkey, row, hash) in rows {
+            if !frags.contains(&fkey) {
+                kept.push((fkey, row, hash));
+                continue;
+            }
+            let Some(entry) = self.frags.get_mut(&fkey) else {
+                self.ops_in_use -= 1;
+                continue;
+            };
+            if apply_pending(entry, &mut self.mem, txn, row, hash, true) {
+                // The row is gone (a committed delete): its lock goes too,
+                // whatever `release` says, so the row id can be reused.
+                entry
+                    .frag
+                    .locks
+                    .release_vanished(row, txn, &mut self.restart);
+                self.ops_in_use -= 1;
+            } else if release {
+                entry.frag.locks.release(row, txn, &mut self.granted);
+                self.ops_in_use -= 1;
+            } else {
+                kept.push((fkey, row, hash));
+            }
+        }
+        let t = self.txns.get_mut(&txn).expect("present");
+        t.rows = kept;
+        if t.rows.is_empty() && t.waiting.is_none() && t.queued.is_empty() {
+            self.txns.remove(&txn);
+        }
+        self.resume_granted(now_ms, out);
+    }
+
+    /// Ends a transaction here: commits (`commit = true`) or drops what is
+    /// still pending, cancels its lock wait, releases every lock.
     fn finish(&mut self, txn: TxnRef, commit: bool, now_ms: u64, out: &mut VecDeque<BlockSignal>) {
         let Some(t) = self.txns.remove(&txn) else {
             return;
@@ -603,7 +698,7 @@ impl Lqh {
         if let Some(token) = t.waiting {
             if let Some(w) = self.waiting.remove(&token) {
                 self.ops_in_use -= w.counted as usize;
-                if let Some(entry) = self.frags.get_mut(&(w.op.table, w.frag)) {
+                if let Some(entry) = self.frags.get_mut(&(w.op.table, w.at.frag)) {
                     entry.frag.locks.cancel_wait(w.row, txn, &mut self.granted);
                 }
             }
@@ -613,25 +708,7 @@ impl Lqh {
             let Some(entry) = self.frags.get_mut(&fkey) else {
                 continue;
             };
-            let mut vanished = false;
-            if entry.pending.get(&row).is_some_and(|p| p.owner == txn) {
-                let p = entry.pending.remove(&row).expect("checked");
-                self.mem.release(p.reserved_bytes);
-                match (p.kind, commit) {
-                    (PendingKind::Inserted, true) => entry.frag.commit_insert(row),
-                    (PendingKind::Inserted | PendingKind::InsertedThenDeleted, _)
-                    | (PendingKind::Deleted, true) => {
-                        entry.frag.remove(&mut self.mem, hash, row);
-                        vanished = true;
-                    }
-                    (PendingKind::Updated { fixed, var }, true) => entry
-                        .frag
-                        .replace(&mut self.mem, row, &fixed, var.as_deref())
-                        .expect("commit memory was reserved at prepare"),
-                    (PendingKind::Updated { .. } | PendingKind::Deleted, false) => {}
-                }
-            }
-            if vanished {
+            if apply_pending(entry, &mut self.mem, txn, row, hash, commit) {
                 entry
                     .frag
                     .locks
@@ -641,6 +718,51 @@ impl Lqh {
             }
         }
         self.resume_granted(now_ms, out);
+    }
+}
+
+/// Commits or drops `txn`'s pending change of `row`, if it has one.
+/// Returns whether the row no longer exists (a rolled-back insert or a
+/// committed delete).
+fn apply_pending(
+    entry: &mut FragEntry,
+    mem: &mut Memory,
+    txn: TxnRef,
+    row: RowId,
+    hash: u64,
+    commit: bool,
+) -> bool {
+    if entry.pending.get(&row).is_none_or(|p| p.owner != txn) {
+        return false;
+    }
+    let p = entry.pending.remove(&row).expect("checked");
+    mem.release(p.reserved_bytes);
+    match (p.kind, commit) {
+        (PendingKind::Inserted, true) => entry.frag.commit_insert(row),
+        (PendingKind::Inserted | PendingKind::InsertedThenDeleted, _)
+        | (PendingKind::Deleted, true) => {
+            entry.frag.remove(mem, hash, row);
+            return true;
+        }
+        (PendingKind::Updated { fixed, var }, true) => entry
+            .frag
+            .replace(mem, row, &fixed, var.as_deref())
+            .expect("commit memory was reserved at prepare"),
+        (PendingKind::Updated { .. } | PendingKind::Deleted, false) => {}
+    }
+    false
+}
+
+/// The answer to an operation of a transaction that already failed here
+/// (TC is aborting it).
+fn already_failed(txn: TxnRef, op_index: u16) -> BlockSignal {
+    BlockSignal::LqhKeyRef {
+        txn,
+        op_index,
+        error: err(
+            ErrorCode::TransactionNotFound,
+            "an earlier operation of this transaction failed on this node",
+        ),
     }
 }
 

@@ -9,8 +9,9 @@ use crate::route::TableRoute;
 use crate::signal::BlockSignal;
 use crate::tc::Tc;
 use shoal_types::distribution::FragmentId;
+use shoal_types::TransId;
 use shoal_types::{ErrorCode, ShoalError, TableDef, TableId};
-use shoal_wire::Signal;
+use shoal_wire::{OpResult, Signal};
 use std::collections::VecDeque;
 
 /// A client connection, numbered by the driver.
@@ -18,7 +19,24 @@ pub type ConnId = u64;
 
 #[derive(Debug, PartialEq)]
 pub enum Output {
+    /// A signal for a client connection.
     Send { conn: ConnId, signal: Signal },
+    /// A signal for the blocks of another data node.
+    ToNode { node: u16, signal: BlockSignal },
+    /// TC decided to commit this transaction (every operation prepared on
+    /// every replica); the client hears `Committed` once the replicas
+    /// confirm. Only with `KernelConfig::report_commit_points`: the
+    /// simulator's model commits here.
+    CommitPoint {
+        conn: ConnId,
+        trans: TransId,
+        results: Vec<OpResult>,
+    },
+    /// Every replica confirmed the commit of this transaction (whether or
+    /// not its client is still there to hear it). Only with
+    /// `KernelConfig::report_commit_points`: between `CommitPoint` and this,
+    /// readers may see the data before or after the commit.
+    CommitDone { conn: ConnId, trans: TransId },
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -106,6 +124,12 @@ impl DataNode {
         self.lqh.fragment_rows(table)
     }
 
+    /// The committed rows of a local fragment (see `Lqh::fragment_image`),
+    /// or `None` if this node holds no replica of it.
+    pub fn fragment_image(&self, table: TableId, frag: FragmentId) -> Option<Vec<Vec<u8>>> {
+        self.lqh.fragment_image(table, frag)
+    }
+
     pub fn stats(&self) -> NodeStats {
         NodeStats {
             data_memory_used_bytes: self.lqh.memory().used_bytes() as u64,
@@ -116,13 +140,24 @@ impl DataNode {
         }
     }
 
+    /// A signal from another data node's blocks.
+    pub fn node_signal(&mut self, now_ms: u64, signal: BlockSignal, out: &mut Vec<Output>) {
+        debug_assert_eq!(signal.destination(), self.node_id, "misrouted {signal:?}");
+        self.queue.push_back(signal);
+        self.run(now_ms, out);
+    }
+
+    /// Delivers queued signals to run completion: local ones to this
+    /// node's blocks, the others out to their nodes.
     fn run(&mut self, now_ms: u64, out: &mut Vec<Output>) {
         while let Some(sig) = self.queue.pop_front() {
-            match sig {
-                BlockSignal::LqhKeyReq { .. }
-                | BlockSignal::CommitReq { .. }
-                | BlockSignal::AbortReq { .. } => self.lqh.handle(now_ms, sig, &mut self.queue),
-                _ => self.tc.handle(now_ms, sig, &mut self.queue, out),
+            let node = sig.destination();
+            if node != self.node_id {
+                out.push(Output::ToNode { node, signal: sig });
+            } else if sig.for_lqh() {
+                self.lqh.handle(now_ms, sig, &mut self.queue);
+            } else {
+                self.tc.handle(now_ms, sig, &mut self.queue, out);
             }
         }
     }

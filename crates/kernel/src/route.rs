@@ -11,6 +11,10 @@ pub struct TableRoute {
     layout: Arc<RowLayout>,
     key_columns: Option<u16>,
     map: DistributionMap,
+    /// Per fragment: every replica, primary first (where writes go).
+    write_chains: Vec<Arc<[u16]>>,
+    /// Per fragment: the primary alone (where reads go).
+    read_chains: Vec<Arc<[u16]>>,
 }
 
 impl TableRoute {
@@ -21,12 +25,36 @@ impl TableRoute {
             .distribution
             .clone()
             .unwrap_or_else(|| DistributionSpec::single_node(own_node, 1));
+        // mgmd validated the spec when it created the table.
+        let map = spec.map().expect("a validated distribution");
+        let write_chains = map
+            .fragments
+            .iter()
+            .map(|f| Arc::from(f.replicas.as_slice()))
+            .collect();
+        let read_chains = map
+            .fragments
+            .iter()
+            .map(|f| Arc::from(&f.replicas[..1]))
+            .collect();
         TableRoute {
             layout: Arc::new(RowLayout::new(def)),
             key_columns: def.options.distribution_key_columns,
-            // mgmd validated the spec when it created the table.
-            map: spec.map().expect("a validated distribution"),
+            map,
+            write_chains,
+            read_chains,
         }
+    }
+
+    /// The replicas an operation on `frag` runs on: the primary alone for
+    /// a read, every replica (primary first) for a write.
+    pub fn chain(&self, frag: FragmentId, read: bool) -> &Arc<[u16]> {
+        let chains = if read {
+            &self.read_chains
+        } else {
+            &self.write_chains
+        };
+        &chains[frag as usize]
     }
 
     /// The fragment of an encoded primary key. A malformed key maps to

@@ -1,42 +1,61 @@
 //! TC, the transaction coordinator: owns the transactions clients run on
-//! this node, sends each operation to the LQH holding its fragment,
-//! collects the answers and runs commit or abort.
+//! this node, sends each operation to the replicas of its fragment,
+//! collects the answers and runs commit or abort on every node involved.
+//!
+//! Commit follows NDB's linear protocol, per transaction:
+//! 1. prepare: each write goes primary → backup(s) (`LqhKeyReq` passed
+//!    along the chain by LQH); the last replica answers TC;
+//! 2. commit, backups first: `CommitReq` (keep locks) to every node
+//!    holding a backup replica the transaction wrote, then, when all have
+//!    confirmed, `CommitReq` (release locks) to the primaries — so a
+//!    change is visible at a primary only once every replica holds it;
+//! 3. the client hears `Committed` once the primaries confirmed;
+//! 4. complete: `CompleteReq` releases the backups' locks and records.
 //!
 //! Invariants:
 //! - A transaction has at most one client request in progress.
-//! - A transaction that touched LQH state (locks, changes) ends with a
-//!   `CommitReq` or an `AbortReq` to LQH before its record is freed, so no
-//!   lock outlives its transaction.
+//! - A transaction that may hold LQH state on a node ends with a
+//!   `CommitReq`/`CompleteReq` or an `AbortReq` there before its record is
+//!   freed, so no lock outlives its transaction.
+//! - No `AbortReq` is sent while an operation that runs on more than one
+//!   node is unanswered: it could still be on its way to a backup, which
+//!   would then keep state for a transaction already aborted there.
 //! - Transaction records are bounded by `max_concurrent_transactions`.
 //!
 //! Signals taken: client `TcKeyReq`, `LqhKeyConf`, `LqhKeyRef`,
-//! `CommitConf`, `AbortConf`; sent: `LqhKeyReq`, `CommitReq`, `AbortReq`,
-//! client `TcKeyConf` / `TcKeyRef`.
+//! `CommitConf`, `CompleteConf`, `AbortConf`; sent: `LqhKeyReq`,
+//! `CommitReq`, `CompleteReq`, `AbortReq`, client `TcKeyConf` / `TcKeyRef`.
 
 use crate::config::KernelConfig;
 use crate::node::{ConnId, Output};
 use crate::route::TableRoute;
-use crate::signal::{BlockSignal, TxnRef};
+use crate::signal::{first_txn_ref, BlockSignal, FragKey, TxnRef};
 use hashbrown::HashMap;
 use shoal_types::{ErrorCode, ShoalError, TableId, TransId};
 use shoal_wire::signals::OP_IGNORE_ERROR;
 use shoal_wire::{
     ExecType, LockMode, OpResult, OpType, Signal, TcKeyConf, TcKeyRef, TcKeyReq, TransState,
 };
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
 
 /// What to tell the client when an abort completes.
 enum AbortReply {
     /// The client asked for a rollback.
     RolledBack,
     /// The transaction failed: send this error.
-    Failed {
-        error: ShoalError,
-        op_index: u16,
-    },
-    /// Nobody to tell (client gone), or keep a tombstone (inactivity).
+    Failed { error: ShoalError, op_index: u16 },
+    /// Nobody to tell (client gone).
     Silent,
+    /// Keep a tombstone: the client's next request hears of the inactivity
+    /// timeout.
     TimedOut,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Wave {
+    Backups,
+    Primaries,
 }
 
 enum TxnState {
@@ -44,10 +63,21 @@ enum TxnState {
     Executing,
     /// Between requests, after NoCommit.
     Open,
-    Committing,
+    Committing(Wave),
+    /// Committed and answered; backups still release their locks.
+    Completing,
     Aborting(AbortReply),
     /// Aborted by the inactivity timeout; the client's next request hears it.
     TimedOut,
+}
+
+/// What a transaction did on one node.
+#[derive(Default)]
+struct Part {
+    /// Fragments it locked or wrote whose primary replica is on the node.
+    primary: BTreeSet<FragKey>,
+    /// Fragments it wrote whose backup replica is on the node.
+    backup: BTreeSet<FragKey>,
 }
 
 struct Txn {
@@ -57,9 +87,21 @@ struct Txn {
     exec: ExecType,
     results: Vec<Option<OpResult>>,
     op_flags: Vec<u8>,
+    /// Per operation of the request: whether it runs on more than one node.
+    op_chained: Vec<bool>,
     outstanding: usize,
-    /// Whether LQH holds locks or changes for this transaction.
-    lqh_state: bool,
+    /// Outstanding operations that run on more than one node.
+    outstanding_chained: usize,
+    /// An abort decided while chained operations were outstanding; sent
+    /// when the last of them answers.
+    pending_abort: Option<AbortReply>,
+    /// Nodes where the transaction may hold LQH state.
+    parts: BTreeMap<u16, Part>,
+    /// Confirmations still expected in the current commit, complete or
+    /// abort round.
+    awaiting: usize,
+    /// The client's connection closed: finish, but answer nobody.
+    client_gone: bool,
     ops_total: usize,
     last_active_ms: u64,
 }
@@ -69,9 +111,11 @@ pub struct Tc {
     txns: HashMap<TxnRef, Txn>,
     by_client: HashMap<(ConnId, TransId), TxnRef>,
     next_ref: TxnRef,
-    /// Where each table's operations go. An unknown table is sent to
-    /// fragment 0, where LQH answers "no such table".
+    /// Where each table's operations go.
     routes: HashMap<TableId, TableRoute>,
+    /// Where operations on an unknown table go: this node's LQH, which
+    /// answers "no such table".
+    own_chain: Arc<[u16]>,
 }
 
 fn conf(trans: TransId, state: TransState, results: Vec<OpResult>) -> Signal {
@@ -104,10 +148,11 @@ fn take_results(t: &mut Txn) -> Vec<OpResult> {
 impl Tc {
     pub fn new(cfg: KernelConfig) -> Self {
         Tc {
+            next_ref: first_txn_ref(cfg.node_id),
+            own_chain: Arc::from(&[cfg.node_id][..]),
             cfg,
             txns: HashMap::new(),
             by_client: HashMap::new(),
-            next_ref: 1,
             routes: HashMap::new(),
         }
     }
@@ -184,8 +229,13 @@ impl Tc {
                         exec: ExecType::NoCommit,
                         results: Vec::new(),
                         op_flags: Vec::new(),
+                        op_chained: Vec::new(),
                         outstanding: 0,
-                        lqh_state: false,
+                        outstanding_chained: 0,
+                        pending_abort: None,
+                        parts: BTreeMap::new(),
+                        awaiting: 0,
+                        client_gone: false,
                         ops_total: 0,
                         last_active_ms: now_ms,
                     },
@@ -208,36 +258,51 @@ impl Tc {
                     t.ops_total, self.cfg.max_operations_per_transaction
                 ),
             );
-            return self.abort(
-                txn_ref,
-                AbortReply::Failed {
-                    error: e,
-                    op_index: NO_OP,
-                },
-                q,
-                out,
-            );
+            let reply = AbortReply::Failed {
+                error: e,
+                op_index: NO_OP,
+            };
+            return self.abort(txn_ref, reply, q, out);
         }
         t.state = TxnState::Executing;
         t.exec = req.exec;
         t.results.clear();
         t.results.resize(req.ops.len(), None);
         t.op_flags.clear();
+        t.op_chained.clear();
         t.outstanding = req.ops.len();
+        t.outstanding_chained = 0;
         for (i, op) in req.ops.into_iter().enumerate() {
-            t.op_flags.push(op.flags);
-            if !(op.op == OpType::Read && op.lock == LockMode::CommittedRead) {
-                t.lqh_state = true;
+            let read = op.op == OpType::Read;
+            let locks = !(read && op.lock == LockMode::CommittedRead);
+            let (frag, chain) = match self.routes.get(&op.table) {
+                Some(route) => {
+                    let frag = route.fragment_of(&op.key);
+                    (frag, route.chain(frag, read).clone())
+                }
+                None => (0, self.own_chain.clone()),
+            };
+            if locks {
+                for (hop, &node) in chain.iter().enumerate() {
+                    let part = t.parts.entry(node).or_default();
+                    if hop == 0 {
+                        part.primary.insert((op.table, frag));
+                    } else {
+                        part.backup.insert((op.table, frag));
+                    }
+                }
             }
-            let frag = self
-                .routes
-                .get(&op.table)
-                .map_or(0, |r| r.fragment_of(&op.key));
+            let chained = chain.len() > 1;
+            t.op_flags.push(op.flags);
+            t.op_chained.push(chained);
+            t.outstanding_chained += usize::from(chained);
             q.push_back(BlockSignal::LqhKeyReq {
                 txn: txn_ref,
                 op_index: i as u16,
                 frag,
                 op,
+                chain,
+                hop: 0,
             });
         }
         if t.outstanding == 0 {
@@ -257,71 +322,110 @@ impl Tc {
                 txn,
                 op_index,
                 result,
-            } => {
-                let Some(t) = self.executing(txn) else { return };
-                t.results[op_index as usize] = Some(result);
-                t.outstanding -= 1;
-                if t.outstanding == 0 {
-                    self.execute_done(now_ms, txn, q, out);
-                }
-            }
+            } => self.op_answered(now_ms, txn, op_index, Ok(result), q, out),
             BlockSignal::LqhKeyRef {
                 txn,
                 op_index,
                 error,
-            } => {
-                let Some(t) = self.executing(txn) else { return };
-                let ignorable = matches!(
-                    error.code,
-                    ErrorCode::TupleNotFound | ErrorCode::TupleAlreadyExists
-                );
-                if ignorable && t.op_flags[op_index as usize] & OP_IGNORE_ERROR != 0 {
-                    t.results[op_index as usize] = Some(OpResult {
-                        code: error.code as u16,
-                        data: Vec::new(),
-                    });
-                    t.outstanding -= 1;
-                    if t.outstanding == 0 {
-                        self.execute_done(now_ms, txn, q, out);
-                    }
-                } else {
-                    self.abort(txn, AbortReply::Failed { error, op_index }, q, out);
-                }
-            }
-            BlockSignal::CommitConf { txn } => {
+            } => self.op_answered(now_ms, txn, op_index, Err(error), q, out),
+            BlockSignal::CommitConf { txn, .. } => {
                 let t = self
                     .txns
                     .get_mut(&txn)
                     .expect("commit of a known transaction");
-                assert!(matches!(t.state, TxnState::Committing));
-                let results = take_results(t);
-                out.push(Output::Send {
-                    conn: t.conn,
-                    signal: conf(t.trans, TransState::Committed, results),
-                });
-                self.remove(txn);
+                let TxnState::Committing(wave) = t.state else {
+                    panic!("CommitConf for a transaction that is not committing");
+                };
+                t.awaiting -= 1;
+                if t.awaiting == 0 {
+                    match wave {
+                        Wave::Backups => self.commit_wave(txn, Wave::Primaries, q, out),
+                        Wave::Primaries => self.committed(txn, q, out),
+                    }
+                }
             }
-            BlockSignal::AbortConf { txn } => {
+            BlockSignal::CompleteConf { txn, .. } => {
+                let t = self
+                    .txns
+                    .get_mut(&txn)
+                    .expect("complete of a known transaction");
+                assert!(matches!(t.state, TxnState::Completing));
+                t.awaiting -= 1;
+                if t.awaiting == 0 {
+                    self.remove(txn);
+                }
+            }
+            BlockSignal::AbortConf { txn, .. } => {
                 let t = self
                     .txns
                     .get_mut(&txn)
                     .expect("abort of a known transaction");
-                let TxnState::Aborting(reply) = std::mem::replace(&mut t.state, TxnState::Open)
-                else {
-                    panic!("AbortConf for a transaction that is not aborting");
-                };
-                t.last_active_ms = now_ms;
-                self.finish_abort(txn, reply, out);
+                assert!(matches!(t.state, TxnState::Aborting(_)));
+                t.awaiting -= 1;
+                if t.awaiting == 0 {
+                    let TxnState::Aborting(reply) = std::mem::replace(&mut t.state, TxnState::Open)
+                    else {
+                        unreachable!("checked above");
+                    };
+                    t.last_active_ms = now_ms;
+                    self.finish_abort(txn, reply, out);
+                }
             }
             other => panic!("TC got a signal meant for LQH: {other:?}"),
         }
     }
 
-    fn executing(&mut self, txn: TxnRef) -> Option<&mut Txn> {
-        // Answers for a transaction that is already aborting are dropped.
-        self.txns
+    /// An operation's answer: its result, or the error that fails it.
+    fn op_answered(
+        &mut self,
+        now_ms: u64,
+        txn: TxnRef,
+        op_index: u16,
+        answer: Result<OpResult, ShoalError>,
+        q: &mut VecDeque<BlockSignal>,
+        out: &mut Vec<Output>,
+    ) {
+        // Answers for a transaction that is already aborting (or gone) are
+        // dropped.
+        let Some(t) = self
+            .txns
             .get_mut(&txn)
             .filter(|t| matches!(t.state, TxnState::Executing))
+        else {
+            return;
+        };
+        let i = op_index as usize;
+        t.outstanding -= 1;
+        if t.op_chained[i] {
+            t.outstanding_chained -= 1;
+        }
+        if t.pending_abort.is_some() {
+            if t.outstanding_chained == 0 {
+                let reply = t.pending_abort.take().expect("checked");
+                self.send_aborts(txn, reply, q, out);
+            }
+            return;
+        }
+        let result = match answer {
+            Ok(result) => result,
+            Err(error) => {
+                let ignorable = matches!(
+                    error.code,
+                    ErrorCode::TupleNotFound | ErrorCode::TupleAlreadyExists
+                );
+                if !(ignorable && t.op_flags[i] & OP_IGNORE_ERROR != 0) {
+                    return self.abort(txn, AbortReply::Failed { error, op_index }, q, out);
+                }
+                OpResult {
+                    code: error.code as u16,
+                    data: Vec::new(),
+                }
+            }
+        };
+        t.results[i] = Some(result);
+        if t.outstanding == 0 {
+            self.execute_done(now_ms, txn, q, out);
+        }
     }
 
     fn execute_done(
@@ -344,11 +448,18 @@ impl Tc {
                     signal: conf(t.trans, TransState::Open, results),
                 });
             }
-            ExecType::Commit if t.lqh_state => {
-                t.state = TxnState::Committing;
-                q.push_back(BlockSignal::CommitReq { txn });
+            ExecType::Commit if !t.parts.is_empty() => {
+                if self.cfg.report_commit_points {
+                    out.push(Output::CommitPoint {
+                        conn: t.conn,
+                        trans: t.trans,
+                        results: t.results.iter().flatten().cloned().collect(),
+                    });
+                }
+                self.commit_wave(txn, Wave::Backups, q, out);
             }
             ExecType::Commit => {
+                // Committed reads only: nothing to commit anywhere.
                 let results = take_results(t);
                 out.push(Output::Send {
                     conn: t.conn,
@@ -360,6 +471,71 @@ impl Tc {
         }
     }
 
+    /// Sends one round of `CommitReq`s; skips a round with nobody in it.
+    fn commit_wave(
+        &mut self,
+        txn: TxnRef,
+        wave: Wave,
+        q: &mut VecDeque<BlockSignal>,
+        out: &mut Vec<Output>,
+    ) {
+        let t = self.txns.get_mut(&txn).expect("present");
+        t.state = TxnState::Committing(wave);
+        t.awaiting = 0;
+        for (&node, part) in &t.parts {
+            let frags = match wave {
+                Wave::Backups => &part.backup,
+                Wave::Primaries => &part.primary,
+            };
+            if frags.is_empty() {
+                continue;
+            }
+            q.push_back(BlockSignal::CommitReq {
+                txn,
+                node,
+                frags: frags.iter().copied().collect(),
+                release: wave == Wave::Primaries,
+            });
+            t.awaiting += 1;
+        }
+        if t.awaiting == 0 {
+            match wave {
+                Wave::Backups => self.commit_wave(txn, Wave::Primaries, q, out),
+                Wave::Primaries => self.committed(txn, q, out),
+            }
+        }
+    }
+
+    /// Every replica holds the commit: answer the client, then let the
+    /// backups release their locks.
+    fn committed(&mut self, txn: TxnRef, q: &mut VecDeque<BlockSignal>, out: &mut Vec<Output>) {
+        let t = self.txns.get_mut(&txn).expect("present");
+        let results = take_results(t);
+        if self.cfg.report_commit_points {
+            out.push(Output::CommitDone {
+                conn: t.conn,
+                trans: t.trans,
+            });
+        }
+        if !t.client_gone {
+            out.push(Output::Send {
+                conn: t.conn,
+                signal: conf(t.trans, TransState::Committed, results),
+            });
+        }
+        t.state = TxnState::Completing;
+        t.awaiting = 0;
+        for (&node, part) in &t.parts {
+            if !part.backup.is_empty() {
+                q.push_back(BlockSignal::CompleteReq { txn, node });
+                t.awaiting += 1;
+            }
+        }
+        if t.awaiting == 0 {
+            self.remove(txn);
+        }
+    }
+
     fn abort(
         &mut self,
         txn: TxnRef,
@@ -368,41 +544,60 @@ impl Tc {
         out: &mut Vec<Output>,
     ) {
         let t = self.txns.get_mut(&txn).expect("present");
-        if t.lqh_state {
-            t.state = TxnState::Aborting(reply);
-            q.push_back(BlockSignal::AbortReq { txn });
+        if t.outstanding_chained > 0 && matches!(t.state, TxnState::Executing) {
+            t.pending_abort = Some(reply);
         } else {
-            self.finish_abort(txn, reply, out);
+            self.send_aborts(txn, reply, q, out);
         }
+    }
+
+    fn send_aborts(
+        &mut self,
+        txn: TxnRef,
+        reply: AbortReply,
+        q: &mut VecDeque<BlockSignal>,
+        out: &mut Vec<Output>,
+    ) {
+        let t = self.txns.get_mut(&txn).expect("present");
+        t.awaiting = t.parts.len();
+        if t.awaiting == 0 {
+            return self.finish_abort(txn, reply, out);
+        }
+        for &node in t.parts.keys() {
+            q.push_back(BlockSignal::AbortReq { txn, node });
+        }
+        t.state = TxnState::Aborting(reply);
     }
 
     fn finish_abort(&mut self, txn: TxnRef, reply: AbortReply, out: &mut Vec<Output>) {
         let t = self.txns.get_mut(&txn).expect("present");
-        t.lqh_state = false;
-        let (conn, trans) = (t.conn, t.trans);
+        t.parts.clear();
+        let (conn, trans, gone) = (t.conn, t.trans, t.client_gone);
         match reply {
-            AbortReply::RolledBack => {
+            AbortReply::RolledBack if !gone => {
                 out.push(Output::Send {
                     conn,
                     signal: conf(trans, TransState::Aborted, Vec::new()),
                 });
                 self.remove(txn);
             }
-            AbortReply::Failed { error, op_index } => {
+            AbortReply::Failed { error, op_index } if !gone => {
                 out.push(Output::Send {
                     conn,
                     signal: reject(trans, &error, op_index),
                 });
                 self.remove(txn);
             }
-            AbortReply::Silent => self.remove(txn),
-            AbortReply::TimedOut => t.state = TxnState::TimedOut,
+            AbortReply::TimedOut if !gone => t.state = TxnState::TimedOut,
+            _ => self.remove(txn),
         }
     }
 
     fn remove(&mut self, txn: TxnRef) {
         let t = self.txns.remove(&txn).expect("present");
-        self.by_client.remove(&(t.conn, t.trans));
+        if !t.client_gone {
+            self.by_client.remove(&(t.conn, t.trans));
+        }
     }
 
     /// The client connection closed: abort its transactions. One that is
@@ -416,7 +611,7 @@ impl Tc {
         let mut mine: Vec<TxnRef> = self
             .txns
             .iter()
-            .filter(|(_, t)| t.conn == conn)
+            .filter(|(_, t)| t.conn == conn && !t.client_gone)
             .map(|(r, _)| *r)
             .collect();
         // Map order varies between processes; the simulator needs the same
@@ -424,11 +619,21 @@ impl Tc {
         mine.sort_unstable();
         for r in mine {
             let t = self.txns.get_mut(&r).expect("listed");
-            match &mut t.state {
-                TxnState::Executing | TxnState::Open => self.abort(r, AbortReply::Silent, q, out),
-                TxnState::Aborting(reply) => *reply = AbortReply::Silent,
-                TxnState::TimedOut => self.remove(r),
-                TxnState::Committing => {}
+            // A connection id may be reused later: unlink at once.
+            self.by_client.remove(&(t.conn, t.trans));
+            t.client_gone = true;
+            match &t.state {
+                TxnState::Executing | TxnState::Open => {
+                    if t.pending_abort.is_some() {
+                        t.pending_abort = Some(AbortReply::Silent);
+                    } else {
+                        self.abort(r, AbortReply::Silent, q, out);
+                    }
+                }
+                TxnState::TimedOut => {
+                    self.txns.remove(&r);
+                }
+                TxnState::Aborting(_) | TxnState::Committing(_) | TxnState::Completing => {}
             }
         }
     }

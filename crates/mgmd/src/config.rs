@@ -67,6 +67,9 @@ pub struct NodeSection {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DataNodeConfig {
     pub node_id: u16,
+    /// Every data node of the cluster, by id.
+    #[serde(default)]
+    pub cluster_data_nodes: Vec<u16>,
     pub host: String,
     pub port: u16,
     pub data_dir: PathBuf,
@@ -717,6 +720,7 @@ impl ClusterConfig {
         });
         Some(DataNodeConfig {
             node_id,
+            cluster_data_nodes: self.data_node_ids(),
             host: n.host.clone(),
             port: n.port,
             data_dir,

@@ -44,6 +44,18 @@ pub fn run_datanode(opts: DataNodeOptions) -> Result<(), ShoalError> {
     let link = mgm_link::start(&opts.mgmd_addr, opts.node_id, waker)?;
     let reg = &link.registration;
     let cfg = reg.config.clone();
+    if cfg.cluster_data_nodes.len() > 1 {
+        // The blocks run the multi-node protocol (see the simulator), but
+        // this runtime has no node-to-node transport yet.
+        return Err(fail(
+            ErrorCode::NodeIdRefused,
+            format!(
+                "the cluster config has {} data nodes; this build of the data node runs clusters \
+                 of one data node (node-to-node transport is not built yet). Use --data-nodes 1.",
+                cfg.cluster_data_nodes.len()
+            ),
+        ));
+    }
     let addr: SocketAddr = (cfg.host.as_str(), cfg.port)
         .to_socket_addrs()
         .ok()
@@ -70,6 +82,7 @@ pub fn run_datanode(opts: DataNodeOptions) -> Result<(), ShoalError> {
 
     let mut node = DataNode::new(KernelConfig {
         node_id: reg.node_id,
+        report_commit_points: false,
         data_memory_bytes: cfg.data_memory_bytes as usize,
         max_concurrent_transactions: cfg.max_concurrent_transactions as usize,
         max_concurrent_operations: cfg.max_concurrent_operations as usize,
@@ -338,7 +351,17 @@ impl EventLoop {
 
     fn dispatch_outputs(&mut self) {
         for out in self.outputs.drain(..) {
-            let Output::Send { conn, signal } = out;
+            let (conn, signal) = match out {
+                Output::Send { conn, signal } => (conn, signal),
+                Output::CommitPoint { .. } | Output::CommitDone { .. } => continue,
+                Output::ToNode { node, signal } => {
+                    // Refused at start: a one-node cluster has no peers.
+                    tracing::error!(
+                        "dropping a signal for data node {node}: no transport: {signal:?}"
+                    );
+                    continue;
+                }
+            };
             if let Some(c) = self.conns.get_mut(&conn) {
                 c.push_signal(&signal);
                 if !c.dirty {

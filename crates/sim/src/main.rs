@@ -3,21 +3,37 @@
 //!     cargo run --release -p shoal-sim -- --seed 42            # replay one seed
 //!     cargo run --release -p shoal-sim -- --seeds 1000         # 1000 seeds from a random start
 //!     cargo run --release -p shoal-sim -- --seed 7 --seeds 50 --txns 20000
+//!     cargo run --release -p shoal-sim -- --seeds 100 --nodes 4 --replicas 2
+//!
+//! Without `--nodes`/`--replicas`, each seed picks its cluster shape (1–4
+//! data nodes, 1 or 2 replicas) from the seed.
 
 use std::process::ExitCode;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use shoal_sim::{run, SimOptions};
 
-const USAGE: &str = "usage: shoal-sim [--seed N] [--seeds COUNT] [--txns PER_SEED]
+const USAGE: &str =
+    "usage: shoal-sim [--seed N] [--seeds COUNT] [--txns PER_SEED] [--nodes N --replicas R]
   --seed N       first seed (default: random, printed)
   --seeds COUNT  how many consecutive seeds to run (default 1)
-  --txns M       transactions per seed (default 5000)";
+  --txns M       transactions per seed (default 5000)
+  --nodes N      data nodes, 1-8 (default: chosen by each seed)
+  --replicas R   replicas, 1-4, dividing N (default: chosen by each seed)";
 
-fn parse_args() -> Result<(Option<u64>, u64, u64), String> {
+struct Args {
+    seed: Option<u64>,
+    seeds: u64,
+    txns: u64,
+    shape: Option<(u16, u16)>,
+}
+
+fn parse_args() -> Result<Args, String> {
     let mut seed = None;
     let mut seeds = 1;
     let mut txns = 5000;
+    let mut nodes = None;
+    let mut replicas = None;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let mut value = |name: &str| -> Result<u64, String> {
@@ -31,15 +47,39 @@ fn parse_args() -> Result<(Option<u64>, u64, u64), String> {
             "--seed" => seed = Some(value("--seed")?),
             "--seeds" => seeds = value("--seeds")?,
             "--txns" => txns = value("--txns")?,
+            "--nodes" => nodes = Some(value("--nodes")?),
+            "--replicas" => replicas = Some(value("--replicas")?),
             "-h" | "--help" => return Err(USAGE.to_string()),
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
         }
     }
-    Ok((seed, seeds, txns))
+    let shape = match (nodes, replicas) {
+        (None, None) => None,
+        (Some(n), Some(r)) if (1..=8).contains(&n) && (1..=4).contains(&r) && n % r == 0 => {
+            Some((n as u16, r as u16))
+        }
+        (Some(n), Some(r)) => {
+            return Err(format!(
+                "--nodes {n} --replicas {r}: need 1-8 nodes, 1-4 replicas, replicas dividing nodes"
+            ))
+        }
+        _ => return Err(format!("give --nodes and --replicas together\n{USAGE}")),
+    };
+    Ok(Args {
+        seed,
+        seeds,
+        txns,
+        shape,
+    })
 }
 
 fn main() -> ExitCode {
-    let (seed, seeds, txns) = match parse_args() {
+    let Args {
+        seed,
+        seeds,
+        txns,
+        shape,
+    } = match parse_args() {
         Ok(a) => a,
         Err(e) => {
             eprintln!("{e}");
@@ -56,10 +96,16 @@ fn main() -> ExitCode {
     let started = Instant::now();
     for i in 0..seeds {
         let seed = first.wrapping_add(i);
-        match run(&SimOptions {
-            seed,
-            transactions: txns,
-        }) {
+        let opts = match shape {
+            Some((data_nodes, replicas)) => SimOptions {
+                seed,
+                transactions: txns,
+                data_nodes,
+                replicas,
+            },
+            None => SimOptions::shape_for_seed(seed, txns),
+        };
+        match run(&opts) {
             Ok(report) => {
                 if seeds <= 20 || (i + 1) % 100 == 0 || i + 1 == seeds {
                     println!(

@@ -87,6 +87,9 @@ pub struct Txn {
     pub undelivered: Option<Outcome>,
     /// The client left it idle past the inactivity timeout.
     pub idled_long: bool,
+    /// Its commit point was seen, with these results: the confirmation
+    /// must carry the same.
+    pub commit_point: Option<Vec<OpResult>>,
     /// Keys this transaction locked or wrote, with the image it sees.
     known: BTreeMap<u32, Image>,
     written: BTreeSet<u32>,
@@ -100,6 +103,7 @@ impl Txn {
             in_flight: None,
             undelivered: None,
             idled_long: false,
+            commit_point: None,
             known: BTreeMap::new(),
             written: BTreeSet::new(),
         }

@@ -17,18 +17,20 @@ use std::fmt;
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use shoal_kernel::signal::BlockSignal;
 use shoal_kernel::{ConnId, DataNode, KernelConfig, Output};
-use shoal_types::distribution::DistributionSpec;
+use shoal_types::distribution::{node_groups, DistributionMap, DistributionSpec};
 use shoal_types::layout::encode_attrs;
 use shoal_types::{
-    ColumnDef, ColumnType, RowLayout, SchemaVersion, TableDef, TableId, TransId, Value,
+    AttrSlice, ColumnDef, ColumnType, RowLayout, SchemaVersion, TableDef, TableId, TransId, Value,
 };
 use shoal_wire::{
-    ExecType, KeyOp, LockMode, OpType, Signal, TcKeyReq, TransState, ALL_COLUMNS, OP_IGNORE_ERROR,
+    ExecType, KeyOp, LockMode, OpResult, OpType, Signal, TcKeyConf, TcKeyReq, TransState,
+    ALL_COLUMNS, OP_IGNORE_ERROR,
 };
 
 use crate::model::{Model, Row};
-use crate::txn::{decode_read, OpKind, Outcome, PlannedOp, Request, Txn, S_COL, V_COL};
+use crate::txn::{decode_read, OpKind, Outcome, PlannedOp, Request, Txn, K_COL, S_COL, V_COL};
 
 const CLIENTS: usize = 5;
 /// Transactions each client keeps going at once.
@@ -53,9 +55,8 @@ const P_LONG_IDLE: f64 = 0.01;
 /// timeout, plus both message delays, plus tick granularity.
 const LONG_IDLE_MS: u64 = INACTIVE_TIMEOUT_MS + 2 * MAX_DELAY_MS + 3 * TICK_MS + 50;
 const TABLE: TableId = TableId(1);
-const NODE_ID: u16 = 1;
-/// The table is split into this many fragments, all on the one node.
-const FRAGMENTS: u32 = 4;
+/// Fragments of the table per node group.
+const FRAGMENTS_PER_GROUP: u32 = 2;
 const VERSION: SchemaVersion = SchemaVersion(1);
 
 /// What to simulate.
@@ -64,12 +65,44 @@ pub struct SimOptions {
     pub seed: u64,
     /// Transactions to start in total.
     pub transactions: u64,
+    /// Data nodes (ids 1..=n), a multiple of `replicas`.
+    pub data_nodes: u16,
+    /// Replicas of each fragment (node group size).
+    pub replicas: u16,
+}
+
+impl SimOptions {
+    /// One data node.
+    pub fn new(seed: u64, transactions: u64) -> SimOptions {
+        SimOptions {
+            seed,
+            transactions,
+            data_nodes: 1,
+            replicas: 1,
+        }
+    }
+
+    /// The cluster shape seed `seed` gets when none is asked for: 1 to 4
+    /// data nodes with 1 or 2 replicas, so a run of consecutive seeds
+    /// covers every shape.
+    pub fn shape_for_seed(seed: u64, transactions: u64) -> SimOptions {
+        const SHAPES: [(u16, u16); 6] = [(1, 1), (2, 1), (2, 2), (3, 1), (4, 2), (4, 1)];
+        let (data_nodes, replicas) = SHAPES[(seed % SHAPES.len() as u64) as usize];
+        SimOptions {
+            seed,
+            transactions,
+            data_nodes,
+            replicas,
+        }
+    }
 }
 
 /// What happened in a run (equal for equal options: runs are deterministic).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SimReport {
     pub seed: u64,
+    pub data_nodes: u16,
+    pub replicas: u16,
     pub transactions: u64,
     pub committed: u64,
     pub rolled_back: u64,
@@ -96,8 +129,10 @@ impl fmt::Display for SimReport {
             .collect();
         write!(
             f,
-            "seed {}: {} txns ({} committed, {} rolled back, failed [{}], {} abandoned), {} disconnects, {} requests, {} ops, {:.1} s virtual, {} rows at end",
+            "seed {} ({} nodes, {} replicas): {} txns ({} committed, {} rolled back, failed [{}], {} abandoned), {} disconnects, {} requests, {} ops, {:.1} s virtual, {} rows at end",
             self.seed,
+            self.data_nodes,
+            self.replicas,
             self.transactions,
             self.committed,
             self.rolled_back,
@@ -117,6 +152,8 @@ impl fmt::Display for SimReport {
 pub struct SimFailure {
     pub seed: u64,
     pub transactions: u64,
+    pub data_nodes: u16,
+    pub replicas: u16,
     pub virtual_ms: u64,
     pub message: String,
 }
@@ -125,8 +162,8 @@ impl SimFailure {
     /// The command that replays this run.
     pub fn replay_command(&self) -> String {
         format!(
-            "cargo run --release -p shoal-sim -- --seed {} --txns {}",
-            self.seed, self.transactions
+            "cargo run --release -p shoal-sim -- --seed {} --txns {} --nodes {} --replicas {}",
+            self.seed, self.transactions, self.data_nodes, self.replicas
         )
     }
 }
@@ -155,13 +192,16 @@ pub fn run(opts: &SimOptions) -> Result<SimReport, SimFailure> {
         Err(message) => Err(SimFailure {
             seed: opts.seed,
             transactions: opts.transactions,
+            data_nodes: opts.data_nodes,
+            replicas: opts.replicas,
             virtual_ms: world.now,
             message,
         }),
     }
 }
 
-pub fn table_def() -> TableDef {
+/// The simulated table, distributed over `groups`.
+pub fn table_def(groups: Vec<Vec<u16>>) -> TableDef {
     let mut def = TableDef::new(
         "sim",
         vec![
@@ -174,7 +214,11 @@ pub fn table_def() -> TableDef {
     .expect("valid table");
     def.id = TABLE;
     def.version = VERSION;
-    def.distribution = Some(DistributionSpec::single_node(NODE_ID, FRAGMENTS));
+    def.distribution = Some(DistributionSpec {
+        version: 1,
+        node_groups: groups,
+        fragments_per_group: FRAGMENTS_PER_GROUP,
+    });
     def
 }
 
@@ -194,6 +238,10 @@ enum Event {
         client: usize,
         slot: usize,
         conn: ConnId,
+    },
+    /// A signal between the blocks of two data nodes.
+    NodeMsg {
+        signal: BlockSignal,
     },
     Tick,
 }
@@ -222,6 +270,22 @@ impl Ord for Scheduled {
     }
 }
 
+/// What a data node said about a client's transaction.
+#[derive(Debug)]
+enum Answer {
+    Signal(Signal),
+    /// TC decided to commit (`Output::CommitPoint`): the request's results.
+    CommitPoint(TransId, Vec<OpResult>),
+}
+
+/// A one-way message stream whose order is kept.
+#[derive(Clone, Copy, Hash, PartialEq, Eq)]
+enum Lane {
+    ToNode(ConnId),
+    ToClient(ConnId),
+    Nodes { from: u16, to: u16 },
+}
+
 struct Client {
     conn: ConnId,
     slots: Vec<Option<Txn>>,
@@ -233,10 +297,20 @@ struct World {
     now: u64,
     events: BinaryHeap<Scheduled>,
     next_event_seq: u64,
-    /// Delivery time of the last message per (connection, towards node):
-    /// later messages of the lane are never delivered earlier.
-    lane_clock: HashMap<(ConnId, bool), u64>,
-    node: DataNode,
+    /// Delivery time of the last message per lane: later messages of a
+    /// lane are never delivered earlier (TCP keeps order per connection).
+    lane_clock: HashMap<Lane, u64>,
+    /// Data node `i + 1` is `nodes[i]`.
+    nodes: Vec<DataNode>,
+    map: DistributionMap,
+    /// The data node each client connection is to.
+    conn_node: HashMap<ConnId, u16>,
+    /// A request the checker itself sends, and its answer once it came.
+    direct: Option<(ConnId, Option<Signal>)>,
+    /// Commits past their commit point whose replicas have not all
+    /// confirmed yet, with their model commit number: a reader may still
+    /// see the data from before them.
+    in_progress: BTreeMap<(ConnId, TransId), u64>,
     def: TableDef,
     layout: RowLayout,
     model: Model,
@@ -246,7 +320,7 @@ struct World {
     next_conn: ConnId,
     next_trans: u64,
     started: u64,
-    empty_memory_bytes: u64,
+    empty_memory_bytes: Vec<u64>,
     report: SimReport,
     /// `SHOAL_SIM_TRACE=1`: print every request and answer (to debug a seed).
     trace: bool,
@@ -254,18 +328,36 @@ struct World {
 
 impl World {
     fn new(opts: &SimOptions) -> World {
-        let def = table_def();
-        let mut node = DataNode::new(KernelConfig {
-            node_id: NODE_ID,
-            data_memory_bytes: 64 << 20,
-            max_concurrent_transactions: MAX_CONCURRENT_TRANSACTIONS,
-            max_concurrent_operations: 100_000,
-            max_operations_per_transaction: 1000,
-            deadlock_timeout_ms: DEADLOCK_TIMEOUT_MS,
-            transaction_inactive_timeout_ms: INACTIVE_TIMEOUT_MS,
-        });
-        node.create_table(&def);
-        let empty_memory_bytes = node.stats().data_memory_used_bytes;
+        let ids: Vec<u16> = (1..=opts.data_nodes).collect();
+        let groups = node_groups(&ids, opts.replicas as usize).expect("a valid cluster shape");
+        let def = table_def(groups);
+        let map = def
+            .distribution
+            .as_ref()
+            .expect("set")
+            .map()
+            .expect("valid");
+        let nodes: Vec<DataNode> = ids
+            .iter()
+            .map(|&node_id| {
+                let mut node = DataNode::new(KernelConfig {
+                    node_id,
+                    data_memory_bytes: 64 << 20,
+                    max_concurrent_transactions: MAX_CONCURRENT_TRANSACTIONS,
+                    max_concurrent_operations: 100_000,
+                    max_operations_per_transaction: 1000,
+                    deadlock_timeout_ms: DEADLOCK_TIMEOUT_MS,
+                    transaction_inactive_timeout_ms: INACTIVE_TIMEOUT_MS,
+                    report_commit_points: true,
+                });
+                node.create_table(&def);
+                node
+            })
+            .collect();
+        let empty_memory_bytes = nodes
+            .iter()
+            .map(|n| n.stats().data_memory_used_bytes)
+            .collect();
         let mut world = World {
             opts: opts.clone(),
             rng: SmallRng::seed_from_u64(opts.seed),
@@ -273,7 +365,11 @@ impl World {
             events: BinaryHeap::new(),
             next_event_seq: 0,
             lane_clock: HashMap::new(),
-            node,
+            nodes,
+            map,
+            conn_node: HashMap::new(),
+            direct: None,
+            in_progress: BTreeMap::new(),
             layout: RowLayout::new(&def),
             def,
             model: Model::new(KEYS),
@@ -285,6 +381,8 @@ impl World {
             empty_memory_bytes,
             report: SimReport {
                 seed: opts.seed,
+                data_nodes: opts.data_nodes,
+                replicas: opts.replicas,
                 transactions: opts.transactions,
                 ..SimReport::default()
             },
@@ -306,11 +404,19 @@ impl World {
         world
     }
 
+    /// A new connection of `client`, to a data node picked at random (any
+    /// node coordinates any transaction).
     fn new_conn(&mut self, client: usize) -> ConnId {
         let conn = self.next_conn;
         self.next_conn += 1;
         self.conn_owner.insert(conn, client);
+        let node = self.rng.random_range(1..=self.opts.data_nodes);
+        self.conn_node.insert(conn, node);
         conn
+    }
+
+    fn node(&mut self, id: u16) -> &mut DataNode {
+        &mut self.nodes[id as usize - 1]
     }
 
     fn schedule(&mut self, at: u64, event: Event) {
@@ -322,11 +428,11 @@ impl World {
         self.next_event_seq += 1;
     }
 
-    /// Schedules a message on a connection's lane: a random delay, but
-    /// never before the lane's previous message.
-    fn send(&mut self, conn: ConnId, to_node: bool, event: Event) {
+    /// Schedules a message on its lane: a random delay, but never before
+    /// the lane's previous message.
+    fn send(&mut self, lane: Lane, event: Event) {
         let earliest = self.now + self.rng.random_range(0..=MAX_DELAY_MS);
-        let lane = self.lane_clock.entry((conn, to_node)).or_insert(0);
+        let lane = self.lane_clock.entry(lane).or_insert(0);
         let at = earliest.max(*lane);
         *lane = at;
         self.schedule(at, event);
@@ -357,19 +463,41 @@ impl World {
                 ));
             }
             match next.event {
-                Event::Tick => {
-                    let mut out = Vec::new();
-                    self.node.tick(self.now, &mut out);
-                    self.handle_outputs(out)?;
-                    let at = self.now + TICK_MS;
-                    self.schedule(at, Event::Tick);
-                }
                 Event::Wake { client, slot, conn } => self.wake(client, slot, conn)?,
                 Event::ToNode { conn, req } => self.deliver_to_node(conn, req)?,
                 Event::ToClient { conn, trans } => self.deliver_to_client(conn, trans)?,
+                other => self.network_event(other)?,
             }
         }
         self.report.virtual_ms = self.now;
+        Ok(())
+    }
+
+    /// Events between data nodes, and their timers.
+    fn network_event(&mut self, event: Event) -> Result<(), String> {
+        match event {
+            Event::Tick => {
+                for id in 1..=self.opts.data_nodes {
+                    let mut out = Vec::new();
+                    let now = self.now;
+                    self.node(id).tick(now, &mut out);
+                    self.handle_outputs(id, out)?;
+                }
+                let at = self.now + TICK_MS;
+                self.schedule(at, Event::Tick);
+            }
+            Event::NodeMsg { signal } => {
+                let to = signal.destination();
+                if self.trace {
+                    eprintln!("{:>8} ms -> node {to}: {signal:?}", self.now);
+                }
+                let mut out = Vec::new();
+                let now = self.now;
+                self.node(to).node_signal(now, signal, &mut out);
+                self.handle_outputs(to, out)?;
+            }
+            _ => unreachable!("client events are handled by the caller"),
+        }
         Ok(())
     }
 
@@ -523,7 +651,7 @@ impl World {
         t.idled_long = false;
         t.in_flight = Some(req);
         let conn = self.clients[client].conn;
-        self.send(conn, true, Event::ToNode { conn, req: wire });
+        self.send(Lane::ToNode(conn), Event::ToNode { conn, req: wire });
         Ok(())
     }
 
@@ -534,7 +662,13 @@ impl World {
         if self.rng.random_bool(P_DISCONNECT) {
             return self.disconnect(client);
         }
-        let seq = self.model.seq();
+        // The request may see any commit from before the oldest one still
+        // in progress on.
+        let seq = self
+            .in_progress
+            .values()
+            .map(|&s| s - 1)
+            .fold(self.model.seq(), u64::min);
         let t = self.clients[client]
             .slots
             .iter_mut()
@@ -552,11 +686,13 @@ impl World {
                 self.now, req.trans.0
             );
         }
+        let node = self.conn_node[&conn];
         let mut out = Vec::new();
-        self.node
-            .client_signal(self.now, conn, Signal::TcKeyReq(req), &mut out)
-            .map_err(|e| format!("node refused a well-formed request: {e}"))?;
-        self.handle_outputs(out)
+        let now = self.now;
+        self.node(node)
+            .client_signal(now, conn, Signal::TcKeyReq(req), &mut out)
+            .map_err(|e| format!("node {node} refused a well-formed request: {e}"))?;
+        self.handle_outputs(node, out)
     }
 
     fn disconnect(&mut self, client: usize) -> Result<(), String> {
@@ -566,9 +702,11 @@ impl World {
             eprintln!("{:>8} ms conn {old} disconnects", self.now);
         }
         self.conn_owner.remove(&old);
+        let node = self.conn_node[&old];
         let mut out = Vec::new();
-        self.node.client_disconnected(self.now, old, &mut out);
-        self.handle_outputs(out)?;
+        let now = self.now;
+        self.node(node).client_disconnected(now, old, &mut out);
+        self.handle_outputs(node, out)?;
         for slot in &mut self.clients[client].slots {
             if slot.take().is_some() {
                 self.report.abandoned += 1;
@@ -583,41 +721,90 @@ impl World {
         Ok(())
     }
 
-    /// Checks the answers of one kernel call and sends them to the clients.
+    /// Routes what one kernel call of data node `from` produced: signals
+    /// for other nodes onto the network, answers to the checker and then
+    /// to their clients.
     ///
-    /// The commit confirmations of the batch are checked (and applied to the
-    /// model) before the other answers: a commit releases its locks inside
-    /// the call, so an operation that waited for them may be answered
-    /// before the commit is — yet it ran after the commit.
-    fn handle_outputs(&mut self, out: Vec<Output>) -> Result<(), String> {
+    /// Commit points (and commit confirmations) of the batch are checked,
+    /// and applied to the model, before the other answers: a commit
+    /// releases locks inside the call, so an operation that waited for them
+    /// may be answered before the commit is — yet it ran after it.
+    fn handle_outputs(&mut self, from: u16, out: Vec<Output>) -> Result<(), String> {
         let mut answers = Vec::with_capacity(out.len());
-        for Output::Send { conn, signal } in out {
+        let mut done = Vec::new();
+        for output in out {
+            let (conn, answer) = match output {
+                Output::ToNode { node, signal } => {
+                    let lane = Lane::Nodes { from, to: node };
+                    self.send(lane, Event::NodeMsg { signal });
+                    continue;
+                }
+                Output::Send { conn, signal } => (conn, Answer::Signal(signal)),
+                Output::CommitPoint {
+                    conn,
+                    trans,
+                    results,
+                } => (conn, Answer::CommitPoint(trans, results)),
+                Output::CommitDone { conn, trans } => {
+                    done.push((conn, trans));
+                    continue;
+                }
+            };
+            if let Some((direct, answered)) = &mut self.direct {
+                if *direct == conn {
+                    match answer {
+                        Answer::Signal(signal) => *answered = Some(signal),
+                        Answer::CommitPoint(..) => {}
+                    }
+                    continue;
+                }
+            }
             let client = *self.conn_owner.get(&conn).ok_or_else(|| {
-                format!("node answered connection {conn}, which is closed: {signal:?}")
+                format!("node {from} answered connection {conn}, which is closed: {answer:?}")
             })?;
-            let (trans, code) = match &signal {
-                Signal::TcKeyConf(c) => (c.trans, c.state as u16),
-                Signal::TcKeyRef(r) => (r.trans, r.code),
-                other => return Err(format!("node sent a client {other:?}")),
+            if self.conn_node[&conn] != from {
+                return Err(format!(
+                    "node {from} answered connection {conn}, which is to node {}",
+                    self.conn_node[&conn]
+                ));
+            }
+            let (trans, code) = match &answer {
+                Answer::Signal(Signal::TcKeyConf(c)) => (c.trans, c.state as u16),
+                Answer::Signal(Signal::TcKeyRef(r)) => (r.trans, r.code),
+                Answer::CommitPoint(trans, _) => (*trans, u16::MAX),
+                Answer::Signal(other) => return Err(format!("node sent a client {other:?}")),
             };
             self.digest(&[self.now, conn, trans.0, u64::from(code)]);
             if self.trace {
                 eprintln!(
-                    "{:>8} ms conn {conn} trans {} <- node: {signal:?}",
+                    "{:>8} ms conn {conn} trans {} <- node {from}: {answer:?}",
                     self.now, trans.0
                 );
             }
-            answers.push((client, conn, trans, signal));
+            answers.push((client, conn, trans, answer));
         }
-        let is_commit =
-            |s: &Signal| matches!(s, Signal::TcKeyConf(c) if c.state == TransState::Committed);
-        let commits = answers.iter().filter(|a| is_commit(&a.3));
-        let others = answers.iter().filter(|a| !is_commit(&a.3));
-        for (client, _, trans, signal) in commits.chain(others) {
-            self.check_answer(*client, *trans, signal)?;
+        let first = |a: &Answer| {
+            matches!(a, Answer::CommitPoint(..))
+                || matches!(a, Answer::Signal(Signal::TcKeyConf(c)) if c.state == TransState::Committed)
+        };
+        let firsts = answers.iter().filter(|a| first(&a.3));
+        let others = answers.iter().filter(|a| !first(&a.3));
+        for (client, _, trans, answer) in firsts.chain(others) {
+            self.check_answer(*client, *trans, answer)?;
         }
-        for (_, conn, trans, _) in answers {
-            self.send(conn, false, Event::ToClient { conn, trans });
+        for (conn, trans) in done {
+            let checker_request = self.direct.as_ref().is_some_and(|(c, _)| *c == conn);
+            if self.in_progress.remove(&(conn, trans)).is_none() && !checker_request {
+                return Err(format!(
+                    "node {from} finished a commit of conn {conn} trans {} that never reached its commit point",
+                    trans.0
+                ));
+            }
+        }
+        for (_, conn, trans, answer) in answers {
+            if matches!(answer, Answer::Signal(_)) {
+                self.send(Lane::ToClient(conn), Event::ToClient { conn, trans });
+            }
         }
         Ok(())
     }
@@ -626,8 +813,9 @@ impl World {
         &mut self,
         client: usize,
         trans: TransId,
-        signal: &Signal,
+        answer: &Answer,
     ) -> Result<(), String> {
+        let conn = self.clients[client].conn;
         let model = &self.model;
         let def = &self.def;
         let t = self.clients[client]
@@ -635,15 +823,41 @@ impl World {
             .iter_mut()
             .flatten()
             .find(|t| t.trans == trans)
-            .ok_or_else(|| format!("answer for unknown transaction {}: {signal:?}", trans.0))?;
-        let outcome = match signal {
-            Signal::TcKeyConf(c) => t.check_conf(c, model, def),
-            Signal::TcKeyRef(r) => t.check_ref(r, model),
-            _ => unreachable!("only answers are collected"),
+            .ok_or_else(|| format!("answer for unknown transaction {}: {answer:?}", trans.0))?;
+        let outcome = match answer {
+            Answer::CommitPoint(_, results) => {
+                // TC decided to commit: check the request's results as the
+                // confirmation will carry them, and commit in the model.
+                let conf = TcKeyConf {
+                    trans,
+                    state: TransState::Committed,
+                    results: results.clone(),
+                };
+                let outcome = t.check_conf(&conf, model, def);
+                t.commit_point = Some(results.clone());
+                outcome
+            }
+            Answer::Signal(Signal::TcKeyConf(c)) if t.commit_point.is_some() => {
+                let expected = t.commit_point.take().expect("checked");
+                if c.state != TransState::Committed || c.results != expected {
+                    Err(format!(
+                        "after its commit point the transaction was answered {c:?}, expected Committed with {expected:?}"
+                    ))
+                } else {
+                    t.undelivered = Some(Outcome::Committed(Vec::new()));
+                    return Ok(());
+                }
+            }
+            Answer::Signal(Signal::TcKeyConf(c)) => t.check_conf(c, model, def),
+            Answer::Signal(Signal::TcKeyRef(r)) if t.commit_point.is_some() => Err(format!(
+                "refused after its commit point: {r:?}"
+            )),
+            Answer::Signal(Signal::TcKeyRef(r)) => t.check_ref(r, model),
+            Answer::Signal(_) => unreachable!("only answers are collected"),
         }
         .map_err(|e| {
             format!(
-                "client {client} transaction {}: {e}\nanswer: {signal:?}",
+                "client {client} transaction {}: {e}\nanswer: {answer:?}",
                 trans.0
             )
         })?;
@@ -658,12 +872,17 @@ impl World {
                 }
                 self.report.committed += 1;
                 self.model.commit(writes.iter().cloned());
+                if matches!(answer, Answer::CommitPoint(..)) {
+                    self.in_progress.insert((conn, trans), self.model.seq());
+                }
             }
             Outcome::RolledBack => self.report.rolled_back += 1,
             Outcome::Failed(code) => *self.report.failed.entry(*code).or_default() += 1,
             Outcome::Open => {}
         }
-        t.undelivered = Some(outcome);
+        if !matches!(answer, Answer::CommitPoint(..)) {
+            t.undelivered = Some(outcome);
+        }
         Ok(())
     }
 
@@ -710,10 +929,45 @@ impl World {
         self.report.digest = h;
     }
 
-    /// Runs one request on a fresh connection and returns its answer.
-    fn direct(&mut self, exec: ExecType, ops: &[PlannedOp]) -> Result<Signal, String> {
+    /// Runs the network until no signal between nodes is in flight and
+    /// every node is idle, or gives up after `limit_ms` of virtual time.
+    fn quiesce(&mut self, limit_ms: u64) -> Result<(), String> {
+        let limit = self.now + limit_ms;
+        loop {
+            let in_flight = self
+                .events
+                .iter()
+                .any(|e| matches!(e.event, Event::NodeMsg { .. }));
+            let busy = self
+                .nodes
+                .iter()
+                .any(|n| n.stats().transactions != 0 || n.stats().operations != 0);
+            if !in_flight && !busy {
+                return Ok(());
+            }
+            let Some(next) = self.events.pop() else {
+                return Err("no events left while nodes are busy".into());
+            };
+            self.now = next.at;
+            if self.now > limit {
+                let stats: Vec<_> = self.nodes.iter().map(|n| n.stats()).collect();
+                return Err(format!(
+                    "nodes still busy {limit_ms} ms after the last client left: {stats:?}"
+                ));
+            }
+            // Client traffic left over is for connections that are gone.
+            if let e @ (Event::Tick | Event::NodeMsg { .. }) = next.event {
+                self.network_event(e)?;
+            }
+        }
+    }
+
+    /// Runs one request through data node `node` on a fresh connection and
+    /// returns its answer.
+    fn request(&mut self, node: u16, exec: ExecType, ops: &[PlannedOp]) -> Result<Signal, String> {
         let conn = self.next_conn;
         self.next_conn += 1;
+        self.conn_node.insert(conn, node);
         let trans = TransId(self.next_trans);
         self.next_trans += 1;
         let req = TcKeyReq {
@@ -721,46 +975,96 @@ impl World {
             exec,
             ops: ops.iter().map(|op| self.encode(op)).collect(),
         };
+        self.direct = Some((conn, None));
         let mut out = Vec::new();
-        self.node
-            .client_signal(self.now, conn, Signal::TcKeyReq(req), &mut out)
+        let now = self.now;
+        self.node(node)
+            .client_signal(now, conn, Signal::TcKeyReq(req), &mut out)
             .map_err(|e| e.to_string())?;
-        let mut gone = Vec::new();
-        self.node.client_disconnected(self.now, conn, &mut gone);
-        match (out.pop(), out.is_empty(), gone.is_empty()) {
-            (Some(Output::Send { signal, .. }), true, true) => Ok(signal),
-            other => Err(format!("expected exactly one answer, got {other:?}")),
-        }
+        self.handle_outputs(node, out)?;
+        self.quiesce(60_000)?;
+        let (_, answer) = self.direct.take().expect("set above");
+        answer.ok_or_else(|| format!("no answer from node {node} to a request of the checker"))
     }
 
     fn final_checks(&mut self) -> Result<(), String> {
         // Every client goes away; nothing may be answered, nothing left.
         let conns: Vec<ConnId> = self.clients.iter().map(|c| c.conn).collect();
         for conn in conns {
+            let node = self.conn_node[&conn];
+            self.conn_owner.remove(&conn);
             let mut out = Vec::new();
-            self.node.client_disconnected(self.now, conn, &mut out);
-            if !out.is_empty() {
+            let now = self.now;
+            self.node(node).client_disconnected(now, conn, &mut out);
+            if out.iter().any(|o| !matches!(o, Output::ToNode { .. })) {
                 return Err(format!("answers after every transaction ended: {out:?}"));
             }
-            self.conn_owner.remove(&conn);
+            self.handle_outputs(node, out)?;
         }
-        for _ in 0..10 {
-            self.now += TICK_MS;
-            let mut out = Vec::new();
-            self.node.tick(self.now, &mut out);
-            if !out.is_empty() {
-                return Err(format!("answers after every client left: {out:?}"));
+        self.quiesce(60_000)?;
+        for (i, n) in self.nodes.iter().enumerate() {
+            let stats = n.stats();
+            if stats.transactions != 0 || stats.operations != 0 {
+                return Err(format!(
+                    "leak on node {}: {} transactions and {} operation records remain with no client",
+                    i + 1,
+                    stats.transactions,
+                    stats.operations
+                ));
             }
         }
-        let stats = self.node.stats();
-        if stats.transactions != 0 || stats.operations != 0 {
-            return Err(format!(
-                "leak: {} transactions and {} operation records remain with no client",
-                stats.transactions, stats.operations
-            ));
-        }
 
-        // The node holds exactly what the model says.
+        // Every replica of every fragment holds the same rows, and together
+        // they hold exactly what the model says.
+        let mut found: BTreeMap<u32, Vec<u8>> = BTreeMap::new();
+        for frag in 0..self.map.fragments.len() as u32 {
+            let replicas = self.map.replicas(frag).to_vec();
+            let primary_image = self.nodes[replicas[0] as usize - 1]
+                .fragment_image(TABLE, frag)
+                .ok_or_else(|| format!("fragment {frag} missing on its primary {}", replicas[0]))?;
+            for &r in &replicas[1..] {
+                let image = self.nodes[r as usize - 1]
+                    .fragment_image(TABLE, frag)
+                    .ok_or_else(|| format!("fragment {frag} missing on replica node {r}"))?;
+                if image != primary_image {
+                    return Err(format!(
+                        "replicas of fragment {frag} differ: node {} has {} rows, node {r} has {}",
+                        replicas[0],
+                        primary_image.len(),
+                        image.len()
+                    ));
+                }
+            }
+            for row in primary_image {
+                let key = decode_key_column(&row, &self.def)?;
+                if found.insert(key, row).is_some() {
+                    return Err(format!("key {key} is in two fragments"));
+                }
+            }
+        }
+        for key in 0..KEYS {
+            let got = match found.get(&key) {
+                Some(data) => decode_read(
+                    &OpResult {
+                        code: 0,
+                        data: data.clone(),
+                    },
+                    key,
+                    &self.def,
+                )?,
+                None => None,
+            };
+            if &got != self.model.current(key) {
+                return Err(format!(
+                    "final contents differ at key {key}: the cluster has {got:?}, the model {:?}",
+                    self.model.current(key)
+                ));
+            }
+        }
+        self.report.final_rows = self.model.row_count();
+
+        // Reads through the network agree (from the last node, which need
+        // not hold the keys' primaries).
         let reads: Vec<PlannedOp> = (0..KEYS)
             .map(|key| PlannedOp {
                 kind: OpKind::Read(LockMode::CommittedRead),
@@ -769,26 +1073,20 @@ impl World {
                 ignore: true,
             })
             .collect();
-        let answer = self.direct(ExecType::Commit, &reads)?;
-        let Signal::TcKeyConf(conf) = answer else {
-            return Err(format!("final read refused: {answer:?}"));
-        };
-        for (key, res) in (0..KEYS).zip(&conf.results) {
-            let got = decode_read(res, key, &self.def)?;
-            if &got != self.model.current(key) {
-                return Err(format!(
-                    "final contents differ at key {key}: node has {got:?}, model has {:?}",
-                    self.model.current(key)
-                ));
+        let last = self.opts.data_nodes;
+        match self.request(last, ExecType::Commit, &reads)? {
+            Signal::TcKeyConf(conf) => {
+                for (key, res) in (0..KEYS).zip(&conf.results) {
+                    let got = decode_read(res, key, &self.def)?;
+                    if &got != self.model.current(key) {
+                        return Err(format!(
+                            "final read of key {key} through node {last}: {got:?}, model {:?}",
+                            self.model.current(key)
+                        ));
+                    }
+                }
             }
-        }
-        let rows = self.node.stats().rows;
-        self.report.final_rows = self.model.row_count();
-        if rows != self.report.final_rows {
-            return Err(format!(
-                "node counts {rows} rows, model {}",
-                self.report.final_rows
-            ));
+            other => return Err(format!("final read refused: {other:?}")),
         }
 
         // Deleting everything gives back all memory but the fixed-size row
@@ -802,19 +1100,39 @@ impl World {
                 ignore: true,
             })
             .collect();
-        match self.direct(ExecType::Commit, &deletes)? {
+        match self.request(1, ExecType::Commit, &deletes)? {
             Signal::TcKeyConf(_) => {}
             other => return Err(format!("final delete refused: {other:?}")),
         }
-        let stats = self.node.stats();
-        let kept =
-            self.empty_memory_bytes + u64::from(FRAGMENTS) * shoal_storage::PAGE_BYTES as u64;
-        if stats.rows != 0 || stats.data_memory_used_bytes > kept {
-            return Err(format!(
-                "after deleting every row: {} rows, {} bytes of data memory used (expected at most {kept})",
-                stats.rows, stats.data_memory_used_bytes
-            ));
+        for (i, n) in self.nodes.iter().enumerate() {
+            let node_id = i as u16 + 1;
+            let local = (0..self.map.fragments.len() as u32)
+                .filter(|&f| self.map.replicas(f).contains(&node_id))
+                .count() as u64;
+            let kept = self.empty_memory_bytes[i] + local * shoal_storage::PAGE_BYTES as u64;
+            let stats = n.stats();
+            if stats.rows != 0 || stats.data_memory_used_bytes > kept {
+                return Err(format!(
+                    "node {node_id} after deleting every row: {} rows, {} bytes of data memory used (expected at most {kept})",
+                    stats.rows, stats.data_memory_used_bytes
+                ));
+            }
         }
         Ok(())
     }
+}
+
+/// The key column of a row image (an attribute list of all columns).
+fn decode_key_column(row: &[u8], def: &TableDef) -> Result<u32, String> {
+    let (attrs, _) = AttrSlice::parse(row).map_err(|e| format!("row image: {e}"))?;
+    for (col, bytes) in attrs.iter() {
+        if col == K_COL {
+            let bytes = bytes.ok_or("NULL key")?;
+            return match shoal_types::value::decode_value(def.columns[0].ty, bytes) {
+                Value::UInt(k) => Ok(k as u32),
+                other => Err(format!("key column is {other:?}")),
+            };
+        }
+    }
+    Err("row image without its key column".into())
 }

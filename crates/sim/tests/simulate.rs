@@ -2,7 +2,9 @@
 //! model, for a bounded set of seeds (CI). Environment knobs:
 //! - `SHOAL_SIM_SEED=N`: run only seed N (replay a failure);
 //! - `SHOAL_SIM_SEEDS=COUNT`: how many seeds (default 50);
-//! - `SHOAL_SIM_TXNS=M`: transactions per seed (default 5000).
+//! - `SHOAL_SIM_TXNS=M`: transactions per seed (default 5000);
+//! - `SHOAL_SIM_NODES=N` and `SHOAL_SIM_REPLICAS=R`: the cluster shape
+//!   (default: each seed picks one of 1–4 data nodes with 1 or 2 replicas).
 //!
 //! Many more seeds: `cargo run --release -p shoal-sim -- --seeds 1000`.
 
@@ -30,11 +32,16 @@ fn random_transactions_match_the_model() {
     };
     let mut totals = shoal_sim::SimReport::default();
     for seed in seeds {
-        let report = run(&SimOptions {
-            seed,
-            transactions: txns,
-        })
-        .unwrap_or_else(|failure| panic!("{failure}"));
+        let opts = match (env_u64("SHOAL_SIM_NODES"), env_u64("SHOAL_SIM_REPLICAS")) {
+            (Some(n), Some(r)) => SimOptions {
+                seed,
+                transactions: txns,
+                data_nodes: n as u16,
+                replicas: r as u16,
+            },
+            _ => SimOptions::shape_for_seed(seed, txns),
+        };
+        let report = run(&opts).unwrap_or_else(|failure| panic!("{failure}"));
         eprintln!("{report}");
         totals.committed += report.committed;
         totals.rolled_back += report.rolled_back;
@@ -64,9 +71,12 @@ fn random_transactions_match_the_model() {
 
 #[test]
 fn a_seed_replays_exactly() {
+    // Two node groups of two replicas: every multi-node path.
     let opts = SimOptions {
         seed: 7,
         transactions: 800,
+        data_nodes: 4,
+        replicas: 2,
     };
     let a = run(&opts).unwrap_or_else(|f| panic!("{f}"));
     let b = run(&opts).unwrap_or_else(|f| panic!("{f}"));
