@@ -397,7 +397,9 @@ impl Connection {
                     );
                     return Err(format!("data node reported error {}: {}", e.code, e.detail));
                 }
-                Signal::TcKeyReq(_) => return Err("data node sent a TcKeyReq".to_string()),
+                Signal::TcKeyReq(_) | Signal::Node(_) => {
+                    return Err(format!("data node sent a client a {}", sig.name()))
+                }
             };
             match st.pending.remove(&trans) {
                 Some(p) => {

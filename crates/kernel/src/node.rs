@@ -164,10 +164,5 @@ impl DataNode {
 }
 
 fn signal_name(s: &Signal) -> &'static str {
-    match s {
-        Signal::TcKeyReq(_) => "TcKeyReq",
-        Signal::TcKeyConf(_) => "TcKeyConf",
-        Signal::TcKeyRef(_) => "TcKeyRef",
-        Signal::ErrorReport(_) => "ErrorReport",
-    }
+    s.name()
 }

@@ -424,6 +424,18 @@ fn client_may_not_send_node_signals() {
     });
     let err = h.node.client_signal(h.now, 1, bogus, &mut out).unwrap_err();
     assert_eq!(err.code, ErrorCode::ProtocolViolation);
+    // Nor a node-to-node signal (it could abort anyone's transaction).
+    let forged = Signal::Node(crate::signal::BlockSignal::AbortReq {
+        txn: crate::signal::first_txn_ref(1),
+        node: 1,
+    });
+    let err = h
+        .node
+        .client_signal(h.now, 1, forged, &mut out)
+        .unwrap_err();
+    assert_eq!(err.code, ErrorCode::ProtocolViolation);
+    assert!(err.detail.contains("AbortReq"), "{err}");
+    assert!(out.is_empty());
 }
 
 #[test]

@@ -8,6 +8,7 @@
 
 pub mod frame;
 pub mod handshake;
+pub mod node;
 pub mod signals;
 
 pub use frame::{

@@ -182,6 +182,9 @@ pub enum Signal {
     TcKeyConf(TcKeyConf),
     TcKeyRef(TcKeyRef),
     ErrorReport(ErrorReport),
+    /// Between data nodes only; a client sending one is a protocol
+    /// violation.
+    Node(crate::node::BlockSignal),
 }
 
 // Fixed parts of the bodies, in bytes (see docs/PROTOCOL.md).
@@ -203,6 +206,7 @@ impl Signal {
             Signal::TcKeyConf(_) => GSN_TC_KEY_CONF,
             Signal::TcKeyRef(_) => GSN_TC_KEY_REF,
             Signal::ErrorReport(_) => GSN_ERROR_REPORT,
+            Signal::Node(n) => n.gsn(),
         }
     }
 
@@ -232,6 +236,7 @@ impl Signal {
             }
             Signal::TcKeyRef(r) => TC_KEY_REF_FIXED_BYTES + detail_prefix(&r.detail).len(),
             Signal::ErrorReport(r) => ERROR_REPORT_FIXED_BYTES + detail_prefix(&r.detail).len(),
+            Signal::Node(n) => n.body_len(),
         }
     }
 
@@ -282,6 +287,7 @@ impl Signal {
                 put_u16(out, r.code);
                 put_detail(out, &r.detail);
             }
+            Signal::Node(n) => n.encode_body(out),
         }
     }
 
@@ -293,6 +299,9 @@ impl Signal {
             GSN_TC_KEY_CONF => decode_tc_key_conf(body).map(Signal::TcKeyConf),
             GSN_TC_KEY_REF => decode_tc_key_ref(body).map(Signal::TcKeyRef),
             GSN_ERROR_REPORT => decode_error_report(body).map(Signal::ErrorReport),
+            GSN_NODE_SIGNALS_FIRST..=crate::node::GSN_NODE_SIGNALS_LAST => {
+                crate::node::BlockSignal::decode(gsn, body).map(Signal::Node)
+            }
             _ => Err(WireError::UnknownSignal(gsn)),
         }
     }
@@ -305,6 +314,15 @@ pub fn gsn_name(gsn: u16) -> Option<&'static str> {
         GSN_TC_KEY_CONF => Some("TcKeyConf"),
         GSN_TC_KEY_REF => Some("TcKeyRef"),
         GSN_ERROR_REPORT => Some("ErrorReport"),
+        crate::node::GSN_LQH_KEY_REQ => Some("LqhKeyReq"),
+        crate::node::GSN_LQH_KEY_CONF => Some("LqhKeyConf"),
+        crate::node::GSN_LQH_KEY_REF => Some("LqhKeyRef"),
+        crate::node::GSN_COMMIT_REQ => Some("CommitReq"),
+        crate::node::GSN_COMMIT_CONF => Some("CommitConf"),
+        crate::node::GSN_COMPLETE_REQ => Some("CompleteReq"),
+        crate::node::GSN_COMPLETE_CONF => Some("CompleteConf"),
+        crate::node::GSN_ABORT_REQ => Some("AbortReq"),
+        crate::node::GSN_ABORT_CONF => Some("AbortConf"),
         _ => None,
     }
 }
@@ -317,32 +335,61 @@ fn encode_tc_key_req(req: &TcKeyReq, out: &mut Vec<u8>) {
     out.push(0);
     put_u16(out, op_count);
     for (i, op) in req.ops.iter().enumerate() {
-        assert_eq!(
-            op.flags & !OP_FLAGS_KNOWN,
-            0,
-            "TcKeyReq op {i}: unknown flag bits {:#04x}",
-            op.flags
-        );
-        let key_len = u16::try_from(op.key.len()).unwrap_or_else(|_| {
-            panic!(
-                "TcKeyReq op {i}: key of {} bytes exceeds u16::MAX",
-                op.key.len()
-            )
-        });
-        let attrs_len = u32::try_from(op.attrs.len()).unwrap_or_else(|_| {
-            panic!(
-                "TcKeyReq op {i}: attrs of {} bytes exceed u32::MAX",
-                op.attrs.len()
-            )
-        });
-        out.extend_from_slice(&[op.op as u8, op.lock as u8, op.flags, 0]);
-        put_u32(out, op.table.0);
-        put_u32(out, op.version.0);
-        put_u16(out, key_len);
-        out.extend_from_slice(&op.key);
-        put_u32(out, attrs_len);
-        out.extend_from_slice(&op.attrs);
+        encode_key_op(op, i, out);
     }
+}
+
+/// `u8 op | u8 lock | u8 flags | u8 reserved | u32 table | u32 version |
+/// u16 key_len | key | u32 attrs_len | attrs`. `i` names the op in panics.
+pub(crate) fn encode_key_op(op: &KeyOp, i: usize, out: &mut Vec<u8>) {
+    assert_eq!(
+        op.flags & !OP_FLAGS_KNOWN,
+        0,
+        "op {i}: unknown flag bits {:#04x}",
+        op.flags
+    );
+    let key_len = u16::try_from(op.key.len())
+        .unwrap_or_else(|_| panic!("op {i}: key of {} bytes exceeds u16::MAX", op.key.len()));
+    let attrs_len = u32::try_from(op.attrs.len())
+        .unwrap_or_else(|_| panic!("op {i}: attrs of {} bytes exceed u32::MAX", op.attrs.len()));
+    out.extend_from_slice(&[op.op as u8, op.lock as u8, op.flags, 0]);
+    put_u32(out, op.table.0);
+    put_u32(out, op.version.0);
+    put_u16(out, key_len);
+    out.extend_from_slice(&op.key);
+    put_u32(out, attrs_len);
+    out.extend_from_slice(&op.attrs);
+}
+
+/// Bytes of an encoded [`KeyOp`].
+pub(crate) fn key_op_len(op: &KeyOp) -> usize {
+    KEY_OP_FIXED_BYTES + op.key.len() + op.attrs.len()
+}
+
+pub(crate) fn decode_key_op(r: &mut Reader<'_>) -> Result<KeyOp, WireError> {
+    let op = r.enum_u8("op", OpType::from_u8)?;
+    let lock = r.enum_u8("lock", LockMode::from_u8)?;
+    let flags_at = r.pos;
+    let flags = r.u8("flags")?;
+    if flags & !OP_FLAGS_KNOWN != 0 {
+        return Err(r.malformed_at(flags_at, format_args!("unknown flag bits {flags:#04x}")));
+    }
+    r.reserved_u8("reserved")?;
+    let table = TableId(r.u32("table")?);
+    let version = SchemaVersion(r.u32("version")?);
+    let key_len = usize::from(r.u16("key_len")?);
+    let key = r.bytes(key_len, "key")?.to_vec();
+    let attrs_len = r.u32("attrs_len")? as usize;
+    let attrs = r.bytes(attrs_len, "attrs")?.to_vec();
+    Ok(KeyOp {
+        op,
+        lock,
+        flags,
+        table,
+        version,
+        key,
+        attrs,
+    })
 }
 
 fn encode_tc_key_conf(conf: &TcKeyConf, out: &mut Vec<u8>) {
@@ -379,29 +426,7 @@ fn decode_tc_key_req(body: &[u8]) -> Result<TcKeyReq, WireError> {
     let mut ops = Vec::with_capacity(op_count);
     for i in 0..op_count {
         r.item = Some(("op", i));
-        let op = r.enum_u8("op", OpType::from_u8)?;
-        let lock = r.enum_u8("lock", LockMode::from_u8)?;
-        let flags_at = r.pos;
-        let flags = r.u8("flags")?;
-        if flags & !OP_FLAGS_KNOWN != 0 {
-            return Err(r.malformed_at(flags_at, format_args!("unknown flag bits {flags:#04x}")));
-        }
-        r.reserved_u8("reserved")?;
-        let table = TableId(r.u32("table")?);
-        let version = SchemaVersion(r.u32("version")?);
-        let key_len = usize::from(r.u16("key_len")?);
-        let key = r.bytes(key_len, "key")?.to_vec();
-        let attrs_len = r.u32("attrs_len")? as usize;
-        let attrs = r.bytes(attrs_len, "attrs")?.to_vec();
-        ops.push(KeyOp {
-            op,
-            lock,
-            flags,
-            table,
-            version,
-            key,
-            attrs,
-        });
+        ops.push(decode_key_op(&mut r)?);
     }
     r.item = None;
     r.finish()?;
@@ -470,12 +495,12 @@ pub(crate) fn truncate_at_char_boundary(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
-fn detail_prefix(detail: &str) -> &str {
+pub(crate) fn detail_prefix(detail: &str) -> &str {
     truncate_at_char_boundary(detail, SIGNAL_DETAIL_BYTES_MAX)
 }
 
 /// Writes `u16 detail_len | detail`, cutting the detail to the field width.
-fn put_detail(out: &mut Vec<u8>, detail: &str) {
+pub(crate) fn put_detail(out: &mut Vec<u8>, detail: &str) {
     let detail = detail_prefix(detail);
     put_u16(out, detail.len() as u16);
     out.extend_from_slice(detail.as_bytes());
@@ -768,10 +793,12 @@ mod tests {
     #[test]
     fn unknown_gsn_is_rejected() {
         assert_eq!(Signal::decode(0, &[]), Err(WireError::UnknownSignal(0)));
+        let past = crate::node::GSN_NODE_SIGNALS_LAST + 1;
         assert_eq!(
-            Signal::decode(GSN_NODE_SIGNALS_FIRST, &[]),
-            Err(WireError::UnknownSignal(GSN_NODE_SIGNALS_FIRST))
+            Signal::decode(past, &[]),
+            Err(WireError::UnknownSignal(past))
         );
+        assert_eq!(Signal::decode(5, &[]), Err(WireError::UnknownSignal(5)));
     }
 
     #[test]

@@ -1,0 +1,437 @@
+//! Signals between the blocks of data nodes (TC ↔ LQH), and their wire
+//! encoding for node-to-node links (GSN 16 and up; docs/PROTOCOL.md §6).
+//!
+//! Where a signal goes follows from the signal itself
+//! ([`BlockSignal::destination`]): an operation to the replica at `hop` of
+//! its chain, TC's orders to the node they name, and every answer to the
+//! node of the transaction's coordinator, which is encoded in the
+//! transaction handle ([`tc_node_of`]).
+
+use std::sync::Arc;
+
+use shoal_types::distribution::FragmentId;
+use shoal_types::{ErrorCode, ShoalError, TableId};
+
+use crate::frame::WireError;
+use crate::signals::{
+    decode_key_op, detail_prefix, encode_key_op, key_op_len, put_detail, put_u16, put_u32, put_u64,
+    KeyOp, OpResult, Reader,
+};
+
+/// A transaction's handle shared by TC and every LQH it uses, and the lock
+/// owner. Unique in the cluster: the coordinator's node id is in the top 16
+/// bits.
+pub type TxnRef = u64;
+
+/// A fragment of a table.
+pub type FragKey = (TableId, FragmentId);
+
+/// The node whose TC coordinates `txn`.
+#[inline]
+pub fn tc_node_of(txn: TxnRef) -> u16 {
+    (txn >> 48) as u16
+}
+
+/// The first transaction handle a TC on `node` hands out.
+pub fn first_txn_ref(node: u16) -> TxnRef {
+    (u64::from(node) << 48) | 1
+}
+
+pub const GSN_LQH_KEY_REQ: u16 = 16;
+pub const GSN_LQH_KEY_CONF: u16 = 17;
+pub const GSN_LQH_KEY_REF: u16 = 18;
+pub const GSN_COMMIT_REQ: u16 = 19;
+pub const GSN_COMMIT_CONF: u16 = 20;
+pub const GSN_COMPLETE_REQ: u16 = 21;
+pub const GSN_COMPLETE_CONF: u16 = 22;
+pub const GSN_ABORT_REQ: u16 = 23;
+pub const GSN_ABORT_CONF: u16 = 24;
+/// The last GSN this version defines.
+pub const GSN_NODE_SIGNALS_LAST: u16 = GSN_ABORT_CONF;
+
+/// Most replicas a chain may name (NDB's NoOfReplicas limit).
+pub const CHAIN_NODES_MAX: usize = 4;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BlockSignal {
+    /// TC → LQH (and LQH → the next replica's LQH): run one operation.
+    /// The replica at `chain[hop]` runs it; if more replicas follow, it
+    /// passes the operation on, and the last one answers TC (NDB's linear
+    /// prepare). Reads run at the primary alone: `chain` is one node.
+    LqhKeyReq {
+        txn: TxnRef,
+        op_index: u16,
+        /// The fragment of `op.table` the key belongs to.
+        frag: FragmentId,
+        op: KeyOp,
+        /// The replicas, primary first.
+        chain: Arc<[u16]>,
+        hop: u8,
+    },
+    /// LQH → TC: the operation succeeded on every replica of its chain
+    /// (reads carry their data).
+    LqhKeyConf {
+        txn: TxnRef,
+        op_index: u16,
+        result: OpResult,
+    },
+    /// LQH → TC: the operation failed (on the replica that sends this).
+    LqhKeyRef {
+        txn: TxnRef,
+        op_index: u16,
+        error: ShoalError,
+    },
+    /// TC → LQH on `node`: make the transaction's changes in `frags`
+    /// visible; with `release`, also release its locks there.
+    CommitReq {
+        txn: TxnRef,
+        node: u16,
+        frags: Vec<FragKey>,
+        release: bool,
+    },
+    /// LQH → TC.
+    CommitConf { txn: TxnRef, node: u16 },
+    /// TC → LQH on `node`: release every lock the transaction still holds
+    /// there and forget it (after commit; NDB's Complete).
+    CompleteReq { txn: TxnRef, node: u16 },
+    /// LQH → TC.
+    CompleteConf { txn: TxnRef, node: u16 },
+    /// TC → LQH on `node`: drop the transaction's changes and waits there,
+    /// release its locks.
+    AbortReq { txn: TxnRef, node: u16 },
+    /// LQH → TC.
+    AbortConf { txn: TxnRef, node: u16 },
+}
+
+impl BlockSignal {
+    /// The node whose blocks take this signal.
+    pub fn destination(&self) -> u16 {
+        match self {
+            BlockSignal::LqhKeyReq { chain, hop, .. } => chain[*hop as usize],
+            BlockSignal::CommitReq { node, .. }
+            | BlockSignal::CompleteReq { node, .. }
+            | BlockSignal::AbortReq { node, .. } => *node,
+            BlockSignal::LqhKeyConf { txn, .. }
+            | BlockSignal::LqhKeyRef { txn, .. }
+            | BlockSignal::CommitConf { txn, .. }
+            | BlockSignal::CompleteConf { txn, .. }
+            | BlockSignal::AbortConf { txn, .. } => tc_node_of(*txn),
+        }
+    }
+
+    /// Whether LQH (rather than TC) takes this signal.
+    pub fn for_lqh(&self) -> bool {
+        matches!(
+            self,
+            BlockSignal::LqhKeyReq { .. }
+                | BlockSignal::CommitReq { .. }
+                | BlockSignal::CompleteReq { .. }
+                | BlockSignal::AbortReq { .. }
+        )
+    }
+
+    pub fn gsn(&self) -> u16 {
+        match self {
+            BlockSignal::LqhKeyReq { .. } => GSN_LQH_KEY_REQ,
+            BlockSignal::LqhKeyConf { .. } => GSN_LQH_KEY_CONF,
+            BlockSignal::LqhKeyRef { .. } => GSN_LQH_KEY_REF,
+            BlockSignal::CommitReq { .. } => GSN_COMMIT_REQ,
+            BlockSignal::CommitConf { .. } => GSN_COMMIT_CONF,
+            BlockSignal::CompleteReq { .. } => GSN_COMPLETE_REQ,
+            BlockSignal::CompleteConf { .. } => GSN_COMPLETE_CONF,
+            BlockSignal::AbortReq { .. } => GSN_ABORT_REQ,
+            BlockSignal::AbortConf { .. } => GSN_ABORT_CONF,
+        }
+    }
+
+    /// Bytes of the encoded body.
+    pub fn body_len(&self) -> usize {
+        const TXN_NODE: usize = 8 + 2;
+        match self {
+            BlockSignal::LqhKeyReq { op, chain, .. } => {
+                8 + 2 + 4 + 1 + 1 + 2 * chain.len() + key_op_len(op)
+            }
+            BlockSignal::LqhKeyConf { result, .. } => 8 + 2 + 2 + 4 + result.data.len(),
+            BlockSignal::LqhKeyRef { error, .. } => {
+                8 + 2 + 2 + 2 + detail_prefix(&error.detail).len()
+            }
+            BlockSignal::CommitReq { frags, .. } => TXN_NODE + 1 + 1 + 4 + 8 * frags.len(),
+            BlockSignal::CommitConf { .. }
+            | BlockSignal::CompleteReq { .. }
+            | BlockSignal::CompleteConf { .. }
+            | BlockSignal::AbortReq { .. }
+            | BlockSignal::AbortConf { .. } => TXN_NODE,
+        }
+    }
+
+    pub fn encode_body(&self, out: &mut Vec<u8>) {
+        match self {
+            BlockSignal::LqhKeyReq {
+                txn,
+                op_index,
+                frag,
+                op,
+                chain,
+                hop,
+            } => {
+                assert!(
+                    !chain.is_empty()
+                        && chain.len() <= CHAIN_NODES_MAX
+                        && (*hop as usize) < chain.len(),
+                    "LqhKeyReq chain {chain:?} hop {hop}"
+                );
+                put_u64(out, *txn);
+                put_u16(out, *op_index);
+                put_u32(out, *frag);
+                out.push(*hop);
+                out.push(chain.len() as u8);
+                for &n in chain.iter() {
+                    put_u16(out, n);
+                }
+                encode_key_op(op, usize::from(*op_index), out);
+            }
+            BlockSignal::LqhKeyConf {
+                txn,
+                op_index,
+                result,
+            } => {
+                put_u64(out, *txn);
+                put_u16(out, *op_index);
+                put_u16(out, result.code);
+                put_u32(out, result.data.len() as u32);
+                out.extend_from_slice(&result.data);
+            }
+            BlockSignal::LqhKeyRef {
+                txn,
+                op_index,
+                error,
+            } => {
+                put_u64(out, *txn);
+                put_u16(out, *op_index);
+                put_u16(out, error.code as u16);
+                put_detail(out, &error.detail);
+            }
+            BlockSignal::CommitReq {
+                txn,
+                node,
+                frags,
+                release,
+            } => {
+                put_u64(out, *txn);
+                put_u16(out, *node);
+                out.push(u8::from(*release));
+                out.push(0);
+                put_u32(out, frags.len() as u32);
+                for (table, frag) in frags {
+                    put_u32(out, table.0);
+                    put_u32(out, *frag);
+                }
+            }
+            BlockSignal::CommitConf { txn, node }
+            | BlockSignal::CompleteReq { txn, node }
+            | BlockSignal::CompleteConf { txn, node }
+            | BlockSignal::AbortReq { txn, node }
+            | BlockSignal::AbortConf { txn, node } => {
+                put_u64(out, *txn);
+                put_u16(out, *node);
+            }
+        }
+    }
+
+    /// Decodes the body of node signal `gsn`; the body must be consumed
+    /// exactly.
+    pub fn decode(gsn: u16, body: &[u8]) -> Result<BlockSignal, WireError> {
+        let name = crate::signals::gsn_name(gsn).unwrap_or("node signal");
+        let mut r = Reader::new(body, name);
+        let txn = r.u64("txn")?;
+        let sig = match gsn {
+            GSN_LQH_KEY_REQ => {
+                let op_index = r.u16("op_index")?;
+                let frag = r.u32("frag")?;
+                let hop_at = r.pos;
+                let hop = r.u8("hop")?;
+                let len_at = r.pos;
+                let chain_len = usize::from(r.u8("chain_len")?);
+                if chain_len == 0 || chain_len > CHAIN_NODES_MAX {
+                    return Err(r.malformed_at(
+                        len_at,
+                        format_args!("chain of {chain_len} nodes, must be 1..={CHAIN_NODES_MAX}"),
+                    ));
+                }
+                if usize::from(hop) >= chain_len {
+                    return Err(r.malformed_at(
+                        hop_at,
+                        format_args!("hop {hop} outside a chain of {chain_len}"),
+                    ));
+                }
+                let mut chain = Vec::with_capacity(chain_len);
+                for _ in 0..chain_len {
+                    chain.push(r.u16("chain")?);
+                }
+                let op = decode_key_op(&mut r)?;
+                BlockSignal::LqhKeyReq {
+                    txn,
+                    op_index,
+                    frag,
+                    op,
+                    chain: Arc::from(chain),
+                    hop,
+                }
+            }
+            GSN_LQH_KEY_CONF => {
+                let op_index = r.u16("op_index")?;
+                let code = r.u16("code")?;
+                let len = r.u32("data_len")? as usize;
+                let data = r.bytes(len, "data")?.to_vec();
+                BlockSignal::LqhKeyConf {
+                    txn,
+                    op_index,
+                    result: OpResult { code, data },
+                }
+            }
+            GSN_LQH_KEY_REF => {
+                let op_index = r.u16("op_index")?;
+                let code_at = r.pos;
+                let code = r.u16("code")?;
+                let code = ErrorCode::from_u16(code).ok_or_else(|| {
+                    r.malformed_at(code_at, format_args!("unknown error code {code}"))
+                })?;
+                let len = usize::from(r.u16("detail_len")?);
+                let detail = r.utf8(len, "detail")?;
+                BlockSignal::LqhKeyRef {
+                    txn,
+                    op_index,
+                    error: ShoalError::with_detail(code, detail),
+                }
+            }
+            GSN_COMMIT_REQ => {
+                let node = r.u16("node")?;
+                let release_at = r.pos;
+                let release = match r.u8("release")? {
+                    0 => false,
+                    1 => true,
+                    v => {
+                        return Err(r.malformed_at(
+                            release_at,
+                            format_args!("release is {v}, must be 0 or 1"),
+                        ))
+                    }
+                };
+                r.reserved_u8("reserved")?;
+                let count = r.u32("frag_count")? as usize;
+                r.check_count(count, 8, "frag_count")?;
+                let mut frags = Vec::with_capacity(count);
+                for _ in 0..count {
+                    frags.push((TableId(r.u32("table")?), r.u32("frag")?));
+                }
+                BlockSignal::CommitReq {
+                    txn,
+                    node,
+                    frags,
+                    release,
+                }
+            }
+            GSN_COMMIT_CONF => BlockSignal::CommitConf {
+                txn,
+                node: r.u16("node")?,
+            },
+            GSN_COMPLETE_REQ => BlockSignal::CompleteReq {
+                txn,
+                node: r.u16("node")?,
+            },
+            GSN_COMPLETE_CONF => BlockSignal::CompleteConf {
+                txn,
+                node: r.u16("node")?,
+            },
+            GSN_ABORT_REQ => BlockSignal::AbortReq {
+                txn,
+                node: r.u16("node")?,
+            },
+            GSN_ABORT_CONF => BlockSignal::AbortConf {
+                txn,
+                node: r.u16("node")?,
+            },
+            _ => return Err(WireError::UnknownSignal(gsn)),
+        };
+        r.finish()?;
+        Ok(sig)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::signals::{LockMode, OpType};
+    use shoal_types::SchemaVersion;
+
+    fn samples() -> Vec<BlockSignal> {
+        let txn = first_txn_ref(3) + 41;
+        vec![
+            BlockSignal::LqhKeyReq {
+                txn,
+                op_index: 7,
+                frag: 5,
+                op: KeyOp {
+                    op: OpType::Update,
+                    lock: LockMode::Exclusive,
+                    flags: 1,
+                    table: TableId(9),
+                    version: SchemaVersion(2),
+                    key: vec![1, 2, 3, 4],
+                    attrs: vec![1, 0, 1, 0, 1, 0, 42],
+                },
+                chain: Arc::from(&[3u16, 4][..]),
+                hop: 1,
+            },
+            BlockSignal::LqhKeyConf {
+                txn,
+                op_index: 0,
+                result: OpResult {
+                    code: 0,
+                    data: vec![9; 20],
+                },
+            },
+            BlockSignal::LqhKeyRef {
+                txn,
+                op_index: 2,
+                error: ShoalError::with_detail(ErrorCode::DeadlockTimeout, "waited 1200 ms"),
+            },
+            BlockSignal::CommitReq {
+                txn,
+                node: 4,
+                frags: vec![(TableId(9), 5), (TableId(10), 0)],
+                release: true,
+            },
+            BlockSignal::CommitConf { txn, node: 4 },
+            BlockSignal::CompleteReq { txn, node: 4 },
+            BlockSignal::CompleteConf { txn, node: 4 },
+            BlockSignal::AbortReq { txn, node: 3 },
+            BlockSignal::AbortConf { txn, node: 3 },
+        ]
+    }
+
+    #[test]
+    fn every_node_signal_round_trips() {
+        for sig in samples() {
+            let mut body = Vec::new();
+            sig.encode_body(&mut body);
+            assert_eq!(body.len(), sig.body_len(), "{sig:?}");
+            assert_eq!(BlockSignal::decode(sig.gsn(), &body).unwrap(), sig);
+            // Every truncation fails cleanly.
+            for cut in 0..body.len() {
+                assert!(BlockSignal::decode(sig.gsn(), &body[..cut]).is_err());
+            }
+        }
+    }
+
+    #[test]
+    fn destinations() {
+        let txn = first_txn_ref(3);
+        assert_eq!(tc_node_of(txn), 3);
+        let s = samples();
+        assert_eq!(s[0].destination(), 4, "the chain's hop");
+        assert_eq!(s[1].destination(), 3, "answers go to the coordinator");
+        assert_eq!(s[3].destination(), 4);
+        assert!(s[0].for_lqh() && !s[1].for_lqh());
+    }
+}
