@@ -343,6 +343,19 @@ impl DataNodeSession {
             .map(|_| ())
     }
 
+    /// Every configured data node with its state and live port (how data
+    /// nodes find each other).
+    pub async fn data_nodes(&mut self) -> Result<Vec<NodeInfo>, ShoalError> {
+        match self
+            .conn
+            .request(Request::DataNodes, REQUEST_TIMEOUT)
+            .await?
+        {
+            Response::Nodes(n) => Ok(n),
+            other => Err(unexpected(&other)),
+        }
+    }
+
     /// Reports state, listen port and memory use; `show` displays the last
     /// report. Started nodes should report about once a second.
     pub async fn report_status(&mut self, status: NodeStatus) -> Result<(), ShoalError> {

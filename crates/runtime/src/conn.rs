@@ -1,5 +1,6 @@
-//! One client connection of the data node: handshake state, receive buffer
-//! and frame decoder, send buffer and frame encoder.
+//! One connection of the data node — to a client, or a link to another
+//! data node: handshake state, receive buffer and frame decoder, send
+//! buffer and frame encoder.
 
 use mio::net::TcpStream;
 use shoal_wire::{FrameDecoder, FrameEncoder, Signal, WireError};
@@ -13,15 +14,26 @@ pub const OUTPUT_BACKLOG_MAX_BYTES: usize = 64 << 20;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
-    /// Waiting for the client's Hello.
+    /// Accepted: waiting for the peer's Hello.
     Handshake,
+    /// Opened by us to another data node: waiting for its HelloReply.
+    AwaitReply,
     Open,
+}
+
+/// Who is at the other end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Client,
+    /// Data node with this id.
+    Peer(u16),
 }
 
 pub struct Conn {
     pub stream: TcpStream,
     pub peer: SocketAddr,
     pub phase: Phase,
+    pub role: Role,
     inbuf: Vec<u8>,
     in_start: usize,
     decoder: FrameDecoder,
@@ -50,6 +62,7 @@ impl Conn {
             stream,
             peer,
             phase: Phase::Handshake,
+            role: Role::Client,
             inbuf: Vec::with_capacity(64 * 1024),
             in_start: 0,
             decoder: FrameDecoder::new(max_frame_bytes, max_signals),

@@ -2,17 +2,26 @@
 //! decoded signals to the kernel, writes the kernel's answers in batches
 //! (one write per connection per loop turn), ticks the kernel's timers and
 //! reports status to mgmd.
+//!
+//! Data nodes link to each other over TCP with the same handshake and
+//! frames (node type "data node", node signals only): the node with the
+//! lower id connects, one link per pair, addresses from mgmd. A node
+//! reports `Starting` until it has a link to every other data node, then
+//! `Started`. Signals for a node whose link is not up yet wait in order.
+//! Losing a link is logged; handling the failure (takeover) is the next
+//! step of the roadmap.
 
-use crate::conn::{Conn, Phase, ReadOutcome, OUTPUT_BACKLOG_MAX_BYTES};
+use crate::conn::{Conn, Phase, ReadOutcome, Role, OUTPUT_BACKLOG_MAX_BYTES};
 use crate::mgm_link::{self, LinkEvent, LinkRequest};
 use crate::stop_signal;
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
+use shoal_kernel::signal::BlockSignal;
 use shoal_kernel::{ConnId, DataNode, KernelConfig, Output};
 use shoal_mgmd::{MgmEvent, NodeState, NodeStatus};
 use shoal_types::{ErrorCode, ShoalError};
-use shoal_wire::{ErrorReport, Hello, HelloReply, Signal, HELLO_BYTES};
-use std::collections::HashMap;
+use shoal_wire::{ErrorReport, Hello, HelloReply, NodeType, Signal, HELLO_BYTES};
+use std::collections::{BTreeMap, HashMap};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,6 +31,12 @@ const WAKER: Token = Token(1);
 const FIRST_CONN: u64 = 2;
 const TICK_MS: u64 = 10;
 const STATUS_EVERY_MS: u64 = 1000;
+/// Wait between attempts to link to another data node.
+const PEER_RETRY_MS: u64 = 200;
+/// Signals held for one unlinked data node at most; more is a node that
+/// will not come back, and its transactions fail (node failure handling
+/// belongs to the next issue).
+const PEER_PENDING_MAX: usize = 1 << 20;
 
 pub struct DataNodeOptions {
     /// mgmd's "host:port".
@@ -44,18 +59,6 @@ pub fn run_datanode(opts: DataNodeOptions) -> Result<(), ShoalError> {
     let link = mgm_link::start(&opts.mgmd_addr, opts.node_id, waker)?;
     let reg = &link.registration;
     let cfg = reg.config.clone();
-    if cfg.cluster_data_nodes.len() > 1 {
-        // The blocks run the multi-node protocol (see the simulator), but
-        // this runtime has no node-to-node transport yet.
-        return Err(fail(
-            ErrorCode::NodeIdRefused,
-            format!(
-                "the cluster config has {} data nodes; this build of the data node runs clusters \
-                 of one data node (node-to-node transport is not built yet). Use --data-nodes 1.",
-                cfg.cluster_data_nodes.len()
-            ),
-        ));
-    }
     let addr: SocketAddr = (cfg.host.as_str(), cfg.port)
         .to_socket_addrs()
         .ok()
@@ -107,10 +110,16 @@ pub fn run_datanode(opts: DataNodeOptions) -> Result<(), ShoalError> {
         max_signals: cfg.max_signals_per_frame as usize,
         max_conns: cfg.max_client_connections as usize,
         port,
+        peers: cfg
+            .cluster_data_nodes
+            .iter()
+            .filter(|&&n| n != reg.node_id)
+            .map(|&n| (n, Peer::default()))
+            .collect(),
     };
     let _ = link
         .requests
-        .send(LinkRequest::Status(el.status(NodeState::Started)));
+        .send(LinkRequest::Status(el.status(el.state())));
     tracing::info!(
         "data node {} started, listening on {}:{port}",
         reg.node_id,
@@ -125,6 +134,7 @@ pub fn run_datanode(opts: DataNodeOptions) -> Result<(), ShoalError> {
     let mut spin_until: Option<Instant> = None;
     let mut next_tick = TICK_MS;
     let mut next_status = STATUS_EVERY_MS;
+    let mut reported = el.state();
     loop {
         if let Some(signal) = stop_signal::received() {
             tracing::info!("data node {} stopping: {signal}", el.node_id);
@@ -173,6 +183,7 @@ pub fn run_datanode(opts: DataNodeOptions) -> Result<(), ShoalError> {
                             LinkEvent::MgmdLost(why) => {
                                 tracing::warn!("lost mgmd ({why}); still serving clients");
                             }
+                            LinkEvent::Peers(list) => el.set_peer_addrs(list),
                         }
                     }
                 }
@@ -193,12 +204,16 @@ pub fn run_datanode(opts: DataNodeOptions) -> Result<(), ShoalError> {
         let now = el.now_ms();
         if now >= next_tick {
             el.node.tick(now, &mut el.outputs);
+            el.connect_peers(&poll);
             next_tick = now + TICK_MS;
         }
-        if now >= next_status {
-            let _ = link
-                .requests
-                .send(LinkRequest::Status(el.status(NodeState::Started)));
+        let state = el.state();
+        if now >= next_status || state != reported {
+            let _ = link.requests.send(LinkRequest::Status(el.status(state)));
+            if state != reported && state == NodeState::Started {
+                tracing::info!("data node {} linked to every other data node", el.node_id);
+            }
+            reported = state;
             next_status = now + STATUS_EVERY_MS;
         }
         el.dispatch_outputs();
@@ -220,11 +235,130 @@ struct EventLoop {
     max_signals: usize,
     max_conns: usize,
     port: u16,
+    /// The other data nodes of the cluster.
+    peers: BTreeMap<u16, Peer>,
+}
+
+#[derive(Default)]
+struct Peer {
+    addr: Option<SocketAddr>,
+    /// The link, once its handshake is done.
+    conn: Option<ConnId>,
+    /// A connection we opened whose handshake is not done yet.
+    connecting: Option<ConnId>,
+    next_attempt_ms: u64,
+    /// Signals for the node while no link is up, in order.
+    pending: Vec<BlockSignal>,
 }
 
 impl EventLoop {
     fn now_ms(&self) -> u64 {
         self.start.elapsed().as_millis() as u64
+    }
+
+    /// `Started` once linked to every other data node.
+    fn state(&self) -> NodeState {
+        if self.peers.values().all(|p| p.conn.is_some()) {
+            NodeState::Started
+        } else {
+            NodeState::Starting
+        }
+    }
+
+    fn set_peer_addrs(&mut self, list: Vec<(u16, String, u16)>) {
+        for (id, host, port) in list {
+            let Some(peer) = self.peers.get_mut(&id) else {
+                continue;
+            };
+            match (host.as_str(), port)
+                .to_socket_addrs()
+                .map(|mut a| a.next())
+            {
+                Ok(Some(addr)) => peer.addr = Some(addr),
+                _ => tracing::warn!("cannot resolve data node {id} at {host}:{port}"),
+            }
+        }
+    }
+
+    /// Opens links to the data nodes with higher ids that have none.
+    fn connect_peers(&mut self, poll: &Poll) {
+        let now = self.now_ms();
+        let me = self.node_id;
+        let due: Vec<(u16, SocketAddr)> = self
+            .peers
+            .iter()
+            .filter(|(&id, p)| {
+                id > me && p.conn.is_none() && p.connecting.is_none() && now >= p.next_attempt_ms
+            })
+            .filter_map(|(&id, p)| p.addr.map(|a| (id, a)))
+            .collect();
+        for (id, addr) in due {
+            self.peers.get_mut(&id).expect("listed").next_attempt_ms = now + PEER_RETRY_MS;
+            let mut stream = match mio::net::TcpStream::connect(addr) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::debug!("connecting to data node {id} at {addr}: {e}");
+                    continue;
+                }
+            };
+            let _ = stream.set_nodelay(true);
+            let conn_id = self.next_conn;
+            self.next_conn += 1;
+            if let Err(e) = poll.registry().register(
+                &mut stream,
+                Token(conn_id as usize),
+                Interest::READABLE | Interest::WRITABLE,
+            ) {
+                tracing::warn!("cannot register the link to data node {id}: {e}");
+                continue;
+            }
+            let mut conn = Conn::new(stream, addr, self.max_frame_bytes, self.max_signals);
+            conn.phase = Phase::AwaitReply;
+            conn.role = Role::Peer(id);
+            let hello = Hello {
+                protocol_version: shoal_wire::PROTOCOL_VERSION,
+                node_type: NodeType::DataNode,
+                cluster_id: self.cluster_id,
+                node_id: me,
+                target_node_id: id,
+            };
+            conn.push_raw(&hello.encode());
+            self.conns.insert(conn_id, conn);
+            self.dirty.push(conn_id);
+            self.peers.get_mut(&id).expect("listed").connecting = Some(conn_id);
+        }
+    }
+
+    /// The link to data node `id` is up: send what waited for it.
+    fn peer_linked(&mut self, id: u16, conn_id: ConnId) {
+        let peer = self.peers.get_mut(&id).expect("a configured peer");
+        peer.conn = Some(conn_id);
+        peer.connecting = None;
+        let pending = std::mem::take(&mut peer.pending);
+        tracing::info!(
+            "linked to data node {id} ({} signal(s) were waiting)",
+            pending.len()
+        );
+        let conn = self.conns.get_mut(&conn_id).expect("present");
+        for signal in pending {
+            conn.push_signal(&Signal::Node(signal));
+        }
+        self.dirty.push(conn_id);
+    }
+
+    /// Whether a Hello from data node `from` may open a link.
+    fn accept_peer(&self, from: u16) -> Result<(), String> {
+        match self.peers.get(&from) {
+            None => Err(format!(
+                "node {from} is not another data node of this cluster"
+            )),
+            Some(_) if from > self.node_id => Err(format!(
+                "data node {from} must wait for node {} to connect (the lower id connects)",
+                self.node_id
+            )),
+            Some(p) if p.conn.is_some() => Err(format!("data node {from} is already linked")),
+            Some(_) => Ok(()),
+        }
     }
 
     fn status(&self, state: NodeState) -> NodeStatus {
@@ -234,7 +368,11 @@ impl EventLoop {
             data_memory_used_bytes: s.data_memory_used_bytes,
             data_memory_total_bytes: s.data_memory_total_bytes,
             rows: s.rows,
-            client_connections: self.conns.len() as u32,
+            client_connections: self
+                .conns
+                .values()
+                .filter(|c| c.role == Role::Client)
+                .count() as u32,
             listen_port: self.port,
         }
     }
@@ -294,38 +432,75 @@ impl EventLoop {
     fn process_input(&mut self, id: ConnId) -> Result<(), String> {
         let now = self.now_ms();
         let conn = self.conns.get_mut(&id).expect("present");
-        if conn.phase == Phase::Handshake {
-            if conn.input().len() < HELLO_BYTES {
-                return Ok(());
-            }
-            let hello = Hello::decode(&conn.input()[..HELLO_BYTES]);
-            conn.consume(HELLO_BYTES);
-            let reply = match &hello {
-                Ok(h) if h.is_compatible(self.cluster_id, self.node_id) => {
-                    HelloReply::accepted(self.node_id, self.max_frame_bytes as u32, self.max_signals as u32)
+        match conn.phase {
+            Phase::Handshake => {
+                if conn.input().len() < HELLO_BYTES {
+                    return Ok(());
                 }
-                Ok(h) => HelloReply::rejected(
-                    self.node_id,
-                    ErrorCode::HandshakeRejected as u16,
-                    format!(
+                let hello = Hello::decode(&conn.input()[..HELLO_BYTES]);
+                conn.consume(HELLO_BYTES);
+                let verdict = match &hello {
+                    Ok(h) if !h.is_compatible(self.cluster_id, self.node_id) => Err(format!(
                         "expected protocol version {}, cluster id {}, node id {}; got version {}, cluster id {}, node id {}",
                         shoal_wire::PROTOCOL_VERSION, self.cluster_id, self.node_id,
                         h.protocol_version, h.cluster_id, h.target_node_id
+                    )),
+                    Ok(h) if h.node_type == NodeType::DataNode => {
+                        self.accept_peer(h.node_id).map(|()| Role::Peer(h.node_id))
+                    }
+                    Ok(_) => Ok(Role::Client),
+                    Err(e) => Err(format!("bad hello: {e}")),
+                };
+                let reply = match &verdict {
+                    Ok(_) => HelloReply::accepted(
+                        self.node_id,
+                        self.max_frame_bytes as u32,
+                        self.max_signals as u32,
                     ),
-                ),
-                Err(e) => HelloReply::rejected(self.node_id, ErrorCode::HandshakeRejected as u16, format!("bad hello: {e}")),
-            };
-            let mut bytes = Vec::new();
-            reply.encode(&mut bytes);
-            conn.push_raw(&bytes);
-            self.dirty.push(id);
-            if reply.status != 0 {
-                return Err(format!("handshake rejected: {}", reply.detail));
+                    Err(why) => HelloReply::rejected(
+                        self.node_id,
+                        ErrorCode::HandshakeRejected as u16,
+                        why.clone(),
+                    ),
+                };
+                let mut bytes = Vec::new();
+                reply.encode(&mut bytes);
+                let conn = self.conns.get_mut(&id).expect("present");
+                conn.push_raw(&bytes);
+                self.dirty.push(id);
+                let role = verdict.map_err(|why| format!("handshake rejected: {why}"))?;
+                conn.phase = Phase::Open;
+                conn.role = role;
+                if let Role::Peer(peer) = role {
+                    self.peer_linked(peer, id);
+                }
             }
-            conn.phase = Phase::Open;
+            Phase::AwaitReply => {
+                let Role::Peer(peer) = conn.role else {
+                    unreachable!("only links to data nodes wait for a reply");
+                };
+                let (reply, used) = match HelloReply::decode(conn.input()) {
+                    Ok(Some(r)) => r,
+                    Ok(None) => return Ok(()),
+                    Err(e) => {
+                        return Err(format!("bad handshake reply from data node {peer}: {e}"))
+                    }
+                };
+                conn.consume(used);
+                if reply.status != 0 || reply.node_id != peer {
+                    return Err(format!(
+                        "data node {peer} refused the link (status {}, node {}): {}",
+                        reply.status, reply.node_id, reply.detail
+                    ));
+                }
+                conn.phase = Phase::Open;
+                self.peer_linked(peer, id);
+            }
+            Phase::Open => {}
         }
         loop {
             let conn = self.conns.get_mut(&id).expect("present");
+            let role = conn.role;
             match conn.decode_frame(&mut self.signals) {
                 Ok(true) => {}
                 Ok(false) => return Ok(()),
@@ -336,7 +511,31 @@ impl EventLoop {
                 }
             }
             for signal in self.signals.drain(..) {
-                if let Err(e) = self.node.client_signal(now, id, signal, &mut self.outputs) {
+                let result = match (role, signal) {
+                    (Role::Peer(from), Signal::Node(sig)) => {
+                        if sig.destination() != self.node_id {
+                            Err(ShoalError::with_detail(
+                                ErrorCode::ProtocolViolation,
+                                format!(
+                                    "data node {from} sent {} meant for node {}",
+                                    sig.gsn(),
+                                    sig.destination()
+                                ),
+                            ))
+                        } else {
+                            self.node.node_signal(now, sig, &mut self.outputs);
+                            Ok(())
+                        }
+                    }
+                    (Role::Peer(from), other) => Err(ShoalError::with_detail(
+                        ErrorCode::ProtocolViolation,
+                        format!("data node {from} sent a {} on a node link", other.name()),
+                    )),
+                    (Role::Client, signal) => {
+                        self.node.client_signal(now, id, signal, &mut self.outputs)
+                    }
+                };
+                if let Err(e) = result {
                     let conn = self.conns.get_mut(&id).expect("present");
                     conn.push_signal(&Signal::ErrorReport(ErrorReport {
                         code: e.code as u16,
@@ -355,18 +554,25 @@ impl EventLoop {
                 Output::Send { conn, signal } => (conn, signal),
                 Output::CommitPoint { .. } | Output::CommitDone { .. } => continue,
                 Output::ToNode { node, signal } => {
-                    // Refused at start: a one-node cluster has no peers.
-                    tracing::error!(
-                        "dropping a signal for data node {node}: no transport: {signal:?}"
-                    );
-                    continue;
+                    let Some(peer) = self.peers.get_mut(&node) else {
+                        tracing::error!("signal for unknown data node {node} dropped: {signal:?}");
+                        continue;
+                    };
+                    match peer.conn {
+                        Some(conn) => (conn, Signal::Node(signal)),
+                        None if peer.pending.len() < PEER_PENDING_MAX => {
+                            peer.pending.push(signal);
+                            continue;
+                        }
+                        None => {
+                            tracing::error!("data node {node} unreachable; dropping {signal:?}");
+                            continue;
+                        }
+                    }
                 }
             };
             if let Some(c) = self.conns.get_mut(&conn) {
                 c.push_signal(&signal);
-                if !c.dirty {
-                    c.dirty = true;
-                }
                 self.dirty.push(conn);
             }
         }
@@ -395,14 +601,36 @@ impl EventLoop {
         self.dirty = dirty;
     }
 
-    /// Closes one connection; its open transactions are aborted. With
-    /// `flush_first`, a final error report is written if the socket takes it.
+    /// Closes one connection; a client's open transactions are aborted.
+    /// With `flush_first`, a final error report is written if the socket
+    /// takes it.
     fn close(&mut self, id: ConnId, poll: &Poll, why: &str, flush_first: bool) {
         let Some(mut c) = self.conns.remove(&id) else {
             return;
         };
         if flush_first {
             let _ = c.flush();
+        }
+        let _ = poll.registry().deregister(&mut c.stream);
+        let _ = c.stream.shutdown(std::net::Shutdown::Both);
+        if let Role::Peer(peer) = c.role {
+            let p = self.peers.get_mut(&peer).expect("a configured peer");
+            if p.conn == Some(id) {
+                // Transactions waiting on this node stay stuck until node
+                // failure handling (the next roadmap step) takes over.
+                tracing::error!("lost the link to data node {peer}: {why}");
+                eprintln!(
+                    "data node {}: lost the link to data node {peer}: {why}",
+                    self.node_id
+                );
+                p.conn = None;
+            } else {
+                tracing::debug!("link attempt to data node {peer} failed: {why}");
+            }
+            if p.connecting == Some(id) {
+                p.connecting = None;
+            }
+            return;
         }
         tracing::info!("closing client {} ({}): {why}", id, c.peer);
         if flush_first {
@@ -411,8 +639,6 @@ impl EventLoop {
                 self.node_id, c.peer
             );
         }
-        let _ = poll.registry().deregister(&mut c.stream);
-        let _ = c.stream.shutdown(std::net::Shutdown::Both);
         let now = self.now_ms();
         self.node.client_disconnected(now, id, &mut self.outputs);
     }

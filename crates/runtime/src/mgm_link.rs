@@ -19,6 +19,9 @@ pub enum LinkEvent {
     Shutdown(String),
     /// mgmd went away; the node keeps serving (as NDB data nodes do).
     MgmdLost(String),
+    /// The other data nodes' listen addresses, as far as mgmd knows them
+    /// (a node that has not reported its port yet is missing).
+    Peers(Vec<(u16, String, u16)>),
 }
 
 /// From the event loop to the link.
@@ -104,8 +107,34 @@ async fn serve(
         let _ = waker.wake();
     };
     let mut mgmd_alive = true;
+    // Peer addresses are polled until every other data node is known,
+    // then now and then (a restarted node may come back on a new port).
+    let peers_wanted = session.config().cluster_data_nodes.len().saturating_sub(1);
+    let own_id = session.node_id();
+    let mut peers_known = 0usize;
+    let mut poll = tokio::time::interval(std::time::Duration::from_millis(100));
+    let mut polls = 0u64;
     loop {
         tokio::select! {
+            _ = poll.tick(), if mgmd_alive && peers_wanted > 0 => {
+                polls += 1;
+                if peers_known == peers_wanted && polls % 20 != 0 {
+                    continue;
+                }
+                match session.data_nodes().await {
+                    Ok(nodes) => {
+                        let peers: Vec<(u16, String, u16)> = nodes
+                            .into_iter()
+                            .filter(|n| n.node_id != own_id && n.port != 0)
+                            .filter(|n| n.status.as_ref().is_some_and(|s| s.listen_port != 0))
+                            .map(|n| (n.node_id, n.host, n.port))
+                            .collect();
+                        peers_known = peers.len();
+                        notify(LinkEvent::Peers(peers));
+                    }
+                    Err(e) => tracing::warn!("asking mgmd for the data nodes failed: {e}"),
+                }
+            }
             ev = session.next_event(), if mgmd_alive => match ev {
                 Ok((event_id, MgmEvent::Shutdown)) => {
                     let _ = session.ack_event(event_id, Ok(())).await;
