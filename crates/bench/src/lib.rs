@@ -1,5 +1,7 @@
 //! Benchmarks with the flags and output of NDB's own test programs, so
-//! figures can be compared side by side: `flexasynch` (NDB's flexAsynch).
+//! figures can be compared side by side: `flexasynch` (NDB's flexAsynch)
+//! and `bank` (NDB's test bank: transfers that must keep the total).
 
+pub mod bank;
 pub mod flexasynch;
 mod stats;

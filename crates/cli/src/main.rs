@@ -44,9 +44,10 @@ enum Command {
     },
     /// Admin client: `shoal mgm -e show`, `shoal mgm wait`.
     Mgm(MgmArgs),
-    /// Benchmarks: `shoal bench flexasynch -t 1 -p 256 ...` (NDB's flags).
+    /// Benchmarks: `shoal bench flexasynch -t 1 -p 256 ...` (NDB's flags),
+    /// `shoal bench bank --accounts 1000 --threads 8 --duration-secs 10`.
     Bench {
-        /// The benchmark: flexasynch.
+        /// The benchmark: flexasynch or bank.
         name: String,
         /// The benchmark's own flags.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -110,8 +111,9 @@ fn main() -> ExitCode {
         Command::Mgm(args) => run_mgm(args),
         Command::Bench { name, args } => match name.as_str() {
             "flexasynch" | "flexAsynch" => shoal_bench::flexasynch::main(&args),
+            "bank" => shoal_bench::bank::main(&args),
             other => Err(format!(
-                "unknown benchmark {other:?}; available: flexasynch"
+                "unknown benchmark {other:?}; available: flexasynch, bank"
             )),
         },
     };

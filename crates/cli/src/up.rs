@@ -15,11 +15,12 @@ pub struct UpArgs {
     /// Where mgmd and the data nodes keep their files.
     #[arg(long, default_value = ".shoal")]
     pub data_dir: PathBuf,
-    /// Number of data nodes.
-    #[arg(long, default_value_t = 1)]
+    /// Number of data nodes (ids 1..=N; node groups of `--replicas` nodes
+    /// in id order).
+    #[arg(long, default_value_t = 2)]
     pub data_nodes: u32,
     /// Replicas per fragment (NoOfReplicas); data nodes must be a multiple.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 2)]
     pub replicas: u32,
     /// mgmd port.
     #[arg(long, default_value_t = 1186)]

@@ -235,6 +235,19 @@ impl Cluster {
     }
 
     /// A live connection for a new transaction, round-robin.
+    /// The connection to data node `node`, if it is up: a transaction
+    /// whose first key lives there starts its coordinator there (one hop
+    /// less for its first operations, as with NDB's distribution-aware
+    /// `startTransaction`).
+    pub(crate) fn connection_to(&self, node: u16) -> Option<Arc<Connection>> {
+        self.inner
+            .conns
+            .iter()
+            .find(|c| c.node_id() == node && c.is_alive())
+            .cloned()
+    }
+
+    /// A live connection, round-robin (transactions without a key hint).
     pub(crate) fn pick_connection(&self) -> Result<Arc<Connection>, ShoalError> {
         let conns = &self.inner.conns;
         let start = self.inner.next_conn.fetch_add(1, Ordering::Relaxed);

@@ -16,6 +16,8 @@
 //! `0xFFFF` alone for all columns.
 
 use crate::error::bad_request;
+use shoal_types::distribution::{distribution_key, DistributionMap};
+use shoal_types::hash_key;
 use shoal_types::value::encode_value;
 use shoal_types::{ErrorCode, RowLayout, SchemaVersion, ShoalError, TableDef, TableId, Value};
 use shoal_wire::{KeyOp, LockMode, OpType, ALL_COLUMNS};
@@ -34,6 +36,9 @@ pub struct Table {
 
 struct TableInner {
     layout: RowLayout,
+    /// Where the table's rows live (from mgmd), to start a transaction at
+    /// the node that holds the primary of its first key.
+    map: Option<DistributionMap>,
     /// The spec of [`Table::full_record`], built once.
     full: Arc<RecordSpec>,
 }
@@ -54,9 +59,19 @@ impl Table {
         let layout = RowLayout::new(&def);
         let all: Vec<u16> = (0..def.columns.len() as u16).collect();
         let full = Arc::new(RecordSpec::new(&def, all, true));
+        let map = def.distribution.as_ref().and_then(|d| d.map().ok());
         Table {
-            inner: Arc::new(TableInner { layout, full }),
+            inner: Arc::new(TableInner { layout, map, full }),
         }
+    }
+
+    /// The data node holding the primary replica of the row with this
+    /// encoded primary key, if the table's distribution is known.
+    pub(crate) fn primary_node(&self, key: &[u8]) -> Option<u16> {
+        let map = self.inner.map.as_ref()?;
+        let prefix = self.def().options.distribution_key_columns;
+        let dkey = distribution_key(&self.inner.layout, key, prefix).ok()?;
+        Some(map.primary(map.fragment_of(hash_key(dkey))))
     }
 
     /// The table definition.

@@ -302,13 +302,22 @@ impl Transaction {
         }
         let conn = match &self.conn {
             Some(c) => c.clone(),
-            None => match self.cluster.pick_connection() {
-                Ok(c) => {
-                    self.conn = Some(c.clone());
-                    c
+            None => {
+                // Start at the node holding the first key's primary.
+                let hinted = self.queued.first().and_then(|op| {
+                    let table = &self.ops[self.sent].table;
+                    table
+                        .primary_node(&op.key)
+                        .and_then(|n| self.cluster.connection_to(n))
+                });
+                match hinted.map_or_else(|| self.cluster.pick_connection(), Ok) {
+                    Ok(c) => {
+                        self.conn = Some(c.clone());
+                        c
+                    }
+                    Err(e) => return Sent::Done(Err(e)),
                 }
-                Err(e) => return Sent::Done(Err(e)),
-            },
+            }
         };
         let first = self.sent;
         let count = self.queued.len();

@@ -34,9 +34,18 @@ impl TestCluster {
 
     /// One data node; `tune` adjusts the config before anything starts.
     pub fn start_with(tune: impl FnOnce(&mut ClusterConfig)) -> TestCluster {
+        TestCluster::start_nodes(1, 1, tune)
+    }
+
+    /// `data_nodes` data nodes in node groups of `replicas`.
+    pub fn start_nodes(
+        data_nodes: u32,
+        replicas: u32,
+        tune: impl FnOnce(&mut ClusterConfig),
+    ) -> TestCluster {
         let dir = tempfile::tempdir().expect("tempdir");
         let port = free_port();
-        let mut config = ClusterConfig::local(1, 1, port, dir.path());
+        let mut config = ClusterConfig::local(data_nodes, replicas, port, dir.path());
         config.data_memory_bytes = 64 << 20;
         tune(&mut config);
         let path = dir.path().join("config.toml");
@@ -54,8 +63,10 @@ impl TestCluster {
             datanodes: Vec::new(),
         };
         cluster.wait_port();
-        let node = cluster.spawn_datanode(1);
-        cluster.datanodes.push(Some(node));
+        for id in 1..=data_nodes as u16 {
+            let node = cluster.spawn_datanode(id);
+            cluster.datanodes.push(Some(node));
+        }
         cluster.wait_started();
         cluster
     }
@@ -120,11 +131,45 @@ impl TestCluster {
     }
 
     pub fn logs(&self) -> String {
-        format!(
-            "--- mgmd.log\n{}\n--- datanode-1.log\n{}",
-            self.log("mgmd.log"),
-            self.log("datanode-1.log")
-        )
+        let mut all = format!("--- mgmd.log\n{}", self.log("mgmd.log"));
+        for id in 1..=self.datanodes.len() {
+            let name = format!("datanode-{id}.log");
+            all.push_str(&format!("\n--- {name}\n{}", self.log(&name)));
+        }
+        all
+    }
+
+    /// Every data node's last reported status, by node id.
+    pub fn statuses(&self) -> Vec<(u16, shoal_mgmd::NodeStatus)> {
+        runtime().block_on(async {
+            let mut c = shoal_mgmd::MgmClient::connect(&self.mgmd_addr)
+                .await
+                .unwrap();
+            c.show()
+                .await
+                .unwrap()
+                .nodes
+                .into_iter()
+                .filter(|n| n.kind == "datanode")
+                .map(|n| (n.node_id, n.status.expect("a status")))
+                .collect()
+        })
+    }
+
+    /// Polls until every data node's status satisfies `ready` (statuses
+    /// come about once a second) or 10 s pass; returns the last ones.
+    pub fn wait_for_all(
+        &self,
+        ready: impl Fn(u16, &shoal_mgmd::NodeStatus) -> bool,
+    ) -> Vec<(u16, shoal_mgmd::NodeStatus)> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let all = self.statuses();
+            if all.iter().all(|(id, s)| ready(*id, s)) || Instant::now() > deadline {
+                return all;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
     }
 
     /// The data node's live address and the cluster id, from mgmd.
