@@ -15,6 +15,9 @@ pub struct TableRoute {
     write_chains: Vec<Arc<[u16]>>,
     /// Per fragment: the primary alone (where reads go).
     read_chains: Vec<Arc<[u16]>>,
+    /// Read from backup (NDB's READ_BACKUP): committed reads go to the
+    /// replica on the coordinator's own node when it has one.
+    read_backup: bool,
 }
 
 impl TableRoute {
@@ -43,6 +46,23 @@ impl TableRoute {
             map,
             write_chains,
             read_chains,
+            read_backup: def.options.read_backup,
+        }
+    }
+
+    /// Whether the table serves committed reads from any replica.
+    pub fn read_backup(&self) -> bool {
+        self.read_backup
+    }
+
+    /// Where a committed read of `frag` goes when TC runs on `own_node`:
+    /// the local replica if the table reads from backups and this node
+    /// holds one, else the primary.
+    pub fn committed_read_chain(&self, frag: FragmentId, own_node: u16) -> Arc<[u16]> {
+        if self.read_backup && self.map.replicas(frag).contains(&own_node) {
+            Arc::from(&[own_node][..])
+        } else {
+            self.read_chains[frag as usize].clone()
         }
     }
 

@@ -102,6 +102,11 @@ struct Txn {
     awaiting: usize,
     /// The client's connection closed: finish, but answer nobody.
     client_gone: bool,
+    /// It wrote a read-from-backup table: the client hears `Committed`
+    /// after the complete round, so its next read on any replica sees it.
+    ack_after_complete: bool,
+    /// `Committed` for the client, held until complete.
+    held_reply: Option<Signal>,
     ops_total: usize,
     last_active_ms: u64,
 }
@@ -236,6 +241,8 @@ impl Tc {
                         parts: BTreeMap::new(),
                         awaiting: 0,
                         client_gone: false,
+                        ack_after_complete: false,
+                        held_reply: None,
                         ops_total: 0,
                         last_active_ms: now_ms,
                     },
@@ -278,7 +285,25 @@ impl Tc {
             let (frag, chain) = match self.routes.get(&op.table) {
                 Some(route) => {
                     let frag = route.fragment_of(&op.key);
-                    (frag, route.chain(frag, read).clone())
+                    if !read && route.read_backup() {
+                        // Readers may use any replica: answer the commit
+                        // only once every replica released its locks.
+                        t.ack_after_complete = true;
+                    }
+                    let primary_chain = route.chain(frag, read);
+                    // A transaction reads its own writes: once it locked or
+                    // wrote the fragment, its reads go to the primary (a
+                    // backup may not have seen the write yet).
+                    let touched = t
+                        .parts
+                        .get(&primary_chain[0])
+                        .is_some_and(|p| p.primary.contains(&(op.table, frag)));
+                    let chain = if locks || touched {
+                        primary_chain.clone()
+                    } else {
+                        route.committed_read_chain(frag, self.cfg.node_id)
+                    };
+                    (frag, chain)
                 }
                 None => (0, self.own_chain.clone()),
             };
@@ -352,7 +377,7 @@ impl Tc {
                 assert!(matches!(t.state, TxnState::Completing));
                 t.awaiting -= 1;
                 if t.awaiting == 0 {
-                    self.remove(txn);
+                    self.completed(txn, out);
                 }
             }
             BlockSignal::AbortConf { txn, .. } => {
@@ -517,10 +542,13 @@ impl Tc {
                 trans: t.trans,
             });
         }
-        if !t.client_gone {
+        let reply = conf(t.trans, TransState::Committed, results);
+        if t.ack_after_complete {
+            t.held_reply = Some(reply);
+        } else if !t.client_gone {
             out.push(Output::Send {
                 conn: t.conn,
-                signal: conf(t.trans, TransState::Committed, results),
+                signal: reply,
             });
         }
         t.state = TxnState::Completing;
@@ -532,8 +560,22 @@ impl Tc {
             }
         }
         if t.awaiting == 0 {
-            self.remove(txn);
+            self.completed(txn, out);
         }
+    }
+
+    /// Every replica released the transaction: send a held answer, forget it.
+    fn completed(&mut self, txn: TxnRef, out: &mut Vec<Output>) {
+        let t = self.txns.get_mut(&txn).expect("present");
+        if let Some(reply) = t.held_reply.take() {
+            if !t.client_gone {
+                out.push(Output::Send {
+                    conn: t.conn,
+                    signal: reply,
+                });
+            }
+        }
+        self.remove(txn);
     }
 
     fn abort(

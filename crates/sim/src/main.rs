@@ -19,13 +19,15 @@ const USAGE: &str =
   --seeds COUNT  how many consecutive seeds to run (default 1)
   --txns M       transactions per seed (default 5000)
   --nodes N      data nodes, 1-8 (default: chosen by each seed)
-  --replicas R   replicas, 1-4, dividing N (default: chosen by each seed)";
+  --replicas R   replicas, 1-4, dividing N (default: chosen by each seed)
+  --read-backup  the table reads from backups (with --nodes/--replicas)";
 
 struct Args {
     seed: Option<u64>,
     seeds: u64,
     txns: u64,
     shape: Option<(u16, u16)>,
+    read_backup: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -34,6 +36,7 @@ fn parse_args() -> Result<Args, String> {
     let mut txns = 5000;
     let mut nodes = None;
     let mut replicas = None;
+    let mut read_backup = false;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let mut value = |name: &str| -> Result<u64, String> {
@@ -49,6 +52,7 @@ fn parse_args() -> Result<Args, String> {
             "--txns" => txns = value("--txns")?,
             "--nodes" => nodes = Some(value("--nodes")?),
             "--replicas" => replicas = Some(value("--replicas")?),
+            "--read-backup" => read_backup = true,
             "-h" | "--help" => return Err(USAGE.to_string()),
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
         }
@@ -70,6 +74,7 @@ fn parse_args() -> Result<Args, String> {
         seeds,
         txns,
         shape,
+        read_backup,
     })
 }
 
@@ -79,6 +84,7 @@ fn main() -> ExitCode {
         seeds,
         txns,
         shape,
+        read_backup,
     } = match parse_args() {
         Ok(a) => a,
         Err(e) => {
@@ -102,6 +108,7 @@ fn main() -> ExitCode {
                 transactions: txns,
                 data_nodes,
                 replicas,
+                read_backup,
             },
             None => SimOptions::shape_for_seed(seed, txns),
         };

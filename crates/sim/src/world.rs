@@ -69,6 +69,8 @@ pub struct SimOptions {
     pub data_nodes: u16,
     /// Replicas of each fragment (node group size).
     pub replicas: u16,
+    /// The table reads from backups (committed reads at any replica).
+    pub read_backup: bool,
 }
 
 impl SimOptions {
@@ -79,6 +81,7 @@ impl SimOptions {
             transactions,
             data_nodes: 1,
             replicas: 1,
+            read_backup: false,
         }
     }
 
@@ -93,6 +96,7 @@ impl SimOptions {
             transactions,
             data_nodes,
             replicas,
+            read_backup: (seed / SHAPES.len() as u64) % 2 == 1,
         }
     }
 }
@@ -103,6 +107,7 @@ pub struct SimReport {
     pub seed: u64,
     pub data_nodes: u16,
     pub replicas: u16,
+    pub read_backup: bool,
     pub transactions: u64,
     pub committed: u64,
     pub rolled_back: u64,
@@ -129,10 +134,11 @@ impl fmt::Display for SimReport {
             .collect();
         write!(
             f,
-            "seed {} ({} nodes, {} replicas): {} txns ({} committed, {} rolled back, failed [{}], {} abandoned), {} disconnects, {} requests, {} ops, {:.1} s virtual, {} rows at end",
+            "seed {} ({} nodes, {} replicas{}): {} txns ({} committed, {} rolled back, failed [{}], {} abandoned), {} disconnects, {} requests, {} ops, {:.1} s virtual, {} rows at end",
             self.seed,
             self.data_nodes,
             self.replicas,
+            if self.read_backup { ", read backup" } else { "" },
             self.transactions,
             self.committed,
             self.rolled_back,
@@ -154,6 +160,7 @@ pub struct SimFailure {
     pub transactions: u64,
     pub data_nodes: u16,
     pub replicas: u16,
+    pub read_backup: bool,
     pub virtual_ms: u64,
     pub message: String,
 }
@@ -162,8 +169,16 @@ impl SimFailure {
     /// The command that replays this run.
     pub fn replay_command(&self) -> String {
         format!(
-            "cargo run --release -p shoal-sim -- --seed {} --txns {} --nodes {} --replicas {}",
-            self.seed, self.transactions, self.data_nodes, self.replicas
+            "cargo run --release -p shoal-sim -- --seed {} --txns {} --nodes {} --replicas {}{}",
+            self.seed,
+            self.transactions,
+            self.data_nodes,
+            self.replicas,
+            if self.read_backup {
+                " --read-backup"
+            } else {
+                ""
+            }
         )
     }
 }
@@ -194,6 +209,7 @@ pub fn run(opts: &SimOptions) -> Result<SimReport, SimFailure> {
             transactions: opts.transactions,
             data_nodes: opts.data_nodes,
             replicas: opts.replicas,
+            read_backup: opts.read_backup,
             virtual_ms: world.now,
             message,
         }),
@@ -201,7 +217,7 @@ pub fn run(opts: &SimOptions) -> Result<SimReport, SimFailure> {
 }
 
 /// The simulated table, distributed over `groups`.
-pub fn table_def(groups: Vec<Vec<u16>>) -> TableDef {
+pub fn table_def(groups: Vec<Vec<u16>>, read_backup: bool) -> TableDef {
     let mut def = TableDef::new(
         "sim",
         vec![
@@ -214,6 +230,7 @@ pub fn table_def(groups: Vec<Vec<u16>>) -> TableDef {
     .expect("valid table");
     def.id = TABLE;
     def.version = VERSION;
+    def.options.read_backup = read_backup;
     def.distribution = Some(DistributionSpec {
         version: 1,
         node_groups: groups,
@@ -330,7 +347,7 @@ impl World {
     fn new(opts: &SimOptions) -> World {
         let ids: Vec<u16> = (1..=opts.data_nodes).collect();
         let groups = node_groups(&ids, opts.replicas as usize).expect("a valid cluster shape");
-        let def = table_def(groups);
+        let def = table_def(groups, opts.read_backup);
         let map = def
             .distribution
             .as_ref()
@@ -383,6 +400,7 @@ impl World {
                 seed: opts.seed,
                 data_nodes: opts.data_nodes,
                 replicas: opts.replicas,
+                read_backup: opts.read_backup,
                 transactions: opts.transactions,
                 ..SimReport::default()
             },

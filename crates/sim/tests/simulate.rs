@@ -4,7 +4,9 @@
 //! - `SHOAL_SIM_SEEDS=COUNT`: how many seeds (default 50);
 //! - `SHOAL_SIM_TXNS=M`: transactions per seed (default 5000);
 //! - `SHOAL_SIM_NODES=N` and `SHOAL_SIM_REPLICAS=R`: the cluster shape
-//!   (default: each seed picks one of 1–4 data nodes with 1 or 2 replicas).
+//!   (default: each seed picks one of 1–4 data nodes with 1 or 2 replicas,
+//!   and whether the table reads from backups); with them,
+//!   `SHOAL_SIM_READ_BACKUP=1` turns read-from-backup on.
 //!
 //! Many more seeds: `cargo run --release -p shoal-sim -- --seeds 1000`.
 
@@ -38,6 +40,7 @@ fn random_transactions_match_the_model() {
                 transactions: txns,
                 data_nodes: n as u16,
                 replicas: r as u16,
+                read_backup: std::env::var_os("SHOAL_SIM_READ_BACKUP").is_some(),
             },
             _ => SimOptions::shape_for_seed(seed, txns),
         };
@@ -77,6 +80,7 @@ fn a_seed_replays_exactly() {
         transactions: 800,
         data_nodes: 4,
         replicas: 2,
+        read_backup: true,
     };
     let a = run(&opts).unwrap_or_else(|f| panic!("{f}"));
     let b = run(&opts).unwrap_or_else(|f| panic!("{f}"));
