@@ -95,6 +95,23 @@ struct LqhTxn {
     queued: VecDeque<(OpAt, KeyOp)>,
     /// An operation failed for good (e.g. lock timeout): run nothing more.
     failed: bool,
+    /// A commit round reached this node: the transaction's changes here
+    /// are committed (its locks may still be held until complete).
+    committed: bool,
+}
+
+/// What a replica knows of a transaction, as a coordinator taking over
+/// from a failed one needs it (NDB's LQH_TRANSREQ/CONF): if any replica
+/// has committed, the transaction must commit everywhere; otherwise it may
+/// abort.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicaTxnState {
+    pub txn: TxnRef,
+    /// Rows it holds locked here.
+    pub locked_rows: usize,
+    /// Rows with an uncommitted change here.
+    pub pending_rows: usize,
+    pub committed: bool,
 }
 
 pub struct Lqh {
@@ -179,6 +196,33 @@ impl Lqh {
         }
         rows.sort_unstable();
         Some(rows)
+    }
+
+    /// The transactions coordinated by `tc_node` that have state here,
+    /// sorted by handle.
+    pub fn transactions_of(&self, tc_node: u16) -> Vec<ReplicaTxnState> {
+        let mut v: Vec<ReplicaTxnState> = self
+            .txns
+            .iter()
+            .filter(|(txn, _)| crate::signal::tc_node_of(**txn) == tc_node)
+            .map(|(&txn, t)| ReplicaTxnState {
+                txn,
+                locked_rows: t.rows.len(),
+                pending_rows: t
+                    .rows
+                    .iter()
+                    .filter(|(f, row, _)| {
+                        self.frags
+                            .get(f)
+                            .and_then(|e| e.pending.get(row))
+                            .is_some_and(|p| p.owner == txn)
+                    })
+                    .count(),
+                committed: t.committed,
+            })
+            .collect();
+        v.sort_unstable_by_key(|s| s.txn);
+        v
     }
 
     pub fn ops_in_use(&self) -> usize {
@@ -682,6 +726,7 @@ impl Lqh {
         }
         let t = self.txns.get_mut(&txn).expect("present");
         t.rows = kept;
+        t.committed = true;
         if t.rows.is_empty() && t.waiting.is_none() && t.queued.is_empty() {
             self.txns.remove(&txn);
         }

@@ -119,6 +119,12 @@ impl DataNode {
         self.run(now_ms, out);
     }
 
+    /// The state this node's replicas keep of the transactions coordinated
+    /// by `tc_node` (for taking over from a coordinator that failed).
+    pub fn replica_transactions(&self, tc_node: u16) -> Vec<crate::lqh::ReplicaTxnState> {
+        self.lqh.transactions_of(tc_node)
+    }
+
     /// Rows per local fragment of `table`, by fragment id.
     pub fn fragment_rows(&self, table: TableId) -> Vec<(FragmentId, u64)> {
         self.lqh.fragment_rows(table)

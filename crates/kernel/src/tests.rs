@@ -526,3 +526,117 @@ fn rows_spread_over_fragments_and_a_key_prefix_keeps_them_together() {
         assert_eq!(frags.len(), 1, "customer {cust} spread over {frags:?}");
     }
 }
+
+/// Two data nodes with two replicas, driven by hand: shows where the
+/// transaction's state lives while it commits.
+#[test]
+fn replicas_keep_what_a_takeover_needs() {
+    use crate::signal::BlockSignal;
+    use shoal_types::distribution::DistributionSpec;
+    let mut def = table();
+    def.distribution = Some(DistributionSpec {
+        version: 1,
+        node_groups: vec![vec![1, 2]],
+        fragments_per_group: 1,
+    });
+    let mut nodes: Vec<DataNode> = [1u16, 2]
+        .iter()
+        .map(|&node_id| {
+            let mut n = DataNode::new(KernelConfig {
+                node_id,
+                ..KernelConfig::default()
+            });
+            n.create_table(&def);
+            n
+        })
+        .collect();
+    let h = Harness::new(KernelConfig::default());
+    // The one fragment's primary is node 1: a write runs 1 -> 2.
+    let send = |nodes: &mut Vec<DataNode>, exec, ops| {
+        let mut out = Vec::new();
+        let req = TcKeyReq {
+            trans: TransId(5),
+            exec,
+            ops,
+        };
+        nodes[0]
+            .client_signal(0, 9, Signal::TcKeyReq(req), &mut out)
+            .unwrap();
+        out
+    };
+    // Delivers node-to-node signals one at a time until `stop` says so.
+    let run =
+        |nodes: &mut Vec<DataNode>, mut out: Vec<Output>, stop: &dyn Fn(&BlockSignal) -> bool| {
+            let mut client = Vec::new();
+            let mut queue: std::collections::VecDeque<BlockSignal> = Default::default();
+            loop {
+                for o in out.drain(..) {
+                    match o {
+                        Output::ToNode { signal, .. } => queue.push_back(signal),
+                        other => client.push(other),
+                    }
+                }
+                let Some(sig) = queue.pop_front() else {
+                    return (client, None);
+                };
+                if stop(&sig) {
+                    return (client, Some(sig));
+                }
+                let to = sig.destination();
+                nodes[to as usize - 1].node_signal(0, sig, &mut out);
+            }
+        };
+    let out = send(
+        &mut nodes,
+        ExecType::NoCommit,
+        vec![h.op(OpType::Insert, 1, 10, "x")],
+    );
+    let (client, _) = run(&mut nodes, out, &|_| false);
+    conf(&client);
+    let backup = nodes[1].replica_transactions(1);
+    assert_eq!(backup.len(), 1);
+    assert_eq!(
+        (
+            backup[0].locked_rows,
+            backup[0].pending_rows,
+            backup[0].committed
+        ),
+        (1, 1, false)
+    );
+
+    // Commit: the backup commits first; hold its confirmation, so the
+    // primary's round (local to the coordinator) has not started.
+    let out = send(&mut nodes, ExecType::Commit, vec![]);
+    let backup_confirms = |s: &BlockSignal| matches!(s, BlockSignal::CommitConf { node: 2, .. });
+    let (client, held) = run(&mut nodes, out, &backup_confirms);
+    assert!(
+        client.is_empty(),
+        "no answer before every replica committed"
+    );
+    let backup = nodes[1].replica_transactions(1);
+    assert_eq!(
+        (backup[0].pending_rows, backup[0].committed),
+        (0, true),
+        "{backup:?}"
+    );
+    let primary = nodes[0].replica_transactions(1);
+    assert_eq!(
+        (primary[0].pending_rows, primary[0].committed),
+        (1, false),
+        "{primary:?}"
+    );
+    // The rest: primary commits, client hears, backups complete.
+    let mut out = Vec::new();
+    let held = held.expect("the backup's confirmation");
+    nodes[0].node_signal(0, held, &mut out);
+    let (client, _) = run(&mut nodes, out, &|_| false);
+    assert_eq!(conf(&client).state, TransState::Committed);
+    assert!(nodes[0].replica_transactions(1).is_empty());
+    assert!(
+        nodes[1].replica_transactions(1).is_empty(),
+        "complete released the backup"
+    );
+    for n in &nodes {
+        assert_eq!(n.stats().rows, 1);
+    }
+}
