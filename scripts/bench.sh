@@ -21,9 +21,9 @@ CLIENT_CORE=${CLIENT_CORE:-1}
 MGM_PORT=${MGM_PORT:-21186}
 REDIS_PORT=${REDIS_PORT:-26379}
 if [[ -n "${QUICK:-}" ]]; then
-    ROUNDS=50; LOOPS=2; MEM_ROWS=100000; LAT_N=2000; REDIS_N=200000
+    ROUNDS=50; LOOPS=2; MEM_ROWS=100000; LAT_N=2000; REDIS_N=200000; BANK_SECS=3
 else
-    ROUNDS=400; LOOPS=3; MEM_ROWS=1000000; LAT_N=20000; REDIS_N=4000000
+    ROUNDS=400; LOOPS=3; MEM_ROWS=1000000; LAT_N=20000; REDIS_N=4000000; BANK_SECS=20
 fi
 
 log() { printf '[bench] %s\n' "$*" >&2; }
@@ -53,39 +53,37 @@ rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
 # ---------------------------------------------------------------- Shoal
 DATA=$(mktemp -d)
 NODE_PID=
-# start_cluster SPIN_US: mgmd + one data node pinned to the server core.
+# start_cluster SPIN_US [DATA_NODES REPLICAS]: mgmd and the data nodes.
+# One data node is pinned to the server core; with more, data node N is
+# pinned to core (N-1) mod 2 and the load generator floats.
+NODES=1
 start_cluster() {
+    local spin=$1
+    NODES=${2:-1}
+    local replicas=${3:-1}
     rm -rf "${DATA:?}"/*
-    cat >"$DATA/config.toml" <<EOF
-[system]
-data_dir = "$DATA"
-
-[datanode_defaults]
-no_of_replicas = 1
-data_memory = "4G"
-spin_us = $1
-
-[[node]]
-node_id = 49
-type = "mgmd"
-host = "127.0.0.1"
-port = $MGM_PORT
-
-[[node]]
-node_id = 1
-type = "datanode"
-host = "127.0.0.1"
-EOF
+    {
+        printf '[system]\ndata_dir = "%s"\n\n' "$DATA"
+        printf '[datanode_defaults]\nno_of_replicas = %s\ndata_memory = "%s"\nspin_us = %s\n\n' \
+            "$replicas" "$([[ $NODES -gt 1 ]] && echo 2G || echo 4G)" "$spin"
+        printf '[[node]]\nnode_id = 49\ntype = "mgmd"\nhost = "127.0.0.1"\nport = %s\n' "$MGM_PORT"
+        for id in $(seq "$NODES"); do
+            printf '\n[[node]]\nnode_id = %s\ntype = "datanode"\nhost = "127.0.0.1"\n' "$id"
+        done
+    } >"$DATA/config.toml"
     $SHOAL mgmd --config "$DATA/config.toml" >>"$OUT/mgmd.log" 2>&1 &
     PIDS+=($!)
     for _ in $(seq 100); do $SHOAL mgm --connect 127.0.0.1:$MGM_PORT -e show >/dev/null 2>&1 && break; sleep 0.1; done
-    start_datanode
+    for id in $(seq "$NODES"); do start_datanode "$id"; done
+    $SHOAL mgm --connect 127.0.0.1:$MGM_PORT wait --timeout-secs 30 >&2
 }
 start_datanode() {
-    taskset -c "$SERVER_CORE" $SHOAL datanode --connect 127.0.0.1:$MGM_PORT --node-id 1 >>"$OUT/datanode.log" 2>&1 &
+    local id=${1:-1}
+    local core=$SERVER_CORE
+    [[ $NODES -gt 1 ]] && core=$(( (id - 1) % 2 ))
+    taskset -c "$core" $SHOAL datanode --connect 127.0.0.1:$MGM_PORT --node-id "$id" >>"$OUT/datanode-$id.log" 2>&1 &
     NODE_PID=$!
     PIDS+=($NODE_PID)
-    $SHOAL mgm --connect 127.0.0.1:$MGM_PORT wait --timeout-secs 30 >&2
 }
 
 FLEX="taskset -c $CLIENT_CORE $SHOAL bench flexasynch --connect 127.0.0.1:$MGM_PORT"
@@ -103,7 +101,8 @@ $FLEX -t 1 -p 1 -c 1 -a 2 -o "$LAT_N" -dirty --latency | tee "$OUT/flexasynch-la
 
 log "memory: $MEM_ROWS rows of -a 2 (8 bytes) into a freshly started data node"
 kill "$NODE_PID"; wait "$NODE_PID" 2>/dev/null || true
-start_datanode
+start_datanode 1
+$SHOAL mgm --connect 127.0.0.1:$MGM_PORT wait --timeout-secs 30 >&2
 sleep 1
 RSS0=$(rss_kib $NODE_PID)
 $FLEX -t 1 -p 1000 -a 2 -o "$((MEM_ROWS / 1000))" -l 1 --keep -dirty >"$OUT/flexasynch-memory.txt" 2>&1
@@ -118,6 +117,27 @@ log "shoal: the same with spin_us = 200 (the data node polls 200 us before sleep
 start_cluster 200
 $FLEX -t 1 -p 1 -c 1 -a 2 -o "$LAT_N" -dirty --latency | tee "$OUT/flexasynch-latency-spin.txt"
 $FLEX $THROUGHPUT_ARGS -o "$ROUNDS" -l "$LOOPS" -dirty | tee "$OUT/flexasynch-spin.txt"
+cleanup
+PIDS=()
+
+# ---------------------------------------------------------------- Many data nodes
+# Two data nodes, one per core, the load generator floating; then four.
+FLEX_FREE="$SHOAL bench flexasynch --connect 127.0.0.1:$MGM_PORT"
+log "2 data nodes, 1 replica: flexasynch $THROUGHPUT_ARGS"
+start_cluster 0 2 1
+$FLEX_FREE $THROUGHPUT_ARGS -o "$ROUNDS" -l "$LOOPS" -dirty | tee "$OUT/flexasynch-2n-r1.txt"
+cleanup
+PIDS=()
+log "2 data nodes, 2 replicas: flexasynch $THROUGHPUT_ARGS, then serial latency"
+start_cluster 0 2 2
+$FLEX_FREE $THROUGHPUT_ARGS -o "$ROUNDS" -l "$LOOPS" -dirty | tee "$OUT/flexasynch-2n-r2.txt"
+$FLEX_FREE -t 1 -p 1 -c 1 -a 2 -o "$LAT_N" -dirty --latency | tee "$OUT/flexasynch-2n-r2-latency.txt"
+cleanup
+PIDS=()
+log "4 data nodes, 2 replicas: shoal bench bank"
+start_cluster 0 4 2
+$SHOAL bench bank --connect 127.0.0.1:$MGM_PORT --accounts 10000 --threads 16 \
+    --duration-secs "$BANK_SECS" --check-every-secs 5 | tee "$OUT/bank-4n-r2.txt"
 cleanup
 PIDS=()
 
@@ -164,5 +184,10 @@ grep -E '^read latency' "$OUT/flexasynch-latency.txt" | sed 's/^/shoal serial   
 grep -E '^read latency' "$OUT/flexasynch-latency-spin.txt" | sed 's/^/shoal serial spin  /'
 grep -E '^(insert|update|delete|read) average' "$OUT/flexasynch-spin.txt" | sed 's/^/shoal spin        /'
 echo "redis serial GET    p50: $(csv_field "$OUT/redis-latency.csv" GET p50_latency_ms)ms p99: $(csv_field "$OUT/redis-latency.csv" GET p99_latency_ms)ms"
+for f in 2n-r1 2n-r2; do
+    grep -E '^(insert|update|delete|read) average' "$OUT/flexasynch-$f.txt" | sed "s/^/shoal $f         /"
+done
+grep -E '^update latency' "$OUT/flexasynch-2n-r2-latency.txt" | sed 's/^/shoal 2n-r2 serial  /'
+grep -E '^bank:' "$OUT/bank-4n-r2.txt" | sed 's/^/shoal 4n-r2       /'
 echo "memory per row      shoal: ${SHOAL_BPR} B (RSS growth / $MEM_ROWS rows)  redis: ${REDIS_BPK} B (RSS growth / $MEM_ROWS keys)"
 rm -rf "$DATA"

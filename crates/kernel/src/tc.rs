@@ -36,7 +36,7 @@ use shoal_wire::signals::OP_IGNORE_ERROR;
 use shoal_wire::{
     ExecType, LockMode, OpResult, OpType, Signal, TcKeyConf, TcKeyRef, TcKeyReq, TransState,
 };
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// What to tell the client when an abort completes.
@@ -71,13 +71,22 @@ enum TxnState {
     TimedOut,
 }
 
-/// What a transaction did on one node.
+/// What a transaction did on one node. Small vectors, not sets: a
+/// transaction touches few fragments, and this is on every write's path.
 #[derive(Default)]
 struct Part {
+    node: u16,
     /// Fragments it locked or wrote whose primary replica is on the node.
-    primary: BTreeSet<FragKey>,
+    primary: Vec<FragKey>,
     /// Fragments it wrote whose backup replica is on the node.
-    backup: BTreeSet<FragKey>,
+    backup: Vec<FragKey>,
+}
+
+/// Adds `frag` to `set` unless present.
+fn add_frag(set: &mut Vec<FragKey>, frag: FragKey) {
+    if !set.contains(&frag) {
+        set.push(frag);
+    }
 }
 
 struct Txn {
@@ -95,8 +104,9 @@ struct Txn {
     /// An abort decided while chained operations were outstanding; sent
     /// when the last of them answers.
     pending_abort: Option<AbortReply>,
-    /// Nodes where the transaction may hold LQH state.
-    parts: BTreeMap<u16, Part>,
+    /// Nodes where the transaction may hold LQH state, in the order it
+    /// reached them.
+    parts: Vec<Part>,
     /// Confirmations still expected in the current commit, complete or
     /// abort round.
     awaiting: usize,
@@ -238,7 +248,7 @@ impl Tc {
                         outstanding: 0,
                         outstanding_chained: 0,
                         pending_abort: None,
-                        parts: BTreeMap::new(),
+                        parts: Vec::new(),
                         awaiting: 0,
                         client_gone: false,
                         ack_after_complete: false,
@@ -294,10 +304,9 @@ impl Tc {
                     // A transaction reads its own writes: once it locked or
                     // wrote the fragment, its reads go to the primary (a
                     // backup may not have seen the write yet).
-                    let touched = t
-                        .parts
-                        .get(&primary_chain[0])
-                        .is_some_and(|p| p.primary.contains(&(op.table, frag)));
+                    let touched = t.parts.iter().any(|p| {
+                        p.node == primary_chain[0] && p.primary.contains(&(op.table, frag))
+                    });
                     let chain = if locks || touched {
                         primary_chain.clone()
                     } else {
@@ -309,11 +318,21 @@ impl Tc {
             };
             if locks {
                 for (hop, &node) in chain.iter().enumerate() {
-                    let part = t.parts.entry(node).or_default();
+                    let at = match t.parts.iter().position(|p| p.node == node) {
+                        Some(i) => i,
+                        None => {
+                            t.parts.push(Part {
+                                node,
+                                ..Part::default()
+                            });
+                            t.parts.len() - 1
+                        }
+                    };
+                    let part = &mut t.parts[at];
                     if hop == 0 {
-                        part.primary.insert((op.table, frag));
+                        add_frag(&mut part.primary, (op.table, frag));
                     } else {
-                        part.backup.insert((op.table, frag));
+                        add_frag(&mut part.backup, (op.table, frag));
                     }
                 }
             }
@@ -507,7 +526,8 @@ impl Tc {
         let t = self.txns.get_mut(&txn).expect("present");
         t.state = TxnState::Committing(wave);
         t.awaiting = 0;
-        for (&node, part) in &t.parts {
+        for part in &t.parts {
+            let node = part.node;
             let frags = match wave {
                 Wave::Backups => &part.backup,
                 Wave::Primaries => &part.primary,
@@ -518,7 +538,7 @@ impl Tc {
             q.push_back(BlockSignal::CommitReq {
                 txn,
                 node,
-                frags: frags.iter().copied().collect(),
+                frags: frags.clone(),
                 release: wave == Wave::Primaries,
             });
             t.awaiting += 1;
@@ -553,9 +573,12 @@ impl Tc {
         }
         t.state = TxnState::Completing;
         t.awaiting = 0;
-        for (&node, part) in &t.parts {
+        for part in &t.parts {
             if !part.backup.is_empty() {
-                q.push_back(BlockSignal::CompleteReq { txn, node });
+                q.push_back(BlockSignal::CompleteReq {
+                    txn,
+                    node: part.node,
+                });
                 t.awaiting += 1;
             }
         }
@@ -605,8 +628,11 @@ impl Tc {
         if t.awaiting == 0 {
             return self.finish_abort(txn, reply, out);
         }
-        for &node in t.parts.keys() {
-            q.push_back(BlockSignal::AbortReq { txn, node });
+        for part in &t.parts {
+            q.push_back(BlockSignal::AbortReq {
+                txn,
+                node: part.node,
+            });
         }
         t.state = TxnState::Aborting(reply);
     }
