@@ -2,7 +2,7 @@
 # Shoal vs Redis, side by side in one run, on this machine (see
 # docs/BENCHMARKS.md for the figures and how to read them).
 #
-#   ./scripts/bench.sh            # full run (~5 minutes)
+#   ./scripts/bench.sh            # full run (~7 minutes)
 #   QUICK=1 ./scripts/bench.sh    # smaller counts, for a smoke test
 #
 # Layout (2 cores): the server (Shoal's data node, or redis-server) is

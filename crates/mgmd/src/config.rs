@@ -61,6 +61,10 @@ pub struct NodeSection {
     /// Data node only: overrides `[datanode_defaults]` data_dir.
     #[serde(default)]
     pub data_dir: Option<PathBuf>,
+    /// Data node only: its node group (NDB's `Nodegroup`). Either every
+    /// data node names one or none does (then groups follow node-id order).
+    #[serde(default)]
+    pub nodegroup: Option<u16>,
 }
 
 /// The effective settings of one data node, as served to it at start.
@@ -233,6 +237,8 @@ struct FileNode {
     port: Option<u16>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     data_dir: Option<PathBuf>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    nodegroup: Option<u16>,
 }
 
 /// A byte count written either as an integer or as a string with an
@@ -337,6 +343,7 @@ impl ClusterConfig {
                 host: n.host.unwrap_or_else(|| "127.0.0.1".to_string()),
                 port,
                 data_dir: n.data_dir,
+                nodegroup: n.nodegroup,
             });
         }
         let cfg = ClusterConfig {
@@ -437,6 +444,7 @@ impl ClusterConfig {
                     host: Some(n.host.clone()),
                     port: Some(n.port),
                     data_dir: n.data_dir.clone(),
+                    nodegroup: n.nodegroup,
                 })
                 .collect(),
         };
@@ -467,6 +475,7 @@ impl ClusterConfig {
             host: "127.0.0.1".to_string(),
             port: mgm_port,
             data_dir: None,
+            nodegroup: None,
         }];
         for id in 1..=data_nodes_u16 {
             nodes.push(NodeSection {
@@ -475,6 +484,7 @@ impl ClusterConfig {
                 host: "127.0.0.1".to_string(),
                 port: 0,
                 data_dir: None,
+                nodegroup: None,
             });
         }
         ClusterConfig {
@@ -598,6 +608,37 @@ impl ClusterConfig {
                 shoal_types::distribution::BUCKETS
             )));
         }
+        let data_nodes: Vec<&NodeSection> = self
+            .nodes
+            .iter()
+            .filter(|n| n.kind == KIND_DATANODE)
+            .collect();
+        let named = data_nodes.iter().filter(|n| n.nodegroup.is_some()).count();
+        if named != 0 && named != data_nodes.len() {
+            return Err(config_error(
+                "give `nodegroup` for every data node or for none (then groups follow node-id order)",
+            ));
+        }
+        if named != 0 {
+            let groups = self.node_groups();
+            let want = self.no_of_replicas as usize;
+            for (i, g) in groups.iter().enumerate() {
+                if g.len() != want {
+                    return Err(config_error(format!(
+                        "node group {i} has {} data node(s) ({g:?}); every group needs no_of_replicas = {want}",
+                        g.len()
+                    )));
+                }
+            }
+            let mut ids: Vec<u16> = data_nodes.iter().filter_map(|n| n.nodegroup).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            if ids.iter().enumerate().any(|(i, &g)| g as usize != i) {
+                return Err(config_error(format!(
+                    "node groups must be numbered 0, 1, 2, ... without gaps; got {ids:?}"
+                )));
+            }
+        }
         if self.spin_us > SPIN_US_MAX {
             return Err(config_error(format!(
                 "spin_us ({}) is over {SPIN_US_MAX}: spinning longer than that only burns the core",
@@ -664,9 +705,29 @@ impl ClusterConfig {
         ids
     }
 
-    /// Node groups as in NDB: data nodes in id order, `no_of_replicas` per
-    /// group (nodes 1,2 form group 0 and 3,4 group 1 with two replicas).
+    /// Node groups as in NDB: the data nodes' `nodegroup` keys if they
+    /// give them, else data nodes in id order, `no_of_replicas` per group
+    /// (nodes 1,2 form group 0 and 3,4 group 1 with two replicas).
     pub fn node_groups(&self) -> Vec<Vec<u16>> {
+        let explicit: Vec<(u16, u16)> = self
+            .nodes
+            .iter()
+            .filter(|n| n.kind == KIND_DATANODE)
+            .filter_map(|n| n.nodegroup.map(|g| (g, n.node_id)))
+            .collect();
+        if !explicit.is_empty() {
+            let mut groups: std::collections::BTreeMap<u16, Vec<u16>> = Default::default();
+            for (g, id) in explicit {
+                groups.entry(g).or_default().push(id);
+            }
+            return groups
+                .into_values()
+                .map(|mut g| {
+                    g.sort_unstable();
+                    g
+                })
+                .collect();
+        }
         // A validated config always forms whole groups; an unvalidated one
         // with a stray node count yields none.
         shoal_types::distribution::node_groups(
@@ -888,6 +949,35 @@ type = "api"
         assert!(e.contains("sytem"), "{e}");
         let e = err_of(&format!("{MINIMAL}\nnodeid = 3\n"));
         assert!(e.contains("nodeid"), "{e}");
+    }
+
+    #[test]
+    fn explicit_node_groups() {
+        let four = |groups: [u16; 4]| {
+            let mut text = String::from("[datanode_defaults]\nno_of_replicas = 2\n[[node]]\nnode_id = 49\ntype = \"mgmd\"\n");
+            for (i, g) in groups.iter().enumerate() {
+                text.push_str(&format!(
+                    "[[node]]\nnode_id = {}\ntype = \"datanode\"\nnodegroup = {g}\n",
+                    i + 1
+                ));
+            }
+            text
+        };
+        // Nodes 1 and 3 together, 2 and 4 together.
+        let c = ClusterConfig::from_toml_str(&four([0, 1, 0, 1])).unwrap();
+        assert_eq!(c.node_groups(), vec![vec![1, 3], vec![2, 4]]);
+        assert_eq!(ClusterConfig::from_toml_str(&c.to_toml()).unwrap(), c);
+        let e = ClusterConfig::from_toml_str(&four([0, 0, 0, 1]))
+            .unwrap_err()
+            .detail;
+        assert!(e.contains("needs no_of_replicas = 2"), "{e}");
+        let e = ClusterConfig::from_toml_str(&four([0, 0, 2, 2]))
+            .unwrap_err()
+            .detail;
+        assert!(e.contains("without gaps"), "{e}");
+        let partial = four([0, 0, 1, 1]).replacen("nodegroup = 0\n", "", 1);
+        let e = ClusterConfig::from_toml_str(&partial).unwrap_err().detail;
+        assert!(e.contains("every data node or for none"), "{e}");
     }
 
     #[test]
