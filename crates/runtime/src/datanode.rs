@@ -590,7 +590,10 @@ impl EventLoop {
                 self.close(id, poll, &why, false);
                 continue;
             }
-            if c.backlog_bytes() > OUTPUT_BACKLOG_MAX_BYTES {
+            // Only clients are cut off for not reading; a data node link
+            // is never dropped for being slow (its peer's transactions
+            // would be lost).
+            if c.role == Role::Client && c.backlog_bytes() > OUTPUT_BACKLOG_MAX_BYTES {
                 let why = format!(
                     "client is not reading: {} bytes of answers unsent",
                     c.backlog_bytes()
