@@ -14,8 +14,12 @@
 //! - Operations of one transaction run in arrival order on this node:
 //!   while one waits for a lock, later ones queue behind it.
 //!
-//! Signals taken: `LqhKeyReq`, `CommitReq`, `AbortReq`; sent: `LqhKeyConf`,
-//! `LqhKeyRef`, `CommitConf`, `AbortConf` (all to the local TC).
+//! Signals taken: `LqhKeyReq`, `CommitReq`, `CompleteReq`, `AbortReq`;
+//! sent: `LqhKeyReq` (to the next replica), `LqhKeyConf`, `LqhKeyRef`,
+//! `CommitConf`, `CompleteConf`, `AbortConf` (to the transaction's TC).
+//! Commit, complete and abort are idempotent: a repeated or late one finds
+//! the work done (or the transaction gone) and just confirms again — what a
+//! coordinator taking over from a failed one relies on.
 
 use crate::config::KernelConfig;
 use crate::signal::{BlockSignal, FragKey, TxnRef};
@@ -304,6 +308,7 @@ impl Lqh {
                 out.push_back(BlockSignal::CommitConf {
                     txn,
                     node: self.cfg.node_id,
+                    release,
                 });
             }
             BlockSignal::CompleteReq { txn, .. } => {

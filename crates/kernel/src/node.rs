@@ -36,7 +36,12 @@ pub enum Output {
     /// not its client is still there to hear it). Only with
     /// `KernelConfig::report_commit_points`: between `CommitPoint` and this,
     /// readers may see the data before or after the commit.
-    CommitDone { conn: ConnId, trans: TransId },
+    CommitDone {
+        conn: ConnId,
+        trans: TransId,
+        /// The transaction's handle, to look it up on the replicas.
+        txn: crate::signal::TxnRef,
+    },
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -82,6 +82,20 @@ struct Part {
     backup: Vec<FragKey>,
 }
 
+impl Txn {
+    /// Takes `node`'s confirmation for the current round; false if the
+    /// round does not wait for it (a repeat, or a late one).
+    fn confirmed_by(&mut self, node: u16) -> bool {
+        match self.awaiting.iter().position(|&n| n == node) {
+            Some(i) => {
+                self.awaiting.swap_remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
 /// Adds `frag` to `set` unless present.
 fn add_frag(set: &mut Vec<FragKey>, frag: FragKey) {
     if !set.contains(&frag) {
@@ -107,9 +121,9 @@ struct Txn {
     /// Nodes where the transaction may hold LQH state, in the order it
     /// reached them.
     parts: Vec<Part>,
-    /// Confirmations still expected in the current commit, complete or
-    /// abort round.
-    awaiting: usize,
+    /// Nodes whose confirmation the current commit, complete or abort
+    /// round still waits for.
+    awaiting: Vec<u16>,
     /// The client's connection closed: finish, but answer nobody.
     client_gone: bool,
     /// It wrote a read-from-backup table: the client hears `Committed`
@@ -249,7 +263,7 @@ impl Tc {
                         outstanding_chained: 0,
                         pending_abort: None,
                         parts: Vec::new(),
-                        awaiting: 0,
+                        awaiting: Vec::new(),
                         client_gone: false,
                         ack_after_complete: false,
                         held_reply: None,
@@ -372,41 +386,45 @@ impl Tc {
                 op_index,
                 error,
             } => self.op_answered(now_ms, txn, op_index, Err(error), q, out),
-            BlockSignal::CommitConf { txn, .. } => {
-                let t = self
-                    .txns
-                    .get_mut(&txn)
-                    .expect("commit of a known transaction");
-                let TxnState::Committing(wave) = t.state else {
-                    panic!("CommitConf for a transaction that is not committing");
+            // Confirmations: a repeated or late one (its round is over, or
+            // the transaction is gone) is ignored, so the commit-phase
+            // signals may be delivered more than once.
+            BlockSignal::CommitConf { txn, node, release } => {
+                let Some(t) = self.txns.get_mut(&txn) else {
+                    return;
                 };
-                t.awaiting -= 1;
-                if t.awaiting == 0 {
+                let TxnState::Committing(wave) = t.state else {
+                    return;
+                };
+                if (wave == Wave::Primaries) != release || !t.confirmed_by(node) {
+                    return;
+                }
+                if t.awaiting.is_empty() {
                     match wave {
                         Wave::Backups => self.commit_wave(txn, Wave::Primaries, q, out),
                         Wave::Primaries => self.committed(txn, q, out),
                     }
                 }
             }
-            BlockSignal::CompleteConf { txn, .. } => {
-                let t = self
-                    .txns
-                    .get_mut(&txn)
-                    .expect("complete of a known transaction");
-                assert!(matches!(t.state, TxnState::Completing));
-                t.awaiting -= 1;
-                if t.awaiting == 0 {
+            BlockSignal::CompleteConf { txn, node } => {
+                let Some(t) = self.txns.get_mut(&txn) else {
+                    return;
+                };
+                if !matches!(t.state, TxnState::Completing) || !t.confirmed_by(node) {
+                    return;
+                }
+                if t.awaiting.is_empty() {
                     self.completed(txn, out);
                 }
             }
-            BlockSignal::AbortConf { txn, .. } => {
-                let t = self
-                    .txns
-                    .get_mut(&txn)
-                    .expect("abort of a known transaction");
-                assert!(matches!(t.state, TxnState::Aborting(_)));
-                t.awaiting -= 1;
-                if t.awaiting == 0 {
+            BlockSignal::AbortConf { txn, node } => {
+                let Some(t) = self.txns.get_mut(&txn) else {
+                    return;
+                };
+                if !matches!(t.state, TxnState::Aborting(_)) || !t.confirmed_by(node) {
+                    return;
+                }
+                if t.awaiting.is_empty() {
                     let TxnState::Aborting(reply) = std::mem::replace(&mut t.state, TxnState::Open)
                     else {
                         unreachable!("checked above");
@@ -525,7 +543,7 @@ impl Tc {
     ) {
         let t = self.txns.get_mut(&txn).expect("present");
         t.state = TxnState::Committing(wave);
-        t.awaiting = 0;
+        t.awaiting.clear();
         for part in &t.parts {
             let node = part.node;
             let frags = match wave {
@@ -541,9 +559,9 @@ impl Tc {
                 frags: frags.clone(),
                 release: wave == Wave::Primaries,
             });
-            t.awaiting += 1;
+            t.awaiting.push(node);
         }
-        if t.awaiting == 0 {
+        if t.awaiting.is_empty() {
             match wave {
                 Wave::Backups => self.commit_wave(txn, Wave::Primaries, q, out),
                 Wave::Primaries => self.committed(txn, q, out),
@@ -560,6 +578,7 @@ impl Tc {
             out.push(Output::CommitDone {
                 conn: t.conn,
                 trans: t.trans,
+                txn,
             });
         }
         let reply = conf(t.trans, TransState::Committed, results);
@@ -572,17 +591,17 @@ impl Tc {
             });
         }
         t.state = TxnState::Completing;
-        t.awaiting = 0;
+        t.awaiting.clear();
         for part in &t.parts {
             if !part.backup.is_empty() {
                 q.push_back(BlockSignal::CompleteReq {
                     txn,
                     node: part.node,
                 });
-                t.awaiting += 1;
+                t.awaiting.push(part.node);
             }
         }
-        if t.awaiting == 0 {
+        if t.awaiting.is_empty() {
             self.completed(txn, out);
         }
     }
@@ -624,8 +643,8 @@ impl Tc {
         out: &mut Vec<Output>,
     ) {
         let t = self.txns.get_mut(&txn).expect("present");
-        t.awaiting = t.parts.len();
-        if t.awaiting == 0 {
+        t.awaiting = t.parts.iter().map(|p| p.node).collect();
+        if t.awaiting.is_empty() {
             return self.finish_abort(txn, reply, out);
         }
         for part in &t.parts {

@@ -48,6 +48,11 @@ const MAX_REQUESTS_PER_TXN: u32 = 4;
 const MAX_OPS_PER_REQUEST: usize = 4;
 /// Chance that a client→node message is lost, breaking its connection.
 const P_DISCONNECT: f64 = 0.004;
+/// Chance that a commit-phase signal between data nodes (commit,
+/// complete, abort and their confirmations) is delivered twice, the copy
+/// at a random later time: those signals must be idempotent (a coordinator
+/// taking over from a failed one resends them).
+const P_DUPLICATE: f64 = 0.05;
 /// Chance that a client leaves an open transaction idle past the
 /// inactivity timeout.
 const P_LONG_IDLE: f64 = 0.01;
@@ -116,6 +121,8 @@ pub struct SimReport {
     /// Transactions whose client lost its connection before hearing the end.
     pub abandoned: u64,
     pub disconnects: u64,
+    /// Signals between data nodes delivered twice.
+    pub duplicates: u64,
     pub requests: u64,
     pub operations: u64,
     pub virtual_ms: u64,
@@ -134,7 +141,7 @@ impl fmt::Display for SimReport {
             .collect();
         write!(
             f,
-            "seed {} ({} nodes, {} replicas{}): {} txns ({} committed, {} rolled back, failed [{}], {} abandoned), {} disconnects, {} requests, {} ops, {:.1} s virtual, {} rows at end",
+            "seed {} ({} nodes, {} replicas{}): {} txns ({} committed, {} rolled back, failed [{}], {} abandoned), {} disconnects, {} duplicates, {} requests, {} ops, {:.1} s virtual, {} rows at end",
             self.seed,
             self.data_nodes,
             self.replicas,
@@ -145,6 +152,7 @@ impl fmt::Display for SimReport {
             failed.join(" "),
             self.abandoned,
             self.disconnects,
+            self.duplicates,
             self.requests,
             self.operations,
             self.virtual_ms as f64 / 1000.0,
@@ -753,6 +761,22 @@ impl World {
         for output in out {
             let (conn, answer) = match output {
                 Output::ToNode { node, signal } => {
+                    let commit_phase = !matches!(
+                        signal,
+                        BlockSignal::LqhKeyReq { .. }
+                            | BlockSignal::LqhKeyConf { .. }
+                            | BlockSignal::LqhKeyRef { .. }
+                    );
+                    if commit_phase && self.rng.random_bool(P_DUPLICATE) {
+                        self.report.duplicates += 1;
+                        let at = self.now + self.rng.random_range(0..=4 * MAX_DELAY_MS);
+                        self.schedule(
+                            at,
+                            Event::NodeMsg {
+                                signal: signal.clone(),
+                            },
+                        );
+                    }
                     let lane = Lane::Nodes { from, to: node };
                     self.send(lane, Event::NodeMsg { signal });
                     continue;
@@ -763,7 +787,25 @@ impl World {
                     trans,
                     results,
                 } => (conn, Answer::CommitPoint(trans, results)),
-                Output::CommitDone { conn, trans } => {
+                Output::CommitDone { conn, trans, txn } => {
+                    // "Every replica holds the commit": check it.
+                    for (i, n) in self.nodes.iter().enumerate() {
+                        let coordinator = shoal_kernel::signal::tc_node_of(txn);
+                        if let Some(r) = n
+                            .replica_transactions(coordinator)
+                            .iter()
+                            .find(|r| r.txn == txn)
+                        {
+                            if r.pending_rows != 0 {
+                                return Err(format!(
+                                    "node {from} reported the commit of conn {conn} trans {} done, but node {} still holds {} uncommitted row(s) of it",
+                                    trans.0,
+                                    i + 1,
+                                    r.pending_rows
+                                ));
+                            }
+                        }
+                    }
                     done.push((conn, trans));
                     continue;
                 }

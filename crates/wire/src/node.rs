@@ -89,8 +89,12 @@ pub enum BlockSignal {
         frags: Vec<FragKey>,
         release: bool,
     },
-    /// LQH → TC.
-    CommitConf { txn: TxnRef, node: u16 },
+    /// LQH → TC; `release` echoes the request's, naming the round.
+    CommitConf {
+        txn: TxnRef,
+        node: u16,
+        release: bool,
+    },
     /// TC → LQH on `node`: release every lock the transaction still holds
     /// there and forget it (after commit; NDB's Complete).
     CompleteReq { txn: TxnRef, node: u16 },
@@ -156,8 +160,8 @@ impl BlockSignal {
                 8 + 2 + 2 + 2 + detail_prefix(&error.detail).len()
             }
             BlockSignal::CommitReq { frags, .. } => TXN_NODE + 1 + 1 + 4 + 8 * frags.len(),
-            BlockSignal::CommitConf { .. }
-            | BlockSignal::CompleteReq { .. }
+            BlockSignal::CommitConf { .. } => TXN_NODE + 1 + 1,
+            BlockSignal::CompleteReq { .. }
             | BlockSignal::CompleteConf { .. }
             | BlockSignal::AbortReq { .. }
             | BlockSignal::AbortConf { .. } => TXN_NODE,
@@ -227,8 +231,13 @@ impl BlockSignal {
                     put_u32(out, *frag);
                 }
             }
-            BlockSignal::CommitConf { txn, node }
-            | BlockSignal::CompleteReq { txn, node }
+            BlockSignal::CommitConf { txn, node, release } => {
+                put_u64(out, *txn);
+                put_u16(out, *node);
+                out.push(u8::from(*release));
+                out.push(0);
+            }
+            BlockSignal::CompleteReq { txn, node }
             | BlockSignal::CompleteConf { txn, node }
             | BlockSignal::AbortReq { txn, node }
             | BlockSignal::AbortConf { txn, node } => {
@@ -306,17 +315,7 @@ impl BlockSignal {
             }
             GSN_COMMIT_REQ => {
                 let node = r.u16("node")?;
-                let release_at = r.pos;
-                let release = match r.u8("release")? {
-                    0 => false,
-                    1 => true,
-                    v => {
-                        return Err(r.malformed_at(
-                            release_at,
-                            format_args!("release is {v}, must be 0 or 1"),
-                        ))
-                    }
-                };
+                let release = read_flag(&mut r, "release")?;
                 r.reserved_u8("reserved")?;
                 let count = r.u32("frag_count")? as usize;
                 r.check_count(count, 8, "frag_count")?;
@@ -331,10 +330,12 @@ impl BlockSignal {
                     release,
                 }
             }
-            GSN_COMMIT_CONF => BlockSignal::CommitConf {
-                txn,
-                node: r.u16("node")?,
-            },
+            GSN_COMMIT_CONF => {
+                let node = r.u16("node")?;
+                let release = read_flag(&mut r, "release")?;
+                r.reserved_u8("reserved")?;
+                BlockSignal::CommitConf { txn, node, release }
+            }
             GSN_COMPLETE_REQ => BlockSignal::CompleteReq {
                 txn,
                 node: r.u16("node")?,
@@ -355,6 +356,16 @@ impl BlockSignal {
         };
         r.finish()?;
         Ok(sig)
+    }
+}
+
+/// A `u8` that must be 0 or 1.
+fn read_flag(r: &mut Reader<'_>, field: &'static str) -> Result<bool, WireError> {
+    let at = r.pos;
+    match r.u8(field)? {
+        0 => Ok(false),
+        1 => Ok(true),
+        v => Err(r.malformed_at(at, format_args!("{field} is {v}, must be 0 or 1"))),
     }
 }
 
@@ -402,7 +413,11 @@ mod tests {
                 frags: vec![(TableId(9), 5), (TableId(10), 0)],
                 release: true,
             },
-            BlockSignal::CommitConf { txn, node: 4 },
+            BlockSignal::CommitConf {
+                txn,
+                node: 4,
+                release: true,
+            },
             BlockSignal::CompleteReq { txn, node: 4 },
             BlockSignal::CompleteConf { txn, node: 4 },
             BlockSignal::AbortReq { txn, node: 3 },
