@@ -368,6 +368,39 @@ fn out_of_order_and_malformed_frames() {
         error_report(&raw.until_closed()).code,
         ErrorCode::ProtocolViolation as u16
     );
+    // A node-to-node signal from a client (it would abort someone's
+    // transaction): refused, and the connection closed.
+    let mut raw = Raw::handshake(&f.cluster);
+    let forged = Signal::Node(shoal_wire::node::BlockSignal::AbortReq {
+        txn: shoal_wire::node::first_txn_ref(1),
+        node: 1,
+    });
+    let frame = raw.frame(&[forged]);
+    raw.send(&frame);
+    let report = error_report(&raw.until_closed()).clone();
+    assert_eq!(report.code, ErrorCode::ProtocolViolation as u16);
+    assert!(report.detail.contains("AbortReq"), "{report:?}");
+    f.check_unaffected();
+}
+
+#[test]
+fn a_stranger_posing_as_a_data_node_is_refused() {
+    let mut f = Fixture::new();
+    let (_, cluster_id) = f.cluster.datanode_addr();
+    // Node 7 is no data node of this one-node cluster; node 1 is the data
+    // node itself.
+    for claimed in [7u16, 1] {
+        let mut raw = Raw::connect(&f.cluster);
+        raw.send(&Hello::new(NodeType::DataNode, cluster_id, claimed, 1).encode());
+        let reply = raw.hello_reply();
+        assert_eq!(
+            reply.status,
+            ErrorCode::HandshakeRejected as u16,
+            "{reply:?}"
+        );
+        assert!(reply.detail.contains("data node"), "{}", reply.detail);
+        raw.until_closed();
+    }
     f.check_unaffected();
 }
 

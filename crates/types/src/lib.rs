@@ -17,10 +17,10 @@ pub use layout::{AttrSlice, RowLayout};
 pub use schema::{ColumnDef, ColumnType, TableDef, TableOptions};
 pub use value::Value;
 
-/// Hash of an encoded distribution key. The client and the data nodes use
-/// the same function, so the client can route a transaction to the node
-/// that owns its first key (multi-node issue) and the hash index can reuse
-/// the value as its bucket hash.
+/// Hash of an encoded key. The client and the data nodes use the same
+/// function: on the distribution key it picks the fragment (so the client
+/// starts a transaction on the node holding its first key's primary), on
+/// the whole primary key it is the hash index's bucket hash.
 #[inline]
 pub fn hash_key(key: &[u8]) -> u64 {
     mix_hash(key)

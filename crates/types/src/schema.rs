@@ -124,8 +124,8 @@ impl ColumnDef {
     }
 }
 
-/// Per-table options. Later issues give them effect (fragment count, read
-/// from backup); they are stored from the start so schemas need no migration.
+/// Per-table options, set in a create request; mgmd stores them with the
+/// table.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TableOptions {
     /// Fragments for the table; `None` = the cluster default.
