@@ -102,7 +102,7 @@ impl DataNode {
             }
             other => Err(ShoalError::with_detail(
                 ErrorCode::ProtocolViolation,
-                format!("a client may not send {}", signal_name(&other)),
+                format!("a client may not send {}", other.name()),
             )),
         }
     }
@@ -172,8 +172,4 @@ impl DataNode {
             }
         }
     }
-}
-
-fn signal_name(s: &Signal) -> &'static str {
-    s.name()
 }

@@ -189,21 +189,9 @@ impl TestCluster {
         })
     }
 
-    /// The data node's last reported status.
+    /// The first data node's last reported status.
     pub fn datanode_status(&self) -> shoal_mgmd::NodeStatus {
-        let rt = runtime();
-        rt.block_on(async {
-            let mut c = shoal_mgmd::MgmClient::connect(&self.mgmd_addr)
-                .await
-                .unwrap();
-            let status = c.show().await.unwrap();
-            let node = status
-                .nodes
-                .into_iter()
-                .find(|n| n.kind == "datanode")
-                .expect("a data node");
-            node.status.expect("data node reported a status")
-        })
+        self.statuses().swap_remove(0).1
     }
 
     /// Polls the data node's status (reported to mgmd about once a second)
@@ -212,14 +200,9 @@ impl TestCluster {
         &self,
         ready: impl Fn(&shoal_mgmd::NodeStatus) -> bool,
     ) -> shoal_mgmd::NodeStatus {
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            let status = self.datanode_status();
-            if ready(&status) || std::time::Instant::now() > deadline {
-                return status;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        self.wait_for_all(|id, s| id != 1 || ready(s))
+            .swap_remove(0)
+            .1
     }
 
     /// Panics (with the logs) unless every process is still running.
