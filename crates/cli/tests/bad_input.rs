@@ -315,6 +315,7 @@ fn truncated_frame_from_a_vanishing_client() {
     let mut raw = Raw::handshake(&f.cluster);
     let req = Signal::TcKeyReq(TcKeyReq {
         trans: TransId(1),
+        request: 0,
         exec: WireExec::Commit,
         ops: vec![],
     });
@@ -333,6 +334,7 @@ fn out_of_order_and_malformed_frames() {
     let mut raw = Raw::handshake(&f.cluster);
     let req = Signal::TcKeyReq(TcKeyReq {
         trans: TransId(1),
+        request: 0,
         exec: WireExec::Rollback,
         ops: vec![],
     });
@@ -347,6 +349,7 @@ fn out_of_order_and_malformed_frames() {
     let mut raw = Raw::handshake(&f.cluster);
     let req = Signal::TcKeyReq(TcKeyReq {
         trans: TransId(1),
+        request: 0,
         exec: WireExec::Rollback,
         ops: vec![],
     });
@@ -460,6 +463,7 @@ fn unknown_table_wrong_type_and_overlong_value_over_the_wire() {
     for (i, (op, want)) in cases.into_iter().enumerate() {
         let frame = raw.frame(&[Signal::TcKeyReq(TcKeyReq {
             trans: TransId(100 + i as u64),
+            request: 0,
             exec: WireExec::Commit,
             ops: vec![op],
         })]);

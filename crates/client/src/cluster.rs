@@ -14,10 +14,10 @@ use crate::conn::Connection;
 use crate::record::Table;
 use crate::transaction::Transaction;
 use shoal_mgmd::{ApiSession, MgmClient, NodeState};
-use shoal_types::{ErrorCode, ShoalError, TableDef, TransId};
+use shoal_types::{ErrorCode, ShoalError, TableDef};
 use shoal_wire::{Hello, NodeType};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -49,7 +49,6 @@ struct Inner {
     mgm: tokio::sync::Mutex<ApiSession>,
     conns: Vec<Arc<Connection>>,
     next_conn: AtomicUsize,
-    next_trans: AtomicU64,
     tables: Mutex<HashMap<String, Table>>,
 }
 
@@ -153,7 +152,6 @@ impl Cluster {
                 mgm: tokio::sync::Mutex::new(session),
                 conns,
                 next_conn: AtomicUsize::new(0),
-                next_trans: AtomicU64::new(1),
                 tables: Mutex::new(HashMap::new()),
             }),
         })
@@ -214,8 +212,7 @@ impl Cluster {
 
     /// Starts a transaction. Nothing is sent until its first `execute`.
     pub fn transaction(&self) -> Transaction {
-        let id = self.inner.next_trans.fetch_add(1, Ordering::Relaxed);
-        Transaction::new(self.clone(), TransId(id))
+        Transaction::new(self.clone())
     }
 
     /// Closes every data node connection (after sending what is queued).

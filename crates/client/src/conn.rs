@@ -65,6 +65,9 @@ pub(crate) type ReplyResult = Result<Reply, ShoalError>;
 /// A request waiting for its reply.
 struct Pending {
     tx: oneshot::Sender<ReplyResult>,
+    /// The request's number in its transaction: an answer with another
+    /// number is not for it.
+    request: u32,
     /// What the request asked for: a lost `Commit` has an unknown outcome.
     exec: ExecType,
     /// Sweeper tick at which the request was queued.
@@ -96,6 +99,9 @@ struct ConnState {
     out: Vec<u8>,
     encoder: FrameEncoder,
     pending: PendingMap,
+    /// The id the next transaction begun on this connection gets: ids grow
+    /// in the order first requests are sent, as the node requires.
+    next_trans: u64,
     closed: bool,
     close_reason: String,
     /// Advanced by the sweeper; stamps requests for the receive timeout.
@@ -204,6 +210,7 @@ impl Connection {
                 out: Vec::with_capacity(READ_CHUNK_BYTES),
                 encoder: FrameEncoder::new(frame_bytes_max, signals_max),
                 pending: PendingMap::default(),
+                next_trans: 0,
                 closed: false,
                 close_reason: String::new(),
                 tick: 0,
@@ -248,10 +255,12 @@ impl Connection {
 
     /// Encodes one `TcKeyReq` into the outgoing buffer, registers the
     /// transaction for its reply and wakes the writer. Takes the operations
-    /// out of `ops` and hands the emptied vector back for reuse.
+    /// out of `ops` and hands the emptied vector back for reuse. A
+    /// transaction's first request (`*trans` is `None`) gets its id here.
     pub(crate) fn submit(
         &self,
-        trans: TransId,
+        trans: &mut Option<TransId>,
+        request: u32,
         exec: ExecType,
         ops: &mut Vec<KeyOp>,
     ) -> Result<oneshot::Receiver<ReplyResult>, ShoalError> {
@@ -284,14 +293,20 @@ impl Connection {
                     self.node_id, st.close_reason
                 )));
             }
+            let trans = *trans.get_or_insert_with(|| {
+                st.next_trans += 1;
+                TransId(st.next_trans)
+            });
             let sig = Signal::TcKeyReq(TcKeyReq {
                 trans,
+                request,
                 exec,
                 ops: std::mem::take(ops),
             });
             st.encoder.push(&mut st.out, &sig);
             let pending = Pending {
                 tx,
+                request,
                 exec,
                 sent_tick: st.tick,
             };
@@ -311,7 +326,7 @@ impl Connection {
     /// Asks the node to roll `trans` back without waiting for the answer
     /// (used when a transaction is dropped while open). The reply, if any,
     /// finds no pending entry and is dropped by the reader.
-    pub(crate) fn send_rollback(&self, trans: TransId) {
+    pub(crate) fn send_rollback(&self, trans: TransId, request: u32) {
         {
             let mut guard = lock(&self.state);
             let st = &mut *guard;
@@ -320,6 +335,7 @@ impl Connection {
             }
             let sig = Signal::TcKeyReq(TcKeyReq {
                 trans,
+                request,
                 exec: ExecType::Rollback,
                 ops: Vec::new(),
             });
@@ -385,9 +401,9 @@ impl Connection {
     fn deliver(&self, signals: &mut Vec<Signal>) -> Result<(), String> {
         let mut st = lock(&self.state);
         for sig in signals.drain(..) {
-            let (trans, reply) = match sig {
-                Signal::TcKeyConf(c) => (c.trans, Reply::Conf(c)),
-                Signal::TcKeyRef(r) => (r.trans, Reply::Ref(r)),
+            let (trans, request, reply) = match sig {
+                Signal::TcKeyConf(c) => (c.trans, c.request, Reply::Conf(c)),
+                Signal::TcKeyRef(r) => (r.trans, r.request, Reply::Ref(r)),
                 Signal::ErrorReport(e) => {
                     tracing::error!(
                         node = self.node_id,
@@ -401,15 +417,18 @@ impl Connection {
                     return Err(format!("data node sent a client a {}", sig.name()))
                 }
             };
-            match st.pending.remove(&trans) {
-                Some(p) => {
+            let waiting = st.pending.get(&trans).map(|p| p.request);
+            match waiting.filter(|&r| r == request) {
+                Some(_) => {
+                    let p = st.pending.remove(&trans).expect("checked");
                     // The receiver is gone if the caller stopped waiting.
                     let _ = p.tx.send(Ok(reply));
                 }
                 None => tracing::trace!(
                     node = self.node_id,
                     ?trans,
-                    "reply for a transaction nobody waits for (rolled back on drop, or timed out)"
+                    request,
+                    "reply for a request nobody waits for (rolled back on drop, or timed out)"
                 ),
             }
         }

@@ -102,7 +102,10 @@ impl TableRef for Record {
 
 pub struct Transaction {
     cluster: Cluster,
-    trans: TransId,
+    /// Given by the coordinator's connection with the first request.
+    trans: Option<TransId>,
+    /// Requests sent so far (the next one's number).
+    requests: u32,
     /// The coordinator, chosen at the first execute.
     conn: Option<Arc<Connection>>,
     /// Operations queued for the next execute.
@@ -125,10 +128,11 @@ impl std::fmt::Debug for Transaction {
 }
 
 impl Transaction {
-    pub(crate) fn new(cluster: Cluster, trans: TransId) -> Transaction {
+    pub(crate) fn new(cluster: Cluster) -> Transaction {
         Transaction {
             cluster,
-            trans,
+            trans: None,
+            requests: 0,
             conn: None,
             queued: Vec::new(),
             ops: Vec::new(),
@@ -137,8 +141,18 @@ impl Transaction {
         }
     }
 
-    pub fn id(&self) -> TransId {
+    /// The transaction's id on its coordinator's connection, given by
+    /// the first execute that sends operations (`None` before).
+    pub fn id(&self) -> Option<TransId> {
         self.trans
+    }
+
+    /// How error messages name the transaction.
+    fn name(&self) -> String {
+        match self.trans {
+            Some(t) => format!("transaction {t}"),
+            None => "the transaction".into(),
+        }
     }
 
     pub fn state(&self) -> TransactionState {
@@ -148,8 +162,9 @@ impl Transaction {
     fn push(&mut self, op: KeyOp, table: &Table, is_read: bool) -> Result<OpId, ShoalError> {
         if self.state.is_finished() {
             return Err(bad_request(format!(
-                "transaction {} is {:?}; start a new one",
-                self.trans, self.state
+                "{} is {:?}; start a new one",
+                self.name(),
+                self.state
             )));
         }
         let id = OpId(self.ops.len() as u32);
@@ -281,8 +296,9 @@ impl Transaction {
                 return Sent::Done(Ok(()));
             }
             return Sent::Done(Err(bad_request(format!(
-                "transaction {} is already {:?}; start a new one",
-                self.trans, self.state
+                "{} is already {:?}; start a new one",
+                self.name(),
+                self.state
             ))));
         }
         if exec == ExecType::Rollback {
@@ -321,10 +337,11 @@ impl Transaction {
         };
         let first = self.sent;
         let count = self.queued.len();
-        let rx = match conn.submit(self.trans, exec, &mut self.queued) {
+        let rx = match conn.submit(&mut self.trans, self.requests, exec, &mut self.queued) {
             Ok(rx) => rx,
             Err(e) => return Sent::Done(Err(e)),
         };
+        self.requests += 1;
         self.sent = first + count;
         // If the caller stops waiting, the transaction's fate is unknown:
         // `Failed` until the answer says otherwise.
@@ -367,7 +384,7 @@ impl Transaction {
                 self.fail_ops(first, &e);
                 if e.code == ErrorCode::ReceiveTimeout && exec != ExecType::Commit {
                     // The node may still hold the transaction: release it.
-                    conn.send_rollback(self.trans);
+                    self.send_rollback(&conn);
                 }
                 Err(e)
             }
@@ -440,6 +457,14 @@ impl Transaction {
         }
     }
 
+    /// Asks the coordinator to roll back, without waiting for it.
+    fn send_rollback(&mut self, conn: &Connection) {
+        if let Some(trans) = self.trans {
+            conn.send_rollback(trans, self.requests);
+            self.requests += 1;
+        }
+    }
+
     fn fail_ops(&mut self, first: usize, e: &ShoalError) {
         self.state = TransactionState::Failed;
         for slot in &mut self.ops[first..] {
@@ -454,8 +479,8 @@ impl Drop for Transaction {
             self.state,
             TransactionState::Open | TransactionState::Failed
         );
-        if let (true, Some(conn)) = (maybe_open, &self.conn) {
-            conn.send_rollback(self.trans);
+        if let (true, Some(conn)) = (maybe_open, self.conn.clone()) {
+            self.send_rollback(&conn);
         }
     }
 }

@@ -18,6 +18,7 @@
 //! their local signals run-to-completion.
 
 pub mod config;
+pub mod finished;
 pub mod lqh;
 pub mod node;
 pub mod route;

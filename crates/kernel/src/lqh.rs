@@ -19,21 +19,27 @@
 //! `CommitConf`, `CompleteConf`, `AbortConf` (to the transaction's TC).
 //! Commit, complete and abort are idempotent: a repeated or late one finds
 //! the work done (or the transaction gone) and just confirms again — what a
-//! coordinator taking over from a failed one relies on.
+//! coordinator taking over from a failed one relies on. A repeated
+//! `LqhKeyReq` is dropped: each transaction record lists the operations
+//! that reached it, and finished transactions are remembered
+//! ([`FinishedTxns`]) down to the coordinator's low-water mark.
 
 use crate::config::KernelConfig;
-use crate::signal::{BlockSignal, FragKey, TxnRef};
+use crate::finished::FinishedTxns;
+use crate::signal::{tc_node_of, BlockSignal, FragKey, TxnRef};
 use hashbrown::HashMap;
 use shoal_storage::{Fragment, LockMode as RowLock, LockOutcome, Memory, RowId, WaitToken};
 use shoal_types::distribution::FragmentId;
 use shoal_types::layout::AttrSlice;
 use shoal_types::{hash_key, ErrorCode, RowLayout, SchemaVersion, ShoalError, TableDef, TableId};
 
-/// Which operation of its request an operation is, its fragment, and the
-/// replicas it runs on (this node is `chain[hop]`).
+/// Which operation of its transaction an operation is, its fragment, and
+/// the replicas it runs on (this node is `chain[hop]`).
 #[derive(Clone)]
 struct OpAt {
-    index: u16,
+    op_no: u32,
+    /// The coordinator's low-water mark, passed on along the chain.
+    low_water: TxnRef,
     frag: FragmentId,
     chain: Arc<[u16]>,
     hop: u8,
@@ -102,6 +108,29 @@ struct LqhTxn {
     /// A commit round reached this node: the transaction's changes here
     /// are committed (its locks may still be held until complete).
     committed: bool,
+    /// The operations that reached this node, ascending: a repeat of one
+    /// is dropped.
+    ops_seen: Vec<u32>,
+}
+
+impl LqhTxn {
+    /// Records operation `op_no`; false if it was already here.
+    fn first_sight(&mut self, op_no: u32) -> bool {
+        // Operations mostly arrive in order: check the back first.
+        match self.ops_seen.last() {
+            None => {}
+            Some(&last) if op_no > last => {}
+            Some(_) => match self.ops_seen.binary_search(&op_no) {
+                Ok(_) => return false,
+                Err(at) => {
+                    self.ops_seen.insert(at, op_no);
+                    return true;
+                }
+            },
+        }
+        self.ops_seen.push(op_no);
+        true
+    }
 }
 
 /// What a replica knows of a transaction, as a coordinator taking over
@@ -125,6 +154,8 @@ pub struct Lqh {
     tables: HashMap<TableId, Vec<FragmentId>>,
     frags: HashMap<FragKey, FragEntry>,
     txns: HashMap<TxnRef, LqhTxn>,
+    /// Per coordinator node, the transactions finished here.
+    finished: HashMap<u16, FinishedTxns>,
     waiting: HashMap<WaitToken, WaitingOp>,
     next_token: WaitToken,
     /// Operation records in use (locked rows + waiting + queued), bounded
@@ -155,6 +186,7 @@ impl Lqh {
             tables: HashMap::new(),
             frags: HashMap::new(),
             txns: HashMap::new(),
+            finished: HashMap::new(),
             waiting: HashMap::new(),
             next_token: 1,
             ops_in_use: 0,
@@ -284,14 +316,16 @@ impl Lqh {
         match sig {
             BlockSignal::LqhKeyReq {
                 txn,
-                op_index,
+                op_no,
+                low_water,
                 frag,
                 op,
                 chain,
                 hop,
             } => {
                 let at = OpAt {
-                    index: op_index,
+                    op_no,
+                    low_water,
                     frag,
                     chain,
                     hop,
@@ -374,25 +408,44 @@ impl Lqh {
         op: KeyOp,
         out: &mut VecDeque<BlockSignal>,
     ) {
+        // A repeat of an operation already here, or of one of a finished
+        // transaction, is dropped: running it again would redo its write
+        // or hold locks for a transaction that is over.
+        let finished = self.finished.entry(tc_node_of(txn)).or_default();
+        finished.advance(at.low_water);
+        let t = match self.txns.get_mut(&txn) {
+            Some(t) => {
+                if !t.first_sight(at.op_no) {
+                    return;
+                }
+                Some(t)
+            }
+            None if finished.contains(txn) => return,
+            None => None,
+        };
         // A transaction's operations run in the order sent: behind one that
         // waits for a lock, later ones queue (committed reads too, so they
         // see the transaction's own earlier writes). A committed read of a
-        // transaction with nothing here yet needs no record.
+        // transaction with nothing here yet needs no record (a repeat of
+        // it reads again, harmlessly).
         let committed_read = op.op == OpType::Read && op.lock == LockMode::CommittedRead;
-        let t = if committed_read {
-            self.txns.get_mut(&txn)
-        } else {
-            Some(self.txns.entry(txn).or_default())
+        let t = match t {
+            None if !committed_read => {
+                let t = self.txns.entry(txn).or_default();
+                t.first_sight(at.op_no);
+                Some(t)
+            }
+            t => t,
         };
         if let Some(t) = t {
             if t.failed {
-                return out.push_back(already_failed(txn, at.index));
+                return out.push_back(already_failed(txn, at.op_no));
             }
             if t.waiting.is_some() || !t.queued.is_empty() {
                 if self.ops_in_use >= self.cfg.max_concurrent_operations {
                     out.push_back(too_many_ops(
                         txn,
-                        at.index,
+                        at.op_no,
                         self.cfg.max_concurrent_operations,
                     ));
                     return;
@@ -420,29 +473,22 @@ impl Lqh {
         // A write with more replicas after this one goes on to the next
         // (NDB's linear prepare); the last replica answers TC.
         let forward = at.next_hop().map(|hop| (hop, op.clone()));
-        let (index, frag, chain) = (at.index, at.frag, at.chain.clone());
+        let (op_no, low_water, frag, chain) = (at.op_no, at.low_water, at.frag, at.chain.clone());
         match self.try_op(now_ms, txn, at, op, waited_on) {
             Ok(Some(result)) => out.push_back(match forward {
                 Some((hop, op)) => BlockSignal::LqhKeyReq {
                     txn,
-                    op_index: index,
+                    op_no,
+                    low_water,
                     frag,
                     op,
                     chain,
                     hop,
                 },
-                None => BlockSignal::LqhKeyConf {
-                    txn,
-                    op_index: index,
-                    result,
-                },
+                None => BlockSignal::LqhKeyConf { txn, op_no, result },
             }),
             Ok(None) => {} // waiting for a lock
-            Err(error) => out.push_back(BlockSignal::LqhKeyRef {
-                txn,
-                op_index: index,
-                error,
-            }),
+            Err(error) => out.push_back(BlockSignal::LqhKeyRef { txn, op_no, error }),
         }
     }
 
@@ -644,7 +690,7 @@ impl Lqh {
         self.ops_in_use -= w.counted as usize;
         out.push_back(BlockSignal::LqhKeyRef {
             txn: w.txn,
-            op_index: w.at.index,
+            op_no: w.at.op_no,
             error,
         });
         if let Some(t) = self.txns.get_mut(&w.txn) {
@@ -652,7 +698,7 @@ impl Lqh {
             t.failed = true;
             self.ops_in_use -= t.queued.len();
             for (at, _) in t.queued.drain(..) {
-                out.push_back(already_failed(w.txn, at.index));
+                out.push_back(already_failed(w.txn, at.op_no));
             }
         }
     }
@@ -734,6 +780,7 @@ impl Lqh {
         t.committed = true;
         if t.rows.is_empty() && t.waiting.is_none() && t.queued.is_empty() {
             self.txns.remove(&txn);
+            self.remember_finished(txn);
         }
         self.resume_granted(now_ms, out);
     }
@@ -744,6 +791,7 @@ impl Lqh {
         let Some(t) = self.txns.remove(&txn) else {
             return;
         };
+        self.remember_finished(txn);
         self.ops_in_use -= t.queued.len();
         if let Some(token) = t.waiting {
             if let Some(w) = self.waiting.remove(&token) {
@@ -768,6 +816,21 @@ impl Lqh {
             }
         }
         self.resume_granted(now_ms, out);
+    }
+}
+
+impl Lqh {
+    fn remember_finished(&mut self, txn: TxnRef) {
+        self.finished
+            .entry(tc_node_of(txn))
+            .or_default()
+            .insert(txn);
+    }
+
+    /// Finished transactions remembered (to drop repeats), over all
+    /// coordinators.
+    pub fn finished_remembered(&self) -> usize {
+        self.finished.values().map(FinishedTxns::remembered).sum()
     }
 }
 
@@ -805,10 +868,10 @@ fn apply_pending(
 
 /// The answer to an operation of a transaction that already failed here
 /// (TC is aborting it).
-fn already_failed(txn: TxnRef, op_index: u16) -> BlockSignal {
+fn already_failed(txn: TxnRef, op_no: u32) -> BlockSignal {
     BlockSignal::LqhKeyRef {
         txn,
-        op_index,
+        op_no,
         error: err(
             ErrorCode::TransactionNotFound,
             "an earlier operation of this transaction failed on this node",
@@ -834,10 +897,10 @@ fn too_many_ops_err(max: usize) -> ShoalError {
     )
 }
 
-fn too_many_ops(txn: TxnRef, op_index: u16, max: usize) -> BlockSignal {
+fn too_many_ops(txn: TxnRef, op_no: u32, max: usize) -> BlockSignal {
     BlockSignal::LqhKeyRef {
         txn,
-        op_index,
+        op_no,
         error: too_many_ops_err(max),
     }
 }

@@ -12,6 +12,14 @@
 //! 3. the client hears `Committed` once the primaries confirmed;
 //! 4. complete: `CompleteReq` releases the backups' locks and records.
 //!
+//! Repeats: a client request whose number the transaction has already
+//! taken, and an operation answer already taken, are dropped; a first
+//! request must bring a transaction id above every earlier one of its
+//! connection (a repeat of a finished transaction's first request is
+//! refused, not run again). Each `LqhKeyReq` carries the oldest
+//! unfinished transaction (`low_water`), below which LQH forgets finished
+//! transactions.
+//!
 //! Invariants:
 //! - A transaction has at most one client request in progress.
 //! - A transaction that may hold LQH state on a node ends with a
@@ -106,9 +114,15 @@ fn add_frag(set: &mut Vec<FragKey>, frag: FragKey) {
 struct Txn {
     conn: ConnId,
     trans: TransId,
+    /// The number of the request in progress (or last answered).
+    request: u32,
     state: TxnState,
     exec: ExecType,
+    /// The transaction-wide number of the request's first operation.
+    op_base: u32,
     results: Vec<Option<OpResult>>,
+    /// Per operation of the request: whether its answer came.
+    answered: Vec<bool>,
     op_flags: Vec<u8>,
     /// Per operation of the request: whether it runs on more than one node.
     op_chained: Vec<bool>,
@@ -139,6 +153,11 @@ pub struct Tc {
     cfg: KernelConfig,
     txns: HashMap<TxnRef, Txn>,
     by_client: HashMap<(ConnId, TransId), TxnRef>,
+    /// Per client connection, the newest transaction id it began with.
+    newest_trans: HashMap<ConnId, TransId>,
+    /// Transactions in the order they began; the front is the oldest
+    /// that may be unfinished (finished ones are popped lazily).
+    started: VecDeque<TxnRef>,
     next_ref: TxnRef,
     /// Where each table's operations go.
     routes: HashMap<TableId, TableRoute>,
@@ -147,17 +166,19 @@ pub struct Tc {
     own_chain: Arc<[u16]>,
 }
 
-fn conf(trans: TransId, state: TransState, results: Vec<OpResult>) -> Signal {
+fn conf(trans: TransId, request: u32, state: TransState, results: Vec<OpResult>) -> Signal {
     Signal::TcKeyConf(TcKeyConf {
         trans,
+        request,
         state,
         results,
     })
 }
 
-fn reject(trans: TransId, error: &ShoalError, op_index: u16) -> Signal {
+fn reject(trans: TransId, request: u32, error: &ShoalError, op_index: u16) -> Signal {
     Signal::TcKeyRef(TcKeyRef {
         trans,
+        request,
         code: error.code as u16,
         op_index,
         detail: error.detail.clone(),
@@ -182,6 +203,8 @@ impl Tc {
             cfg,
             txns: HashMap::new(),
             by_client: HashMap::new(),
+            newest_trans: HashMap::new(),
+            started: VecDeque::new(),
             routes: HashMap::new(),
         }
     }
@@ -198,6 +221,21 @@ impl Tc {
         self.txns.len()
     }
 
+    /// The oldest transaction that may still have an operation or a
+    /// record at some LQH: every older one is finished everywhere (a
+    /// timed-out one waiting to tell its client is finished too).
+    fn low_water(&mut self) -> TxnRef {
+        while let Some(&oldest) = self.started.front() {
+            match self.txns.get(&oldest) {
+                Some(t) if !matches!(t.state, TxnState::TimedOut) => return oldest,
+                _ => {
+                    self.started.pop_front();
+                }
+            }
+        }
+        self.next_ref
+    }
+
     pub fn client_req(
         &mut self,
         now_ms: u64,
@@ -206,13 +244,31 @@ impl Tc {
         q: &mut VecDeque<BlockSignal>,
         out: &mut Vec<Output>,
     ) {
-        let trans = req.trans;
+        let (trans, request) = (req.trans, req.request);
         let send = |out: &mut Vec<Output>, signal| out.push(Output::Send { conn, signal });
         let txn_ref = match self.by_client.get(&(conn, trans)) {
             Some(&r) => {
                 let t = self.txns.get_mut(&r).expect("indexed");
+                if request <= t.request {
+                    // A repeat of a request already taken: its answer is
+                    // sent (or will be) once.
+                    return;
+                }
+                if request != t.request + 1 {
+                    let e = ShoalError::with_detail(
+                        ErrorCode::BadRequest,
+                        format!(
+                            "request number {request} of {trans:?}; the next is {}",
+                            t.request + 1
+                        ),
+                    );
+                    return send(out, reject(trans, request, &e, NO_OP));
+                }
                 match t.state {
-                    TxnState::Open => r,
+                    TxnState::Open => {
+                        t.request = request;
+                        r
+                    }
                     TxnState::TimedOut => {
                         self.remove(r);
                         let e = ShoalError::with_detail(
@@ -222,20 +278,41 @@ impl Tc {
                                 self.cfg.transaction_inactive_timeout_ms
                             ),
                         );
-                        return send(out, reject(trans, &e, NO_OP));
+                        return send(out, reject(trans, request, &e, NO_OP));
                     }
                     _ => {
                         let e = ShoalError::with_detail(
                             ErrorCode::BadRequest,
                             "the transaction already has a request in progress",
                         );
-                        return send(out, reject(trans, &e, NO_OP));
+                        return send(out, reject(trans, request, &e, NO_OP));
                     }
                 }
             }
             None => {
+                if request == 0 {
+                    // Ids must grow per connection, so a repeat of the
+                    // first request of a finished transaction is refused.
+                    if let Some(newest) = self.newest_trans.get(&conn).filter(|n| trans.0 <= n.0) {
+                        let e = ShoalError::with_detail(
+                            ErrorCode::BadRequest,
+                            format!(
+                                "{trans:?} is not above {newest:?}, the newest transaction begun on this connection; ids must grow"
+                            ),
+                        );
+                        return send(out, reject(trans, request, &e, NO_OP));
+                    }
+                    self.newest_trans.insert(conn, trans);
+                }
                 if req.exec == ExecType::Rollback && req.ops.is_empty() {
-                    return send(out, conf(trans, TransState::Aborted, Vec::new()));
+                    return send(out, conf(trans, request, TransState::Aborted, Vec::new()));
+                }
+                if request != 0 {
+                    let e = ShoalError::with_detail(
+                        ErrorCode::TransactionNotFound,
+                        format!("{trans:?} has ended (request {request} came after its end)"),
+                    );
+                    return send(out, reject(trans, request, &e, NO_OP));
                 }
                 if self.txns.len() >= self.cfg.max_concurrent_transactions {
                     let e = ShoalError::with_detail(
@@ -245,18 +322,22 @@ impl Tc {
                             self.cfg.max_concurrent_transactions
                         ),
                     );
-                    return send(out, reject(trans, &e, NO_OP));
+                    return send(out, reject(trans, request, &e, NO_OP));
                 }
                 let r = self.next_ref;
                 self.next_ref += 1;
+                self.started.push_back(r);
                 self.txns.insert(
                     r,
                     Txn {
                         conn,
                         trans,
+                        request: 0,
                         state: TxnState::Open,
                         exec: ExecType::NoCommit,
+                        op_base: 0,
                         results: Vec::new(),
+                        answered: Vec::new(),
                         op_flags: Vec::new(),
                         op_chained: Vec::new(),
                         outstanding: 0,
@@ -275,11 +356,13 @@ impl Tc {
                 r
             }
         };
+        let low_water = self.low_water();
         let t = self.txns.get_mut(&txn_ref).expect("present");
         t.last_active_ms = now_ms;
         if req.exec == ExecType::Rollback {
             return self.abort(txn_ref, AbortReply::RolledBack, q, out);
         }
+        t.op_base = t.ops_total as u32;
         t.ops_total += req.ops.len();
         if t.ops_total > self.cfg.max_operations_per_transaction {
             let e = ShoalError::with_detail(
@@ -299,6 +382,8 @@ impl Tc {
         t.exec = req.exec;
         t.results.clear();
         t.results.resize(req.ops.len(), None);
+        t.answered.clear();
+        t.answered.resize(req.ops.len(), false);
         t.op_flags.clear();
         t.op_chained.clear();
         t.outstanding = req.ops.len();
@@ -356,7 +441,8 @@ impl Tc {
             t.outstanding_chained += usize::from(chained);
             q.push_back(BlockSignal::LqhKeyReq {
                 txn: txn_ref,
-                op_index: i as u16,
+                op_no: t.op_base + i as u32,
+                low_water,
                 frag,
                 op,
                 chain,
@@ -376,16 +462,12 @@ impl Tc {
         out: &mut Vec<Output>,
     ) {
         match sig {
-            BlockSignal::LqhKeyConf {
-                txn,
-                op_index,
-                result,
-            } => self.op_answered(now_ms, txn, op_index, Ok(result), q, out),
-            BlockSignal::LqhKeyRef {
-                txn,
-                op_index,
-                error,
-            } => self.op_answered(now_ms, txn, op_index, Err(error), q, out),
+            BlockSignal::LqhKeyConf { txn, op_no, result } => {
+                self.op_answered(now_ms, txn, op_no, Ok(result), q, out)
+            }
+            BlockSignal::LqhKeyRef { txn, op_no, error } => {
+                self.op_answered(now_ms, txn, op_no, Err(error), q, out)
+            }
             // Confirmations: a repeated or late one (its round is over, or
             // the transaction is gone) is ignored, so the commit-phase
             // signals may be delivered more than once.
@@ -442,13 +524,13 @@ impl Tc {
         &mut self,
         now_ms: u64,
         txn: TxnRef,
-        op_index: u16,
+        op_no: u32,
         answer: Result<OpResult, ShoalError>,
         q: &mut VecDeque<BlockSignal>,
         out: &mut Vec<Output>,
     ) {
-        // Answers for a transaction that is already aborting (or gone) are
-        // dropped.
+        // Answers for a transaction that is already aborting (or gone), for
+        // an earlier request, or repeated, are dropped.
         let Some(t) = self
             .txns
             .get_mut(&txn)
@@ -456,7 +538,15 @@ impl Tc {
         else {
             return;
         };
-        let i = op_index as usize;
+        let Some(i) = op_no
+            .checked_sub(t.op_base)
+            .map(|i| i as usize)
+            .filter(|&i| i < t.answered.len() && !t.answered[i])
+        else {
+            return;
+        };
+        t.answered[i] = true;
+        let op_index = i as u16;
         t.outstanding -= 1;
         if t.op_chained[i] {
             t.outstanding_chained -= 1;
@@ -507,7 +597,7 @@ impl Tc {
                 let results = take_results(t);
                 out.push(Output::Send {
                     conn: t.conn,
-                    signal: conf(t.trans, TransState::Open, results),
+                    signal: conf(t.trans, t.request, TransState::Open, results),
                 });
             }
             ExecType::Commit if !t.parts.is_empty() => {
@@ -525,7 +615,7 @@ impl Tc {
                 let results = take_results(t);
                 out.push(Output::Send {
                     conn: t.conn,
-                    signal: conf(t.trans, TransState::Committed, results),
+                    signal: conf(t.trans, t.request, TransState::Committed, results),
                 });
                 self.remove(txn);
             }
@@ -581,7 +671,7 @@ impl Tc {
                 txn,
             });
         }
-        let reply = conf(t.trans, TransState::Committed, results);
+        let reply = conf(t.trans, t.request, TransState::Committed, results);
         if t.ack_after_complete {
             t.held_reply = Some(reply);
         } else if !t.client_gone {
@@ -659,19 +749,19 @@ impl Tc {
     fn finish_abort(&mut self, txn: TxnRef, reply: AbortReply, out: &mut Vec<Output>) {
         let t = self.txns.get_mut(&txn).expect("present");
         t.parts.clear();
-        let (conn, trans, gone) = (t.conn, t.trans, t.client_gone);
+        let (conn, trans, request, gone) = (t.conn, t.trans, t.request, t.client_gone);
         match reply {
             AbortReply::RolledBack if !gone => {
                 out.push(Output::Send {
                     conn,
-                    signal: conf(trans, TransState::Aborted, Vec::new()),
+                    signal: conf(trans, request, TransState::Aborted, Vec::new()),
                 });
                 self.remove(txn);
             }
             AbortReply::Failed { error, op_index } if !gone => {
                 out.push(Output::Send {
                     conn,
-                    signal: reject(trans, &error, op_index),
+                    signal: reject(trans, request, &error, op_index),
                 });
                 self.remove(txn);
             }
@@ -701,6 +791,7 @@ impl Tc {
             .filter(|(_, t)| t.conn == conn && !t.client_gone)
             .map(|(r, _)| *r)
             .collect();
+        self.newest_trans.remove(&conn);
         // Map order varies between processes; the simulator needs the same
         // order on every run of a seed.
         mine.sort_unstable();

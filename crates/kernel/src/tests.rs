@@ -36,6 +36,12 @@ struct Harness {
     def: TableDef,
     layout: RowLayout,
     now: u64,
+    /// A test's transaction (connection, number) → the id it has on the
+    /// wire and its next request number. Wire ids grow per connection, as
+    /// the node requires; a test may reuse a number once its transaction
+    /// ended.
+    wire: std::collections::HashMap<(ConnId, u64), (TransId, u32)>,
+    next_wire_id: u64,
 }
 
 impl Harness {
@@ -49,6 +55,24 @@ impl Harness {
             def,
             layout,
             now: 1_000,
+            wire: Default::default(),
+            next_wire_id: 1,
+        }
+    }
+
+    /// Forgets the wire ids of transactions that `out` ends.
+    fn observe(&mut self, out: &[Output]) {
+        for o in out {
+            let Output::Send { conn, signal } = o else {
+                continue;
+            };
+            let ended = match signal {
+                Signal::TcKeyConf(c) if c.state != TransState::Open => c.trans,
+                Signal::TcKeyRef(r) => r.trans,
+                _ => continue,
+            };
+            self.wire
+                .retain(|&(c, _), (id, _)| !(c == *conn && *id == ended));
         }
     }
 
@@ -89,12 +113,26 @@ impl Harness {
     }
 
     fn send(&mut self, conn: ConnId, trans: u64, exec: ExecType, ops: Vec<KeyOp>) -> Vec<Output> {
-        let mut out = Vec::new();
+        let next_id = &mut self.next_wire_id;
+        let (id, request) = self.wire.entry((conn, trans)).or_insert_with(|| {
+            *next_id += 1;
+            (TransId(*next_id), 0)
+        });
         let req = TcKeyReq {
-            trans: TransId(trans),
+            trans: *id,
+            request: *request,
             exec,
             ops,
         };
+        *request += 1;
+        let out = self.send_raw(conn, req);
+        self.observe(&out);
+        out
+    }
+
+    /// Sends exactly this request.
+    fn send_raw(&mut self, conn: ConnId, req: TcKeyReq) -> Vec<Output> {
+        let mut out = Vec::new();
         self.node
             .client_signal(self.now, conn, Signal::TcKeyReq(req), &mut out)
             .unwrap();
@@ -108,6 +146,7 @@ impl Harness {
             self.now += 10;
             self.node.tick(self.now, &mut out);
         }
+        self.observe(&out);
         out
     }
 
@@ -419,6 +458,7 @@ fn client_may_not_send_node_signals() {
     let mut out = Vec::new();
     let bogus = Signal::TcKeyConf(TcKeyConf {
         trans: TransId(1),
+        request: 0,
         state: TransState::Committed,
         results: vec![],
     });
@@ -486,6 +526,7 @@ fn rows_spread_over_fragments_and_a_key_prefix_keeps_them_together() {
         let ops = (0..=c).map(|o| op(c, o, OpType::Insert)).collect();
         let req = TcKeyReq {
             trans: TransId(c + 1),
+            request: 0,
             exec: ExecType::Commit,
             ops,
         };
@@ -511,6 +552,7 @@ fn rows_spread_over_fragments_and_a_key_prefix_keeps_them_together() {
         .collect();
     let req = TcKeyReq {
         trans: TransId(1000),
+        request: 0,
         exec: ExecType::Commit,
         ops,
     };
@@ -552,10 +594,11 @@ fn replicas_keep_what_a_takeover_needs() {
         .collect();
     let h = Harness::new(KernelConfig::default());
     // The one fragment's primary is node 1: a write runs 1 -> 2.
-    let send = |nodes: &mut Vec<DataNode>, exec, ops| {
+    let send = |nodes: &mut Vec<DataNode>, request, exec, ops| {
         let mut out = Vec::new();
         let req = TcKeyReq {
             trans: TransId(5),
+            request,
             exec,
             ops,
         };
@@ -588,6 +631,7 @@ fn replicas_keep_what_a_takeover_needs() {
         };
     let out = send(
         &mut nodes,
+        0,
         ExecType::NoCommit,
         vec![h.op(OpType::Insert, 1, 10, "x")],
     );
@@ -606,7 +650,7 @@ fn replicas_keep_what_a_takeover_needs() {
 
     // Commit: the backup commits first; hold its confirmation, so the
     // primary's round (local to the coordinator) has not started.
-    let out = send(&mut nodes, ExecType::Commit, vec![]);
+    let out = send(&mut nodes, 1, ExecType::Commit, vec![]);
     let backup_confirms = |s: &BlockSignal| matches!(s, BlockSignal::CommitConf { node: 2, .. });
     let (client, held) = run(&mut nodes, out, &backup_confirms);
     assert!(
@@ -639,4 +683,46 @@ fn replicas_keep_what_a_takeover_needs() {
     for n in &nodes {
         assert_eq!(n.stats().rows, 1);
     }
+}
+
+#[test]
+fn repeated_client_requests_run_once() {
+    let mut h = Harness::new(KernelConfig::default());
+    let req = |trans, request, exec, ops| TcKeyReq {
+        trans: TransId(trans),
+        request,
+        exec,
+        ops,
+    };
+    let ins = h.op(OpType::Insert, 1, 10, "a");
+    let first = req(50, 0, ExecType::NoCommit, vec![ins.clone()]);
+    assert_eq!(conf(&h.send_raw(3, first.clone())).request, 0);
+    // A repeat of a request the transaction took: dropped, no answer.
+    assert!(h.send_raw(3, first.clone()).is_empty());
+    // A request number that skips one: refused.
+    let (code, _) = refused(&h.send_raw(3, req(50, 2, ExecType::Commit, vec![])));
+    assert_eq!(code, ErrorCode::BadRequest as u16);
+    let c = conf(&h.send_raw(3, req(50, 1, ExecType::Commit, vec![])));
+    assert_eq!((c.request, c.state), (1, TransState::Committed));
+    // After the end: a repeat of the first request is refused (ids must
+    // grow), a repeat of a later one too; neither runs its operations.
+    let (code, _) = refused(&h.send_raw(3, first));
+    assert_eq!(code, ErrorCode::BadRequest as u16);
+    let late = req(
+        50,
+        1,
+        ExecType::Commit,
+        vec![h.op(OpType::Delete, 1, 0, "")],
+    );
+    let (code, _) = refused(&h.send_raw(3, late));
+    assert_eq!(code, ErrorCode::TransactionNotFound as u16);
+    assert_eq!(
+        h.value(1),
+        Some((10, Some("a".into()))),
+        "the delete never ran"
+    );
+    // An older id on another connection is fine: ids are per connection.
+    let ins = h.op(OpType::Insert, 2, 20, "b");
+    let c = conf(&h.send_raw(2, req(7, 0, ExecType::Commit, vec![ins])));
+    assert_eq!(c.state, TransState::Committed);
 }

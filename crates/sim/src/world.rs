@@ -1,10 +1,14 @@
-//! The simulated world: one data node (the real kernel blocks), a few
+//! The simulated world: 1–4 data nodes (the real kernel blocks), a few
 //! clients with several transactions each, a network between them, virtual
 //! time and one seeded RNG that decides everything random.
 //!
 //! The network delays every message by a random time; messages of one
 //! connection keep their order (TCP), messages of different connections
-//! are reordered freely. A lost message is a broken connection: the node
+//! are reordered freely. Any message may also arrive a second time, a
+//! little after the original and outside its connection's order; the
+//! receiver must drop or harmlessly repeat it (an answer to a repeated
+//! client request must be a refusal, and the client drops answers to
+//! requests it does not wait for). A lost message is a broken connection: the node
 //! hears `client_disconnected`, the client loses every transaction it had
 //! and reconnects. Every answer is checked against the model when the node
 //! emits it (`Txn::check_conf` / `Txn::check_ref`); at the end the node's
@@ -22,7 +26,8 @@ use shoal_kernel::{ConnId, DataNode, KernelConfig, Output};
 use shoal_types::distribution::{node_groups, DistributionMap, DistributionSpec};
 use shoal_types::layout::encode_attrs;
 use shoal_types::{
-    AttrSlice, ColumnDef, ColumnType, RowLayout, SchemaVersion, TableDef, TableId, TransId, Value,
+    AttrSlice, ColumnDef, ColumnType, ErrorCode, RowLayout, SchemaVersion, TableDef, TableId,
+    TransId, Value,
 };
 use shoal_wire::{
     ExecType, KeyOp, LockMode, OpResult, OpType, Signal, TcKeyConf, TcKeyReq, TransState,
@@ -48,11 +53,14 @@ const MAX_REQUESTS_PER_TXN: u32 = 4;
 const MAX_OPS_PER_REQUEST: usize = 4;
 /// Chance that a client→node message is lost, breaking its connection.
 const P_DISCONNECT: f64 = 0.004;
-/// Chance that a commit-phase signal between data nodes (commit,
-/// complete, abort and their confirmations) is delivered twice, the copy
-/// at a random later time: those signals must be idempotent (a coordinator
-/// taking over from a failed one resends them).
+/// Chance that a message (client request, answer, or any signal between
+/// data nodes) is delivered twice, the copy at a random time after the
+/// original (possibly after later messages of its connection): a repeat
+/// must change nothing — commit-phase signals are idempotent, operations
+/// and requests carry numbers the receiver has seen.
 const P_DUPLICATE: f64 = 0.05;
+/// How much later than its original a copy arrives, at most.
+const DUPLICATE_LAG_MS: u64 = 3 * MAX_DELAY_MS;
 /// Chance that a client leaves an open transaction idle past the
 /// inactivity timeout.
 const P_LONG_IDLE: f64 = 0.01;
@@ -121,8 +129,10 @@ pub struct SimReport {
     /// Transactions whose client lost its connection before hearing the end.
     pub abandoned: u64,
     pub disconnects: u64,
-    /// Signals between data nodes delivered twice.
+    /// Messages delivered twice.
     pub duplicates: u64,
+    /// Answers to repeated client requests (all refusals).
+    pub repeats_refused: u64,
     pub requests: u64,
     pub operations: u64,
     pub virtual_ms: u64,
@@ -141,7 +151,7 @@ impl fmt::Display for SimReport {
             .collect();
         write!(
             f,
-            "seed {} ({} nodes, {} replicas{}): {} txns ({} committed, {} rolled back, failed [{}], {} abandoned), {} disconnects, {} duplicates, {} requests, {} ops, {:.1} s virtual, {} rows at end",
+            "seed {} ({} nodes, {} replicas{}): {} txns ({} committed, {} rolled back, failed [{}], {} abandoned), {} disconnects, {} duplicates ({} repeated requests refused), {} requests, {} ops, {:.1} s virtual, {} rows at end",
             self.seed,
             self.data_nodes,
             self.replicas,
@@ -153,6 +163,7 @@ impl fmt::Display for SimReport {
             self.abandoned,
             self.disconnects,
             self.duplicates,
+            self.repeats_refused,
             self.requests,
             self.operations,
             self.virtual_ms as f64 / 1000.0,
@@ -248,15 +259,21 @@ pub fn table_def(groups: Vec<Vec<u16>>, read_backup: bool) -> TableDef {
 }
 
 enum Event {
-    /// A client's request reaches the node.
+    /// A client's request reaches the node. `repeat`: a copy of one sent
+    /// before (the client does not expect an answer to it).
     ToNode {
         conn: ConnId,
         req: TcKeyReq,
+        repeat: bool,
     },
-    /// The node's answer for `trans` reaches the client.
+    /// The node's answer to request `request` of `trans` reaches the
+    /// client. `repeat`: a copy, or the answer to a repeated request (the
+    /// client must drop it).
     ToClient {
         conn: ConnId,
         trans: TransId,
+        request: u32,
+        repeat: bool,
     },
     /// A client's transaction slot acts (starts or continues a transaction).
     Wake {
@@ -455,13 +472,24 @@ impl World {
     }
 
     /// Schedules a message on its lane: a random delay, but never before
-    /// the lane's previous message.
-    fn send(&mut self, lane: Lane, event: Event) {
+    /// the lane's previous message. Returns its delivery time.
+    fn send(&mut self, lane: Lane, event: Event) -> u64 {
         let earliest = self.now + self.rng.random_range(0..=MAX_DELAY_MS);
         let lane = self.lane_clock.entry(lane).or_insert(0);
         let at = earliest.max(*lane);
         *lane = at;
         self.schedule(at, event);
+        at
+    }
+
+    /// Sometimes delivers `copy` too, a little after its original (due at
+    /// `original_at`), outside its lane's order.
+    fn maybe_repeat(&mut self, original_at: u64, copy: impl FnOnce() -> Event) {
+        if self.rng.random_bool(P_DUPLICATE) {
+            self.report.duplicates += 1;
+            let at = original_at + self.rng.random_range(0..=DUPLICATE_LAG_MS);
+            self.schedule(at, copy());
+        }
     }
 
     fn done(&self) -> bool {
@@ -490,8 +518,13 @@ impl World {
             }
             match next.event {
                 Event::Wake { client, slot, conn } => self.wake(client, slot, conn)?,
-                Event::ToNode { conn, req } => self.deliver_to_node(conn, req)?,
-                Event::ToClient { conn, trans } => self.deliver_to_client(conn, trans)?,
+                Event::ToNode { conn, req, repeat } => self.deliver_to_node(conn, req, repeat)?,
+                Event::ToClient {
+                    conn,
+                    trans,
+                    request,
+                    repeat,
+                } => self.deliver_to_client(conn, trans, request, repeat)?,
                 other => self.network_event(other)?,
             }
         }
@@ -667,6 +700,7 @@ impl World {
         let req = self.plan_request(requests_sent, long_idle);
         let wire = TcKeyReq {
             trans,
+            request: requests_sent,
             exec: req.exec,
             ops: req.ops.iter().map(|op| self.encode(op)).collect(),
         };
@@ -677,14 +711,42 @@ impl World {
         t.idled_long = false;
         t.in_flight = Some(req);
         let conn = self.clients[client].conn;
-        self.send(Lane::ToNode(conn), Event::ToNode { conn, req: wire });
+        let copy = wire.clone();
+        let at = self.send(
+            Lane::ToNode(conn),
+            Event::ToNode {
+                conn,
+                req: wire,
+                repeat: false,
+            },
+        );
+        self.maybe_repeat(at, || Event::ToNode {
+            conn,
+            req: copy,
+            repeat: true,
+        });
         Ok(())
     }
 
-    fn deliver_to_node(&mut self, conn: ConnId, req: TcKeyReq) -> Result<(), String> {
+    fn deliver_to_node(&mut self, conn: ConnId, req: TcKeyReq, repeat: bool) -> Result<(), String> {
         let Some(&client) = self.conn_owner.get(&conn) else {
             return Ok(()); // the connection broke while this was in flight
         };
+        let node = self.conn_node[&conn];
+        if repeat {
+            if self.trace {
+                eprintln!(
+                    "{:>8} ms conn {conn} trans {} -> node: repeat of request {}",
+                    self.now, req.trans.0, req.request
+                );
+            }
+            let mut out = Vec::new();
+            let now = self.now;
+            self.node(node)
+                .client_signal(now, conn, Signal::TcKeyReq(req), &mut out)
+                .map_err(|e| format!("node {node} refused a repeated request: {e}"))?;
+            return self.handle_outputs(node, out);
+        }
         if self.rng.random_bool(P_DISCONNECT) {
             return self.disconnect(client);
         }
@@ -712,7 +774,6 @@ impl World {
                 self.now, req.trans.0
             );
         }
-        let node = self.conn_node[&conn];
         let mut out = Vec::new();
         let now = self.now;
         self.node(node)
@@ -761,24 +822,10 @@ impl World {
         for output in out {
             let (conn, answer) = match output {
                 Output::ToNode { node, signal } => {
-                    let commit_phase = !matches!(
-                        signal,
-                        BlockSignal::LqhKeyReq { .. }
-                            | BlockSignal::LqhKeyConf { .. }
-                            | BlockSignal::LqhKeyRef { .. }
-                    );
-                    if commit_phase && self.rng.random_bool(P_DUPLICATE) {
-                        self.report.duplicates += 1;
-                        let at = self.now + self.rng.random_range(0..=4 * MAX_DELAY_MS);
-                        self.schedule(
-                            at,
-                            Event::NodeMsg {
-                                signal: signal.clone(),
-                            },
-                        );
-                    }
+                    let copy = signal.clone();
                     let lane = Lane::Nodes { from, to: node };
-                    self.send(lane, Event::NodeMsg { signal });
+                    let at = self.send(lane, Event::NodeMsg { signal });
+                    self.maybe_repeat(at, || Event::NodeMsg { signal: copy });
                     continue;
                 }
                 Output::Send { conn, signal } => (conn, Answer::Signal(signal)),
@@ -828,10 +875,10 @@ impl World {
                     self.conn_node[&conn]
                 ));
             }
-            let (trans, code) = match &answer {
-                Answer::Signal(Signal::TcKeyConf(c)) => (c.trans, c.state as u16),
-                Answer::Signal(Signal::TcKeyRef(r)) => (r.trans, r.code),
-                Answer::CommitPoint(trans, _) => (*trans, u16::MAX),
+            let (trans, request, code) = match &answer {
+                Answer::Signal(Signal::TcKeyConf(c)) => (c.trans, Some(c.request), c.state as u16),
+                Answer::Signal(Signal::TcKeyRef(r)) => (r.trans, Some(r.request), r.code),
+                Answer::CommitPoint(trans, _) => (*trans, None, u16::MAX),
                 Answer::Signal(other) => return Err(format!("node sent a client {other:?}")),
             };
             self.digest(&[self.now, conn, trans.0, u64::from(code)]);
@@ -841,15 +888,56 @@ impl World {
                     self.now, trans.0
                 );
             }
-            answers.push((client, conn, trans, answer));
+            // An answer for a request the client does not wait for can
+            // only answer a repeated request: it must refuse it.
+            let waited_for = self.clients[client]
+                .slots
+                .iter()
+                .flatten()
+                .find(|t| t.trans == trans)
+                .is_some_and(|t| {
+                    (t.in_flight.is_some() || t.commit_point.is_some())
+                        && request.is_none_or(|r| r + 1 == t.requests_sent)
+                });
+            if !waited_for {
+                let refusal = match &answer {
+                    Answer::Signal(Signal::TcKeyRef(r)) => {
+                        r.code == ErrorCode::BadRequest as u16
+                            || r.code == ErrorCode::TransactionNotFound as u16
+                    }
+                    Answer::Signal(Signal::TcKeyConf(c)) => {
+                        c.state == TransState::Aborted && c.results.is_empty()
+                    }
+                    _ => false,
+                };
+                if !refusal {
+                    return Err(format!(
+                        "node {from} served a repeated request of conn {conn} trans {}: {answer:?}",
+                        trans.0
+                    ));
+                }
+                self.report.repeats_refused += 1;
+                let request = request.expect("a signal");
+                self.send(
+                    Lane::ToClient(conn),
+                    Event::ToClient {
+                        conn,
+                        trans,
+                        request,
+                        repeat: true,
+                    },
+                );
+                continue;
+            }
+            answers.push((client, conn, trans, request, answer));
         }
         let first = |a: &Answer| {
             matches!(a, Answer::CommitPoint(..))
                 || matches!(a, Answer::Signal(Signal::TcKeyConf(c)) if c.state == TransState::Committed)
         };
-        let firsts = answers.iter().filter(|a| first(&a.3));
-        let others = answers.iter().filter(|a| !first(&a.3));
-        for (client, _, trans, answer) in firsts.chain(others) {
+        let firsts = answers.iter().filter(|a| first(&a.4));
+        let others = answers.iter().filter(|a| !first(&a.4));
+        for (client, _, trans, _, answer) in firsts.chain(others) {
             self.check_answer(*client, *trans, answer)?;
         }
         for (conn, trans) in done {
@@ -861,9 +949,23 @@ impl World {
                 ));
             }
         }
-        for (_, conn, trans, answer) in answers {
-            if matches!(answer, Answer::Signal(_)) {
-                self.send(Lane::ToClient(conn), Event::ToClient { conn, trans });
+        for (_, conn, trans, request, answer) in answers {
+            if let (Answer::Signal(_), Some(request)) = (answer, request) {
+                let at = self.send(
+                    Lane::ToClient(conn),
+                    Event::ToClient {
+                        conn,
+                        trans,
+                        request,
+                        repeat: false,
+                    },
+                );
+                self.maybe_repeat(at, || Event::ToClient {
+                    conn,
+                    trans,
+                    request,
+                    repeat: true,
+                });
             }
         }
         Ok(())
@@ -890,6 +992,7 @@ impl World {
                 // confirmation will carry them, and commit in the model.
                 let conf = TcKeyConf {
                     trans,
+                    request: t.requests_sent - 1,
                     state: TransState::Committed,
                     results: results.clone(),
                 };
@@ -946,17 +1049,41 @@ impl World {
         Ok(())
     }
 
-    fn deliver_to_client(&mut self, conn: ConnId, trans: TransId) -> Result<(), String> {
+    /// The client takes an answer if it is to the request it waits for
+    /// (as the client library does), and drops any other.
+    fn deliver_to_client(
+        &mut self,
+        conn: ConnId,
+        trans: TransId,
+        request: u32,
+        repeat: bool,
+    ) -> Result<(), String> {
         let Some(&client) = self.conn_owner.get(&conn) else {
             return Ok(());
         };
-        let slot = self.clients[client]
-            .slots
-            .iter()
-            .position(|s| s.as_ref().is_some_and(|t| t.trans == trans))
-            .ok_or("answer delivered for a transaction the client does not have")?;
+        let slot = self.clients[client].slots.iter().position(|s| {
+            s.as_ref().is_some_and(|t| {
+                t.trans == trans && t.undelivered.is_some() && request + 1 == t.requests_sent
+            })
+        });
+        let slot = match (slot, repeat) {
+            (Some(_), true) => {
+                return Err(format!(
+                    "a repeated answer (trans {} request {request}) would be taken as the awaited one",
+                    trans.0
+                ))
+            }
+            (None, true) => return Ok(()),
+            (None, false) => {
+                return Err(format!(
+                    "answer to trans {} request {request} delivered, but the client does not wait for it",
+                    trans.0
+                ))
+            }
+            (Some(slot), false) => slot,
+        };
         let t = self.clients[client].slots[slot].as_mut().expect("found");
-        let outcome = t.undelivered.take().ok_or("answer delivered twice")?;
+        let outcome = t.undelivered.take().expect("checked");
         let idle = if outcome == Outcome::Open {
             if self.rng.random_bool(P_LONG_IDLE) {
                 t.idled_long = true;
@@ -1032,6 +1159,7 @@ impl World {
         self.next_trans += 1;
         let req = TcKeyReq {
             trans,
+            request: 0,
             exec,
             ops: ops.iter().map(|op| self.encode(op)).collect(),
         };

@@ -648,6 +648,7 @@ mod tests {
             8,
             &[Signal::TcKeyRef(TcKeyRef {
                 trans: TransId(1),
+                request: 0,
                 code: 2,
                 op_index: 3,
                 detail: "x".into(),

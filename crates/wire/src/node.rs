@@ -60,7 +60,13 @@ pub enum BlockSignal {
     /// prepare). Reads run at the primary alone: `chain` is one node.
     LqhKeyReq {
         txn: TxnRef,
-        op_index: u16,
+        /// The operation's number within its transaction (0, 1, 2, ...
+        /// over all its requests): a replica runs each number once.
+        op_no: u32,
+        /// The coordinator's oldest unfinished transaction when it sent
+        /// this: every older one of its transactions is over, so a repeat
+        /// of an operation of one of them is dropped.
+        low_water: TxnRef,
         /// The fragment of `op.table` the key belongs to.
         frag: FragmentId,
         op: KeyOp,
@@ -72,13 +78,13 @@ pub enum BlockSignal {
     /// (reads carry their data).
     LqhKeyConf {
         txn: TxnRef,
-        op_index: u16,
+        op_no: u32,
         result: OpResult,
     },
     /// LQH → TC: the operation failed (on the replica that sends this).
     LqhKeyRef {
         txn: TxnRef,
-        op_index: u16,
+        op_no: u32,
         error: ShoalError,
     },
     /// TC → LQH on `node`: make the transaction's changes in `frags`
@@ -153,11 +159,11 @@ impl BlockSignal {
         const TXN_NODE: usize = 8 + 2;
         match self {
             BlockSignal::LqhKeyReq { op, chain, .. } => {
-                8 + 2 + 4 + 1 + 1 + 2 * chain.len() + key_op_len(op)
+                8 + 4 + 8 + 4 + 1 + 1 + 2 * chain.len() + key_op_len(op)
             }
-            BlockSignal::LqhKeyConf { result, .. } => 8 + 2 + 2 + 4 + result.data.len(),
+            BlockSignal::LqhKeyConf { result, .. } => 8 + 4 + 2 + 4 + result.data.len(),
             BlockSignal::LqhKeyRef { error, .. } => {
-                8 + 2 + 2 + 2 + detail_prefix(&error.detail).len()
+                8 + 4 + 2 + 2 + detail_prefix(&error.detail).len()
             }
             BlockSignal::CommitReq { frags, .. } => TXN_NODE + 1 + 1 + 4 + 8 * frags.len(),
             BlockSignal::CommitConf { .. } => TXN_NODE + 1 + 1,
@@ -172,7 +178,8 @@ impl BlockSignal {
         match self {
             BlockSignal::LqhKeyReq {
                 txn,
-                op_index,
+                op_no,
+                low_water,
                 frag,
                 op,
                 chain,
@@ -185,33 +192,26 @@ impl BlockSignal {
                     "LqhKeyReq chain {chain:?} hop {hop}"
                 );
                 put_u64(out, *txn);
-                put_u16(out, *op_index);
+                put_u32(out, *op_no);
+                put_u64(out, *low_water);
                 put_u32(out, *frag);
                 out.push(*hop);
                 out.push(chain.len() as u8);
                 for &n in chain.iter() {
                     put_u16(out, n);
                 }
-                encode_key_op(op, usize::from(*op_index), out);
+                encode_key_op(op, *op_no as usize, out);
             }
-            BlockSignal::LqhKeyConf {
-                txn,
-                op_index,
-                result,
-            } => {
+            BlockSignal::LqhKeyConf { txn, op_no, result } => {
                 put_u64(out, *txn);
-                put_u16(out, *op_index);
+                put_u32(out, *op_no);
                 put_u16(out, result.code);
                 put_u32(out, result.data.len() as u32);
                 out.extend_from_slice(&result.data);
             }
-            BlockSignal::LqhKeyRef {
-                txn,
-                op_index,
-                error,
-            } => {
+            BlockSignal::LqhKeyRef { txn, op_no, error } => {
                 put_u64(out, *txn);
-                put_u16(out, *op_index);
+                put_u32(out, *op_no);
                 put_u16(out, error.code as u16);
                 put_detail(out, &error.detail);
             }
@@ -255,7 +255,8 @@ impl BlockSignal {
         let txn = r.u64("txn")?;
         let sig = match gsn {
             GSN_LQH_KEY_REQ => {
-                let op_index = r.u16("op_index")?;
+                let op_no = r.u32("op_no")?;
+                let low_water = r.u64("low_water")?;
                 let frag = r.u32("frag")?;
                 let hop_at = r.pos;
                 let hop = r.u8("hop")?;
@@ -280,7 +281,8 @@ impl BlockSignal {
                 let op = decode_key_op(&mut r)?;
                 BlockSignal::LqhKeyReq {
                     txn,
-                    op_index,
+                    op_no,
+                    low_water,
                     frag,
                     op,
                     chain: Arc::from(chain),
@@ -288,18 +290,18 @@ impl BlockSignal {
                 }
             }
             GSN_LQH_KEY_CONF => {
-                let op_index = r.u16("op_index")?;
+                let op_no = r.u32("op_no")?;
                 let code = r.u16("code")?;
                 let len = r.u32("data_len")? as usize;
                 let data = r.bytes(len, "data")?.to_vec();
                 BlockSignal::LqhKeyConf {
                     txn,
-                    op_index,
+                    op_no,
                     result: OpResult { code, data },
                 }
             }
             GSN_LQH_KEY_REF => {
-                let op_index = r.u16("op_index")?;
+                let op_no = r.u32("op_no")?;
                 let code_at = r.pos;
                 let code = r.u16("code")?;
                 let code = ErrorCode::from_u16(code).ok_or_else(|| {
@@ -309,7 +311,7 @@ impl BlockSignal {
                 let detail = r.utf8(len, "detail")?;
                 BlockSignal::LqhKeyRef {
                     txn,
-                    op_index,
+                    op_no,
                     error: ShoalError::with_detail(code, detail),
                 }
             }
@@ -380,7 +382,8 @@ mod tests {
         vec![
             BlockSignal::LqhKeyReq {
                 txn,
-                op_index: 7,
+                op_no: 7,
+                low_water: txn - 3,
                 frag: 5,
                 op: KeyOp {
                     op: OpType::Update,
@@ -396,7 +399,7 @@ mod tests {
             },
             BlockSignal::LqhKeyConf {
                 txn,
-                op_index: 0,
+                op_no: 0,
                 result: OpResult {
                     code: 0,
                     data: vec![9; 20],
@@ -404,7 +407,7 @@ mod tests {
             },
             BlockSignal::LqhKeyRef {
                 txn,
-                op_index: 2,
+                op_no: 2,
                 error: ShoalError::with_detail(ErrorCode::DeadlockTimeout, "waited 1200 ms"),
             },
             BlockSignal::CommitReq {

@@ -139,6 +139,9 @@ pub struct KeyOp {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TcKeyReq {
     pub trans: TransId,
+    /// The request's number within its transaction: 0, 1, 2, ... A node
+    /// ignores a request whose number it has already taken (a repeat).
+    pub request: u32,
     pub exec: ExecType,
     pub ops: Vec<KeyOp>,
 }
@@ -154,6 +157,8 @@ pub struct OpResult {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TcKeyConf {
     pub trans: TransId,
+    /// The number of the request this answers.
+    pub request: u32,
     pub state: TransState,
     /// One per operation of the request that this answers, in order.
     pub results: Vec<OpResult>,
@@ -163,6 +168,8 @@ pub struct TcKeyConf {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TcKeyRef {
     pub trans: TransId,
+    /// The number of the request this answers.
+    pub request: u32,
     pub code: u16,
     /// Index of the failing operation in its request, or 0xFFFF.
     pub op_index: u16,
@@ -188,13 +195,13 @@ pub enum Signal {
 }
 
 // Fixed parts of the bodies, in bytes (see docs/PROTOCOL.md).
-const TC_KEY_REQ_FIXED_BYTES: usize = 8 + 1 + 1 + 2;
+const TC_KEY_REQ_FIXED_BYTES: usize = 8 + 4 + 1 + 1 + 2;
 /// op, lock, flags, reserved, table, version, key_len, attrs_len.
 const KEY_OP_FIXED_BYTES: usize = 1 + 1 + 1 + 1 + 4 + 4 + 2 + 4;
-const TC_KEY_CONF_FIXED_BYTES: usize = 8 + 1 + 1 + 2;
+const TC_KEY_CONF_FIXED_BYTES: usize = 8 + 4 + 1 + 1 + 2;
 /// code, data_len.
 const OP_RESULT_FIXED_BYTES: usize = 2 + 4;
-const TC_KEY_REF_FIXED_BYTES: usize = 8 + 2 + 2 + 2;
+const TC_KEY_REF_FIXED_BYTES: usize = 8 + 4 + 2 + 2 + 2;
 const ERROR_REPORT_FIXED_BYTES: usize = 2 + 2;
 
 impl Signal {
@@ -279,6 +286,7 @@ impl Signal {
             Signal::TcKeyConf(conf) => encode_tc_key_conf(conf, out),
             Signal::TcKeyRef(r) => {
                 put_u64(out, r.trans.0);
+                put_u32(out, r.request);
                 put_u16(out, r.code);
                 put_u16(out, r.op_index);
                 put_detail(out, &r.detail);
@@ -331,6 +339,7 @@ fn encode_tc_key_req(req: &TcKeyReq, out: &mut Vec<u8>) {
     let op_count = u16::try_from(req.ops.len())
         .unwrap_or_else(|_| panic!("TcKeyReq with {} ops exceeds u16::MAX", req.ops.len()));
     put_u64(out, req.trans.0);
+    put_u32(out, req.request);
     out.push(req.exec as u8);
     out.push(0);
     put_u16(out, op_count);
@@ -400,6 +409,7 @@ fn encode_tc_key_conf(conf: &TcKeyConf, out: &mut Vec<u8>) {
         )
     });
     put_u64(out, conf.trans.0);
+    put_u32(out, conf.request);
     out.push(conf.state as u8);
     out.push(0);
     put_u16(out, result_count);
@@ -419,6 +429,7 @@ fn encode_tc_key_conf(conf: &TcKeyConf, out: &mut Vec<u8>) {
 fn decode_tc_key_req(body: &[u8]) -> Result<TcKeyReq, WireError> {
     let mut r = Reader::new(body, "TcKeyReq");
     let trans = TransId(r.u64("trans")?);
+    let request = r.u32("request")?;
     let exec = r.enum_u8("exec", ExecType::from_u8)?;
     r.reserved_u8("reserved")?;
     let op_count = usize::from(r.u16("op_count")?);
@@ -430,12 +441,18 @@ fn decode_tc_key_req(body: &[u8]) -> Result<TcKeyReq, WireError> {
     }
     r.item = None;
     r.finish()?;
-    Ok(TcKeyReq { trans, exec, ops })
+    Ok(TcKeyReq {
+        trans,
+        request,
+        exec,
+        ops,
+    })
 }
 
 fn decode_tc_key_conf(body: &[u8]) -> Result<TcKeyConf, WireError> {
     let mut r = Reader::new(body, "TcKeyConf");
     let trans = TransId(r.u64("trans")?);
+    let request = r.u32("request")?;
     let state = r.enum_u8("state", TransState::from_u8)?;
     r.reserved_u8("reserved")?;
     let result_count = usize::from(r.u16("result_count")?);
@@ -452,6 +469,7 @@ fn decode_tc_key_conf(body: &[u8]) -> Result<TcKeyConf, WireError> {
     r.finish()?;
     Ok(TcKeyConf {
         trans,
+        request,
         state,
         results,
     })
@@ -460,6 +478,7 @@ fn decode_tc_key_conf(body: &[u8]) -> Result<TcKeyConf, WireError> {
 fn decode_tc_key_ref(body: &[u8]) -> Result<TcKeyRef, WireError> {
     let mut r = Reader::new(body, "TcKeyRef");
     let trans = TransId(r.u64("trans")?);
+    let request = r.u32("request")?;
     let code = r.u16("code")?;
     let op_index = r.u16("op_index")?;
     let detail_len = usize::from(r.u16("detail_len")?);
@@ -467,6 +486,7 @@ fn decode_tc_key_ref(body: &[u8]) -> Result<TcKeyRef, WireError> {
     r.finish()?;
     Ok(TcKeyRef {
         trans,
+        request,
         code,
         op_index,
         detail,
@@ -685,6 +705,7 @@ mod tests {
     fn sample_req() -> TcKeyReq {
         TcKeyReq {
             trans: TransId(0x0102_0304_0506_0708),
+            request: 0x0a0b_0c0d,
             exec: ExecType::Commit,
             ops: vec![
                 KeyOp {
@@ -728,6 +749,7 @@ mod tests {
         let body = body_of(&Signal::TcKeyReq(sample_req()));
         let mut expected = Vec::new();
         expected.extend_from_slice(&0x0102_0304_0506_0708u64.to_le_bytes());
+        expected.extend_from_slice(&0x0a0b_0c0du32.to_le_bytes());
         expected.extend_from_slice(&[1, 0, 2, 0]); // exec, reserved, op_count
         expected.extend_from_slice(&[1, 2, 1, 0]); // op, lock, flags, reserved
         expected.extend_from_slice(&7u32.to_le_bytes());
@@ -750,11 +772,13 @@ mod tests {
             Signal::TcKeyReq(sample_req()),
             Signal::TcKeyReq(TcKeyReq {
                 trans: TransId(0),
+                request: 0,
                 exec: ExecType::NoCommit,
                 ops: vec![],
             }),
             Signal::TcKeyConf(TcKeyConf {
                 trans: TransId(u64::MAX),
+                request: u32::MAX,
                 state: TransState::Aborted,
                 results: vec![
                     OpResult {
@@ -769,6 +793,7 @@ mod tests {
             }),
             Signal::TcKeyRef(TcKeyRef {
                 trans: TransId(5),
+                request: 3,
                 code: 266,
                 op_index: 0xFFFF,
                 detail: "lock wait timeout ⏱".into(),
@@ -821,8 +846,8 @@ mod tests {
     #[test]
     fn enum_bytes_out_of_range_are_rejected() {
         let body = body_of(&Signal::TcKeyReq(sample_req()));
-        // exec at 8, first op's op at 12, lock at 13.
-        for (offset, field) in [(8, "exec"), (12, "op"), (13, "lock")] {
+        // exec at 12, first op's op at 16, lock at 17.
+        for (offset, field) in [(12, "exec"), (16, "op"), (17, "lock")] {
             let mut bad = body.clone();
             bad[offset] = 9;
             let msg = malformed(Signal::decode(GSN_TC_KEY_REQ, &bad));
@@ -832,7 +857,7 @@ mod tests {
             );
         }
         let mut bad = body.clone();
-        bad[14] = 0x80;
+        bad[18] = 0x80;
         let msg = malformed(Signal::decode(GSN_TC_KEY_REQ, &bad));
         assert!(msg.contains("op 0: unknown flag bits"), "{msg}");
     }
@@ -840,7 +865,7 @@ mod tests {
     #[test]
     fn reserved_bytes_must_be_zero() {
         let body = body_of(&Signal::TcKeyReq(sample_req()));
-        for offset in [9, 15] {
+        for offset in [13, 19] {
             let mut bad = body.clone();
             bad[offset] = 1;
             let msg = malformed(Signal::decode(GSN_TC_KEY_REQ, &bad));
@@ -851,7 +876,7 @@ mod tests {
     #[test]
     fn forged_count_does_not_allocate() {
         // op_count 65535 with no ops behind it: rejected before allocating.
-        let mut body = vec![0; 8];
+        let mut body = vec![0; 12];
         body.extend_from_slice(&[0, 0, 0xFF, 0xFF]);
         let msg = malformed(Signal::decode(GSN_TC_KEY_REQ, &body));
         assert!(msg.contains("op_count 65535"), "{msg}");

@@ -55,6 +55,7 @@ fn signal() -> impl Strategy<Value = Signal> {
     prop_oneof![
         (
             any::<u64>(),
+            any::<u32>(),
             prop_oneof![
                 Just(ExecType::NoCommit),
                 Just(ExecType::Commit),
@@ -62,13 +63,15 @@ fn signal() -> impl Strategy<Value = Signal> {
             ],
             prop::collection::vec(key_op(), 0..4),
         )
-            .prop_map(|(trans, exec, ops)| Signal::TcKeyReq(TcKeyReq {
+            .prop_map(|(trans, request, exec, ops)| Signal::TcKeyReq(TcKeyReq {
                 trans: TransId(trans),
+                request,
                 exec,
                 ops
             })),
         (
             any::<u64>(),
+            any::<u32>(),
             prop_oneof![
                 Just(TransState::Open),
                 Just(TransState::Committed),
@@ -79,21 +82,30 @@ fn signal() -> impl Strategy<Value = Signal> {
                 0..4
             ),
         )
-            .prop_map(|(trans, state, results)| Signal::TcKeyConf(TcKeyConf {
-                trans: TransId(trans),
-                state,
-                results
-            })),
-        (any::<u64>(), any::<u16>(), any::<u16>(), detail()).prop_map(
-            |(trans, code, op_index, detail)| {
+            .prop_map(
+                |(trans, request, state, results)| Signal::TcKeyConf(TcKeyConf {
+                    trans: TransId(trans),
+                    request,
+                    state,
+                    results
+                })
+            ),
+        (
+            any::<u64>(),
+            any::<u32>(),
+            any::<u16>(),
+            any::<u16>(),
+            detail()
+        )
+            .prop_map(|(trans, request, code, op_index, detail)| {
                 Signal::TcKeyRef(TcKeyRef {
                     trans: TransId(trans),
+                    request,
                     code,
                     op_index,
                     detail,
                 })
-            }
-        ),
+            }),
         (any::<u16>(), detail())
             .prop_map(|(code, detail)| Signal::ErrorReport(ErrorReport { code, detail })),
     ]
@@ -374,7 +386,8 @@ mod node_signals {
         vec![
             BlockSignal::LqhKeyReq {
                 txn,
-                op_index: 3,
+                op_no: 3,
+                low_water: txn - 1,
                 frag: 1,
                 op: KeyOp {
                     op: OpType::Write,
@@ -390,7 +403,7 @@ mod node_signals {
             },
             BlockSignal::LqhKeyConf {
                 txn,
-                op_index: 0,
+                op_no: 0,
                 result: OpResult { code: 0, data },
             },
             BlockSignal::CommitReq {
