@@ -59,7 +59,16 @@ impl FinishedTxns {
 
     /// Whether `txn` is known to be over.
     pub fn contains(&self, txn: TxnRef) -> bool {
-        txn < self.low_water || self.above.binary_search(&txn).is_ok()
+        if txn < self.low_water {
+            return true;
+        }
+        // A transaction newer than every finished one (the usual first
+        // operation of a new transaction) needs no search.
+        match self.above.back() {
+            Some(&newest) if txn < newest => self.above.binary_search(&txn).is_ok(),
+            Some(&newest) => txn == newest,
+            None => false,
+        }
     }
 
     pub fn remembered(&self) -> usize {

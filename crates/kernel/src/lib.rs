@@ -21,6 +21,7 @@ pub mod config;
 pub mod finished;
 pub mod lqh;
 pub mod node;
+pub mod pool;
 pub mod route;
 pub mod signal;
 pub mod tc;

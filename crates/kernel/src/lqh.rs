@@ -26,6 +26,7 @@
 
 use crate::config::KernelConfig;
 use crate::finished::FinishedTxns;
+use crate::pool::{clear_keeping, Pool, Recycle};
 use crate::signal::{tc_node_of, BlockSignal, FragKey, TxnRef};
 use hashbrown::HashMap;
 use shoal_storage::{Fragment, LockMode as RowLock, LockOutcome, Memory, RowId, WaitToken};
@@ -86,6 +87,17 @@ struct FragEntry {
     pending: HashMap<RowId, Pending>,
 }
 
+/// How far an operation got.
+enum Step {
+    Done(OpResult),
+    /// Queued for a row lock; the caller records the wait under `token`.
+    Wait {
+        token: WaitToken,
+        row: RowId,
+        counted: bool,
+    },
+}
+
 struct WaitingOp {
     txn: TxnRef,
     at: OpAt,
@@ -111,6 +123,17 @@ struct LqhTxn {
     /// The operations that reached this node, ascending: a repeat of one
     /// is dropped.
     ops_seen: Vec<u32>,
+}
+
+impl Recycle for LqhTxn {
+    fn recycle(&mut self) {
+        clear_keeping(&mut self.rows);
+        self.waiting = None;
+        self.queued = VecDeque::new();
+        self.failed = false;
+        self.committed = false;
+        clear_keeping(&mut self.ops_seen);
+    }
 }
 
 impl LqhTxn {
@@ -153,7 +176,7 @@ pub struct Lqh {
     /// The fragments of each table this node holds.
     tables: HashMap<TableId, Vec<FragmentId>>,
     frags: HashMap<FragKey, FragEntry>,
-    txns: HashMap<TxnRef, LqhTxn>,
+    txns: Pool<LqhTxn>,
     /// Per coordinator node, the transactions finished here.
     finished: HashMap<u16, FinishedTxns>,
     waiting: HashMap<WaitToken, WaitingOp>,
@@ -185,7 +208,7 @@ impl Lqh {
             cfg,
             tables: HashMap::new(),
             frags: HashMap::new(),
-            txns: HashMap::new(),
+            txns: Pool::default(),
             finished: HashMap::new(),
             waiting: HashMap::new(),
             next_token: 1,
@@ -240,8 +263,8 @@ impl Lqh {
         let mut v: Vec<ReplicaTxnState> = self
             .txns
             .iter()
-            .filter(|(txn, _)| crate::signal::tc_node_of(**txn) == tc_node)
-            .map(|(&txn, t)| ReplicaTxnState {
+            .filter(|(txn, _)| crate::signal::tc_node_of(*txn) == tc_node)
+            .map(|(txn, t)| ReplicaTxnState {
                 txn,
                 locked_rows: t.rows.len(),
                 pending_rows: t
@@ -345,12 +368,14 @@ impl Lqh {
                     release,
                 });
             }
-            BlockSignal::CompleteReq { txn, .. } => {
+            BlockSignal::CompleteReq { txn, confirm, .. } => {
                 self.finish(txn, true, now_ms, out);
-                out.push_back(BlockSignal::CompleteConf {
-                    txn,
-                    node: self.cfg.node_id,
-                });
+                if confirm {
+                    out.push_back(BlockSignal::CompleteConf {
+                        txn,
+                        node: self.cfg.node_id,
+                    });
+                }
             }
             BlockSignal::AbortReq { txn, .. } => {
                 self.finish(txn, false, now_ms, out);
@@ -431,7 +456,7 @@ impl Lqh {
         let committed_read = op.op == OpType::Read && op.lock == LockMode::CommittedRead;
         let t = match t {
             None if !committed_read => {
-                let t = self.txns.entry(txn).or_default();
+                let t = self.txns.get_or_insert(txn);
                 t.first_sight(at.op_no);
                 Some(t)
             }
@@ -470,36 +495,50 @@ impl Lqh {
         waited_on: Option<RowId>,
         out: &mut VecDeque<BlockSignal>,
     ) {
-        // A write with more replicas after this one goes on to the next
-        // (NDB's linear prepare); the last replica answers TC.
-        let forward = at.next_hop().map(|hop| (hop, op.clone()));
-        let (op_no, low_water, frag, chain) = (at.op_no, at.low_water, at.frag, at.chain.clone());
-        match self.try_op(now_ms, txn, at, op, waited_on) {
-            Ok(Some(result)) => out.push_back(match forward {
-                Some((hop, op)) => BlockSignal::LqhKeyReq {
+        let op_no = at.op_no;
+        match self.try_op(txn, &at, &op, waited_on) {
+            // A write with more replicas after this one goes on to the next
+            // (NDB's linear prepare); the last replica answers TC.
+            Ok(Step::Done(result)) => out.push_back(match at.next_hop() {
+                Some(hop) => BlockSignal::LqhKeyReq {
                     txn,
                     op_no,
-                    low_water,
-                    frag,
+                    low_water: at.low_water,
+                    frag: at.frag,
                     op,
-                    chain,
+                    chain: at.chain,
                     hop,
                 },
                 None => BlockSignal::LqhKeyConf { txn, op_no, result },
             }),
-            Ok(None) => {} // waiting for a lock
+            Ok(Step::Wait {
+                token,
+                row,
+                counted,
+            }) => {
+                self.waiting.insert(
+                    token,
+                    WaitingOp {
+                        txn,
+                        at,
+                        op,
+                        row,
+                        since_ms: now_ms,
+                        counted,
+                    },
+                );
+            }
             Err(error) => out.push_back(BlockSignal::LqhKeyRef { txn, op_no, error }),
         }
     }
 
     fn try_op(
         &mut self,
-        now_ms: u64,
         txn: TxnRef,
-        at: OpAt,
-        op: KeyOp,
+        at: &OpAt,
+        op: &KeyOp,
         waited_on: Option<RowId>,
-    ) -> Result<Option<OpResult>, ShoalError> {
+    ) -> Result<Step, ShoalError> {
         let fkey = (op.table, at.frag);
         let entry = match self.frags.get_mut(&fkey) {
             Some(e) => e,
@@ -530,7 +569,7 @@ impl Lqh {
         }
         let layout = entry.layout.clone();
         layout.split_key(&op.key, |_, _| {})?;
-        check_request_body(&layout, &op)?;
+        check_request_body(&layout, op)?;
         let hash = hash_key(&op.key);
         let found = entry.frag.lookup(hash, &op.key);
 
@@ -539,12 +578,12 @@ impl Lqh {
                 Some(row) => {
                     let own = entry.pending.get(&row).is_some_and(|p| p.owner == txn);
                     if own {
-                        read_own(entry, &layout, row, &op)
+                        read_own(entry, &layout, row, op).map(Step::Done)
                     } else if entry.frag.is_tentative(row) {
                         Err(not_found())
                     } else {
                         let (fixed, var) = entry.frag.row(row);
-                        Ok(Some(read_image(&layout, fixed, var, &op)))
+                        Ok(Step::Done(read_image(&layout, fixed, var, op)))
                     }
                 }
                 None => Err(not_found()),
@@ -591,12 +630,8 @@ impl Lqh {
                     },
                 );
                 self.ops_in_use += 1;
-                self.txns
-                    .entry(txn)
-                    .or_default()
-                    .rows
-                    .push((fkey, row, hash));
-                return Ok(Some(OpResult {
+                self.txns.get_or_insert(txn).rows.push((fkey, row, hash));
+                return Ok(Step::Done(OpResult {
                     code: 0,
                     data: Vec::new(),
                 }));
@@ -618,11 +653,7 @@ impl Lqh {
                 LockOutcome::Granted => {
                     if held_before.is_none() {
                         self.ops_in_use += 1;
-                        self.txns
-                            .entry(txn)
-                            .or_default()
-                            .rows
-                            .push((fkey, row, hash));
+                        self.txns.get_or_insert(txn).rows.push((fkey, row, hash));
                     }
                 }
                 LockOutcome::Waiting => {
@@ -633,23 +664,16 @@ impl Lqh {
                     if counted {
                         self.ops_in_use += 1;
                     }
-                    self.txns.entry(txn).or_default().waiting = Some(token);
-                    self.waiting.insert(
+                    self.txns.get_or_insert(txn).waiting = Some(token);
+                    return Ok(Step::Wait {
                         token,
-                        WaitingOp {
-                            txn,
-                            at,
-                            op,
-                            row,
-                            since_ms: now_ms,
-                            counted,
-                        },
-                    );
-                    return Ok(None);
+                        row,
+                        counted,
+                    });
                 }
             }
         }
-        apply_locked(entry, &layout, &mut self.mem, txn, row, hash, &op).map(Some)
+        apply_locked(entry, &layout, &mut self.mem, txn, row, hash, op).map(Step::Done)
     }
 
     /// Resumes operations whose lock waits were granted or whose row
@@ -669,7 +693,7 @@ impl Lqh {
                 continue;
             };
             let hash = hash_key(&w.op.key);
-            let t = self.txns.entry(w.txn).or_default();
+            let t = self.txns.get_or_insert(w.txn);
             t.waiting = None;
             if w.counted {
                 // The waiting record becomes the locked-row record.
@@ -746,37 +770,40 @@ impl Lqh {
         now_ms: u64,
         out: &mut VecDeque<BlockSignal>,
     ) {
-        let Some(t) = self.txns.get_mut(&txn) else {
+        let Lqh {
+            txns,
+            frags: entries,
+            mem,
+            restart,
+            granted,
+            ops_in_use,
+            ..
+        } = self;
+        let Some(t) = txns.get_mut(&txn) else {
             return;
         };
-        let rows = std::mem::take(&mut t.rows);
-        let mut kept = Vec::with_capacity(rows.len());
-        for (fkey, row, hash) in rows {
+        t.rows.retain(|&(fkey, row, hash)| {
             if !frags.contains(&fkey) {
-                kept.push((fkey, row, hash));
-                continue;
+                return true;
             }
-            let Some(entry) = self.frags.get_mut(&fkey) else {
-                self.ops_in_use -= 1;
-                continue;
+            let Some(entry) = entries.get_mut(&fkey) else {
+                *ops_in_use -= 1;
+                return false;
             };
-            if apply_pending(entry, &mut self.mem, txn, row, hash, true) {
+            if apply_pending(entry, mem, txn, row, hash, true) {
                 // The row is gone (a committed delete): its lock goes too,
                 // whatever `release` says, so the row id can be reused.
-                entry
-                    .frag
-                    .locks
-                    .release_vanished(row, txn, &mut self.restart);
-                self.ops_in_use -= 1;
+                entry.frag.locks.release_vanished(row, txn, restart);
+                *ops_in_use -= 1;
+                false
             } else if release {
-                entry.frag.locks.release(row, txn, &mut self.granted);
-                self.ops_in_use -= 1;
+                entry.frag.locks.release(row, txn, granted);
+                *ops_in_use -= 1;
+                false
             } else {
-                kept.push((fkey, row, hash));
+                true
             }
-        }
-        let t = self.txns.get_mut(&txn).expect("present");
-        t.rows = kept;
+        });
         t.committed = true;
         if t.rows.is_empty() && t.waiting.is_none() && t.queued.is_empty() {
             self.txns.remove(&txn);
@@ -788,33 +815,41 @@ impl Lqh {
     /// Ends a transaction here: commits (`commit = true`) or drops what is
     /// still pending, cancels its lock wait, releases every lock.
     fn finish(&mut self, txn: TxnRef, commit: bool, now_ms: u64, out: &mut VecDeque<BlockSignal>) {
-        let Some(t) = self.txns.remove(&txn) else {
+        let Lqh {
+            txns,
+            frags,
+            mem,
+            waiting,
+            restart,
+            granted,
+            ops_in_use,
+            ..
+        } = self;
+        let Some(t) = txns.get_mut(&txn) else {
             return;
         };
-        self.remember_finished(txn);
-        self.ops_in_use -= t.queued.len();
+        *ops_in_use -= t.queued.len();
         if let Some(token) = t.waiting {
-            if let Some(w) = self.waiting.remove(&token) {
-                self.ops_in_use -= w.counted as usize;
-                if let Some(entry) = self.frags.get_mut(&(w.op.table, w.at.frag)) {
-                    entry.frag.locks.cancel_wait(w.row, txn, &mut self.granted);
+            if let Some(w) = waiting.remove(&token) {
+                *ops_in_use -= w.counted as usize;
+                if let Some(entry) = frags.get_mut(&(w.op.table, w.at.frag)) {
+                    entry.frag.locks.cancel_wait(w.row, txn, granted);
                 }
             }
         }
-        self.ops_in_use -= t.rows.len();
-        for (fkey, row, hash) in t.rows {
-            let Some(entry) = self.frags.get_mut(&fkey) else {
+        *ops_in_use -= t.rows.len();
+        for &(fkey, row, hash) in &t.rows {
+            let Some(entry) = frags.get_mut(&fkey) else {
                 continue;
             };
-            if apply_pending(entry, &mut self.mem, txn, row, hash, commit) {
-                entry
-                    .frag
-                    .locks
-                    .release_vanished(row, txn, &mut self.restart);
+            if apply_pending(entry, mem, txn, row, hash, commit) {
+                entry.frag.locks.release_vanished(row, txn, restart);
             } else {
-                entry.frag.locks.release(row, txn, &mut self.granted);
+                entry.frag.locks.release(row, txn, granted);
             }
         }
+        txns.remove(&txn);
+        self.remember_finished(txn);
         self.resume_granted(now_ms, out);
     }
 }
@@ -976,16 +1011,16 @@ fn read_own(
     layout: &RowLayout,
     row: RowId,
     op: &KeyOp,
-) -> Result<Option<OpResult>, ShoalError> {
+) -> Result<OpResult, ShoalError> {
     let (cfixed, cvar) = entry.frag.row(row);
     match &entry.pending[&row].kind {
-        PendingKind::Inserted => Ok(Some(read_image(layout, cfixed, cvar, op))),
-        PendingKind::Updated { fixed, var } => Ok(Some(read_image(
+        PendingKind::Inserted => Ok(read_image(layout, cfixed, cvar, op)),
+        PendingKind::Updated { fixed, var } => Ok(read_image(
             layout,
             fixed,
             var.as_deref().unwrap_or(cvar),
             op,
-        ))),
+        )),
         PendingKind::Deleted | PendingKind::InsertedThenDeleted => Err(not_found()),
     }
 }
@@ -1034,7 +1069,7 @@ fn apply_locked(
                     let (fixed, var) = entry.frag.row(row);
                     Ok(read_image(layout, fixed, var, op))
                 }
-                _ => read_own(entry, layout, row, op).map(|r| r.expect("exists")),
+                _ => read_own(entry, layout, row, op),
             }
         }
         OpType::Delete => {

@@ -10,7 +10,8 @@
 //!    confirmed, `CommitReq` (release locks) to the primaries — so a
 //!    change is visible at a primary only once every replica holds it;
 //! 3. the client hears `Committed` once the primaries confirmed;
-//! 4. complete: `CompleteReq` releases the backups' locks and records.
+//! 4. complete: `CompleteReq` releases the backups' locks and records
+//!    (confirmed only when the client's answer waits for it).
 //!
 //! Repeats: a client request whose number the transaction has already
 //! taken, and an operation answer already taken, are dropped; a first
@@ -36,6 +37,7 @@
 
 use crate::config::KernelConfig;
 use crate::node::{ConnId, Output};
+use crate::pool::{clear_keeping, Pool, Recycle};
 use crate::route::TableRoute;
 use crate::signal::{first_txn_ref, BlockSignal, FragKey, TxnRef};
 use hashbrown::HashMap;
@@ -111,6 +113,59 @@ fn add_frag(set: &mut Vec<FragKey>, frag: FragKey) {
     }
 }
 
+/// A fresh record is `Open` with nothing done: a new transaction.
+impl Default for Txn {
+    fn default() -> Self {
+        Txn {
+            conn: 0,
+            trans: TransId(0),
+            request: 0,
+            state: TxnState::Open,
+            exec: ExecType::NoCommit,
+            op_base: 0,
+            results: Vec::new(),
+            answered: Vec::new(),
+            op_flags: Vec::new(),
+            op_chained: Vec::new(),
+            outstanding: 0,
+            outstanding_chained: 0,
+            pending_abort: None,
+            parts: Vec::new(),
+            awaiting: Vec::new(),
+            client_gone: false,
+            ack_after_complete: false,
+            held_reply: None,
+            ops_total: 0,
+            last_active_ms: 0,
+        }
+    }
+}
+
+impl Recycle for Txn {
+    fn recycle(&mut self) {
+        self.conn = 0;
+        self.trans = TransId(0);
+        self.request = 0;
+        self.state = TxnState::Open;
+        self.exec = ExecType::NoCommit;
+        self.op_base = 0;
+        clear_keeping(&mut self.results);
+        clear_keeping(&mut self.answered);
+        clear_keeping(&mut self.op_flags);
+        clear_keeping(&mut self.op_chained);
+        self.outstanding = 0;
+        self.outstanding_chained = 0;
+        self.pending_abort = None;
+        clear_keeping(&mut self.parts);
+        clear_keeping(&mut self.awaiting);
+        self.client_gone = false;
+        self.ack_after_complete = false;
+        self.held_reply = None;
+        self.ops_total = 0;
+        self.last_active_ms = 0;
+    }
+}
+
 struct Txn {
     conn: ConnId,
     trans: TransId,
@@ -151,7 +206,7 @@ struct Txn {
 
 pub struct Tc {
     cfg: KernelConfig,
-    txns: HashMap<TxnRef, Txn>,
+    txns: Pool<Txn>,
     by_client: HashMap<(ConnId, TransId), TxnRef>,
     /// Per client connection, the newest transaction id it began with.
     newest_trans: HashMap<ConnId, TransId>,
@@ -201,7 +256,7 @@ impl Tc {
             next_ref: first_txn_ref(cfg.node_id),
             own_chain: Arc::from(&[cfg.node_id][..]),
             cfg,
-            txns: HashMap::new(),
+            txns: Pool::default(),
             by_client: HashMap::new(),
             newest_trans: HashMap::new(),
             started: VecDeque::new(),
@@ -327,31 +382,10 @@ impl Tc {
                 let r = self.next_ref;
                 self.next_ref += 1;
                 self.started.push_back(r);
-                self.txns.insert(
-                    r,
-                    Txn {
-                        conn,
-                        trans,
-                        request: 0,
-                        state: TxnState::Open,
-                        exec: ExecType::NoCommit,
-                        op_base: 0,
-                        results: Vec::new(),
-                        answered: Vec::new(),
-                        op_flags: Vec::new(),
-                        op_chained: Vec::new(),
-                        outstanding: 0,
-                        outstanding_chained: 0,
-                        pending_abort: None,
-                        parts: Vec::new(),
-                        awaiting: Vec::new(),
-                        client_gone: false,
-                        ack_after_complete: false,
-                        held_reply: None,
-                        ops_total: 0,
-                        last_active_ms: now_ms,
-                    },
-                );
+                let t = self.txns.get_or_insert(r);
+                t.conn = conn;
+                t.trans = trans;
+                t.last_active_ms = now_ms;
                 self.by_client.insert((conn, trans), r);
                 r
             }
@@ -682,13 +716,21 @@ impl Tc {
         }
         t.state = TxnState::Completing;
         t.awaiting.clear();
+        // Only a held answer waits for the backups to confirm; otherwise
+        // the transaction is done here once the orders are out (a
+        // coordinator taking over finds a backup's record marked committed
+        // and completes it again).
+        let confirm = t.ack_after_complete;
         for part in &t.parts {
             if !part.backup.is_empty() {
                 q.push_back(BlockSignal::CompleteReq {
                     txn,
                     node: part.node,
+                    confirm,
                 });
-                t.awaiting.push(part.node);
+                if confirm {
+                    t.awaiting.push(part.node);
+                }
             }
         }
         if t.awaiting.is_empty() {
@@ -771,10 +813,11 @@ impl Tc {
     }
 
     fn remove(&mut self, txn: TxnRef) {
-        let t = self.txns.remove(&txn).expect("present");
+        let t = self.txns.get(&txn).expect("present");
         if !t.client_gone {
             self.by_client.remove(&(t.conn, t.trans));
         }
+        self.txns.remove(&txn);
     }
 
     /// The client connection closed: abort its transactions. One that is
@@ -789,7 +832,7 @@ impl Tc {
             .txns
             .iter()
             .filter(|(_, t)| t.conn == conn && !t.client_gone)
-            .map(|(r, _)| *r)
+            .map(|(r, _)| r)
             .collect();
         self.newest_trans.remove(&conn);
         // Map order varies between processes; the simulator needs the same
@@ -829,7 +872,7 @@ impl Tc {
                 matches!(t.state, TxnState::Open)
                     && now_ms.saturating_sub(t.last_active_ms) >= timeout
             })
-            .map(|(r, _)| *r)
+            .map(|(r, _)| r)
             .collect();
         idle.sort_unstable(); // deterministic order (see client_gone)
         for r in idle {

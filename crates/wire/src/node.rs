@@ -102,8 +102,14 @@ pub enum BlockSignal {
         release: bool,
     },
     /// TC → LQH on `node`: release every lock the transaction still holds
-    /// there and forget it (after commit; NDB's Complete).
-    CompleteReq { txn: TxnRef, node: u16 },
+    /// there and forget it (after commit; NDB's Complete). With `confirm`,
+    /// LQH answers `CompleteConf` (TC waits for it only when the client's
+    /// answer waits for complete: read from backup).
+    CompleteReq {
+        txn: TxnRef,
+        node: u16,
+        confirm: bool,
+    },
     /// LQH → TC.
     CompleteConf { txn: TxnRef, node: u16 },
     /// TC → LQH on `node`: drop the transaction's changes and waits there,
@@ -166,9 +172,8 @@ impl BlockSignal {
                 8 + 4 + 2 + 2 + detail_prefix(&error.detail).len()
             }
             BlockSignal::CommitReq { frags, .. } => TXN_NODE + 1 + 1 + 4 + 8 * frags.len(),
-            BlockSignal::CommitConf { .. } => TXN_NODE + 1 + 1,
-            BlockSignal::CompleteReq { .. }
-            | BlockSignal::CompleteConf { .. }
+            BlockSignal::CommitConf { .. } | BlockSignal::CompleteReq { .. } => TXN_NODE + 1 + 1,
+            BlockSignal::CompleteConf { .. }
             | BlockSignal::AbortReq { .. }
             | BlockSignal::AbortConf { .. } => TXN_NODE,
         }
@@ -237,8 +242,13 @@ impl BlockSignal {
                 out.push(u8::from(*release));
                 out.push(0);
             }
-            BlockSignal::CompleteReq { txn, node }
-            | BlockSignal::CompleteConf { txn, node }
+            BlockSignal::CompleteReq { txn, node, confirm } => {
+                put_u64(out, *txn);
+                put_u16(out, *node);
+                out.push(u8::from(*confirm));
+                out.push(0);
+            }
+            BlockSignal::CompleteConf { txn, node }
             | BlockSignal::AbortReq { txn, node }
             | BlockSignal::AbortConf { txn, node } => {
                 put_u64(out, *txn);
@@ -338,10 +348,12 @@ impl BlockSignal {
                 r.reserved_u8("reserved")?;
                 BlockSignal::CommitConf { txn, node, release }
             }
-            GSN_COMPLETE_REQ => BlockSignal::CompleteReq {
-                txn,
-                node: r.u16("node")?,
-            },
+            GSN_COMPLETE_REQ => {
+                let node = r.u16("node")?;
+                let confirm = read_flag(&mut r, "confirm")?;
+                r.reserved_u8("reserved")?;
+                BlockSignal::CompleteReq { txn, node, confirm }
+            }
             GSN_COMPLETE_CONF => BlockSignal::CompleteConf {
                 txn,
                 node: r.u16("node")?,
@@ -421,7 +433,11 @@ mod tests {
                 node: 4,
                 release: true,
             },
-            BlockSignal::CompleteReq { txn, node: 4 },
+            BlockSignal::CompleteReq {
+                txn,
+                node: 4,
+                confirm: true,
+            },
             BlockSignal::CompleteConf { txn, node: 4 },
             BlockSignal::AbortReq { txn, node: 3 },
             BlockSignal::AbortConf { txn, node: 3 },

@@ -1,0 +1,132 @@
+//! Kernel-only cost of single-operation write transactions: the data
+//! nodes' blocks wired together in one thread, no sockets, no encoding.
+//! Separates the blocks' own work from the runtime's.
+//!
+//!   cargo run --release -p shoal-kernel --example kernel_cost -- [replicas] [rows]
+
+use shoal_kernel::signal::BlockSignal;
+use shoal_kernel::{DataNode, KernelConfig, Output};
+use shoal_types::distribution::DistributionSpec;
+use shoal_types::{
+    ColumnDef, ColumnType, RowLayout, SchemaVersion, TableDef, TableId, TransId, Value,
+};
+use shoal_wire::{ExecType, KeyOp, LockMode, OpType, Signal, TcKeyReq};
+use std::collections::VecDeque;
+use std::time::Instant;
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let replicas: u16 = args.next().map_or(2, |a| a.parse().unwrap());
+    let rows: u32 = args.next().map_or(400_000, |a| a.parse().unwrap());
+    let mut def = TableDef::new(
+        "t",
+        vec![
+            ColumnDef::new("k", ColumnType::Int { unsigned: true }),
+            ColumnDef::new("v", ColumnType::Int { unsigned: true }),
+        ],
+        &["k"],
+    )
+    .unwrap();
+    def.id = TableId(1);
+    def.version = SchemaVersion(1);
+    let groups: Vec<Vec<u16>> = if replicas == 2 {
+        vec![vec![1, 2]]
+    } else {
+        vec![vec![1], vec![2]]
+    };
+    def.distribution = Some(DistributionSpec {
+        version: 1,
+        node_groups: groups,
+        fragments_per_group: if replicas == 2 { 4 } else { 2 },
+    });
+    let map = def.distribution.as_ref().unwrap().map().unwrap();
+    let layout = RowLayout::new(&def);
+    let mut nodes: Vec<DataNode> = [1u16, 2]
+        .iter()
+        .map(|&node_id| {
+            let mut n = DataNode::new(KernelConfig {
+                node_id,
+                data_memory_bytes: 2 << 30,
+                max_concurrent_transactions: 1 << 20,
+                max_concurrent_operations: 1 << 22,
+                ..KernelConfig::default()
+            });
+            n.create_table(&def);
+            n
+        })
+        .collect();
+    let key = |k: u32| {
+        let mut out = Vec::new();
+        layout
+            .encode_key(&[Value::UInt(u64::from(k))], &mut out)
+            .unwrap();
+        out
+    };
+    let mut next_trans = [1u64, 1];
+    let batch = 2048u32;
+    for (phase, op) in [
+        ("insert", OpType::Insert),
+        ("update", OpType::Update),
+        ("delete", OpType::Delete),
+    ] {
+        let start = Instant::now();
+        let mut k = 0;
+        while k < rows {
+            let mut queue: VecDeque<BlockSignal> = VecDeque::new();
+            let mut out = Vec::new();
+            let mut answers = 0;
+            for _ in 0..batch.min(rows - k) {
+                let kb = key(k);
+                let primary = map.primary(map.fragment_of(shoal_types::hash_key(&kb)));
+                let mut attrs = Vec::new();
+                if op != OpType::Delete {
+                    shoal_types::layout::encode_attrs(
+                        &def,
+                        &[(1, &Value::UInt(u64::from(k)))],
+                        &mut attrs,
+                    )
+                    .unwrap();
+                }
+                let n = primary as usize - 1;
+                let req = TcKeyReq {
+                    trans: TransId(next_trans[n]),
+                    request: 0,
+                    exec: ExecType::Commit,
+                    ops: vec![KeyOp {
+                        op,
+                        lock: LockMode::Exclusive,
+                        flags: 0,
+                        table: def.id,
+                        version: def.version,
+                        key: kb,
+                        attrs,
+                    }],
+                };
+                next_trans[n] += 1;
+                nodes[n]
+                    .client_signal(0, 1, Signal::TcKeyReq(req), &mut out)
+                    .unwrap();
+                k += 1;
+                loop {
+                    for o in out.drain(..) {
+                        match o {
+                            Output::ToNode { signal, .. } => queue.push_back(signal),
+                            Output::Send { .. } => answers += 1,
+                            _ => {}
+                        }
+                    }
+                    let Some(sig) = queue.pop_front() else { break };
+                    let to = sig.destination();
+                    nodes[to as usize - 1].node_signal(0, sig, &mut out);
+                }
+            }
+            let _ = answers;
+        }
+        let secs = start.elapsed().as_secs_f64();
+        println!(
+            "R={replicas} {phase}: {:.0} ns per transaction ({:.0}/s on one core)",
+            secs * 1e9 / f64::from(rows),
+            f64::from(rows) / secs
+        );
+    }
+}

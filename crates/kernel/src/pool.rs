@@ -1,0 +1,149 @@
+//! Transaction records in a slab: a small map from the transaction to a
+//! slot, and the records themselves in a vector whose freed slots are
+//! reused last-freed-first.
+//!
+//! Why not a `HashMap<TxnRef, Record>`: transactions come and go hundreds
+//! of thousands of times a second. In a map every new record lands in a
+//! cold bucket (a cache miss to fill it) and its vectors are allocated
+//! anew; here the next record takes the slot just freed — still in cache,
+//! its vectors' capacity kept — and the map holds only 16-byte entries.
+
+use crate::signal::TxnRef;
+use hashbrown::HashMap;
+
+/// A record that can be emptied for reuse.
+pub trait Recycle: Default {
+    /// Empties the record as `Default` would, keeping (modest) capacity.
+    fn recycle(&mut self);
+}
+
+/// Capacity a recycled vector keeps at most: a huge transaction's vectors
+/// are not carried by every later record of its slot.
+pub const KEEP_CAPACITY_MAX: usize = 64;
+
+/// Empties `v`, keeping its allocation unless it grew large.
+pub fn clear_keeping<T>(v: &mut Vec<T>) {
+    if v.capacity() > KEEP_CAPACITY_MAX {
+        *v = Vec::new();
+    } else {
+        v.clear();
+    }
+}
+
+pub struct Pool<V> {
+    index: HashMap<TxnRef, u32>,
+    slots: Vec<V>,
+    free: Vec<u32>,
+}
+
+impl<V: Recycle> Default for Pool<V> {
+    fn default() -> Self {
+        Pool {
+            index: HashMap::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+}
+
+impl<V: Recycle> Pool<V> {
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    pub fn contains_key(&self, txn: &TxnRef) -> bool {
+        self.index.contains_key(txn)
+    }
+
+    #[inline]
+    pub fn get(&self, txn: &TxnRef) -> Option<&V> {
+        self.index.get(txn).map(|&i| &self.slots[i as usize])
+    }
+
+    #[inline]
+    pub fn get_mut(&mut self, txn: &TxnRef) -> Option<&mut V> {
+        self.index.get(txn).map(|&i| &mut self.slots[i as usize])
+    }
+
+    /// `txn`'s record, a fresh one if it has none.
+    #[inline]
+    pub fn get_or_insert(&mut self, txn: TxnRef) -> &mut V {
+        let slots = &mut self.slots;
+        let free = &mut self.free;
+        let &mut i = self.index.entry(txn).or_insert_with(|| match free.pop() {
+            Some(i) => i,
+            None => {
+                slots.push(V::default());
+                (slots.len() - 1) as u32
+            }
+        });
+        &mut self.slots[i as usize]
+    }
+
+    /// Frees `txn`'s record for reuse; false if it had none.
+    #[inline]
+    pub fn remove(&mut self, txn: &TxnRef) -> bool {
+        match self.index.remove(txn) {
+            Some(i) => {
+                self.slots[i as usize].recycle();
+                self.free.push(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Every record, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (TxnRef, &V)> {
+        self.index
+            .iter()
+            .map(|(&t, &i)| (t, &self.slots[i as usize]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Default)]
+    struct Rec {
+        items: Vec<u32>,
+    }
+
+    impl Recycle for Rec {
+        fn recycle(&mut self) {
+            clear_keeping(&mut self.items);
+        }
+    }
+
+    #[test]
+    fn a_freed_slot_is_reused_empty_with_its_capacity() {
+        let mut p: Pool<Rec> = Pool::default();
+        p.get_or_insert(1).items.extend([1, 2, 3]);
+        p.get_or_insert(2).items.push(9);
+        assert_eq!(p.len(), 2);
+        let cap = p.get(&1).unwrap().items.capacity();
+        assert!(p.remove(&1));
+        assert!(!p.remove(&1));
+        assert!(p.get(&1).is_none());
+        let r = p.get_or_insert(3);
+        assert!(r.items.is_empty());
+        assert_eq!(r.items.capacity(), cap, "the slot of 1 was reused");
+        assert_eq!(p.get(&2).unwrap().items, [9]);
+        let mut keys: Vec<TxnRef> = p.iter().map(|(t, _)| t).collect();
+        keys.sort_unstable();
+        assert_eq!(keys, [2, 3]);
+    }
+
+    #[test]
+    fn large_vectors_are_not_kept() {
+        let mut p: Pool<Rec> = Pool::default();
+        p.get_or_insert(1).items.extend(0..1000);
+        p.remove(&1);
+        assert!(p.get_or_insert(2).items.capacity() <= KEEP_CAPACITY_MAX);
+    }
+}
