@@ -64,6 +64,9 @@ fn main() {
     };
     let mut next_trans = [1u64, 1];
     let batch = 2048u32;
+    // SHOAL_WIRE=1: every signal between the nodes is encoded and decoded.
+    let wire = std::env::var_os("SHOAL_WIRE").is_some_and(|v| v == "1");
+    let mut body = Vec::new();
     for (phase, op) in [
         ("insert", OpType::Insert),
         ("update", OpType::Update),
@@ -115,7 +118,14 @@ fn main() {
                             _ => {}
                         }
                     }
-                    let Some(sig) = queue.pop_front() else { break };
+                    let Some(mut sig) = queue.pop_front() else {
+                        break;
+                    };
+                    if wire {
+                        body.clear();
+                        sig.encode_body(&mut body);
+                        sig = BlockSignal::decode(sig.gsn(), &body).unwrap();
+                    }
                     let to = sig.destination();
                     nodes[to as usize - 1].node_signal(0, sig, &mut out);
                 }

@@ -27,7 +27,7 @@
 use crate::config::KernelConfig;
 use crate::finished::FinishedTxns;
 use crate::pool::{clear_keeping, Pool, Recycle};
-use crate::signal::{tc_node_of, BlockSignal, FragKey, TxnRef};
+use crate::signal::{tc_node_of, BlockSignal, Chain, FragKey, TxnRef};
 use hashbrown::HashMap;
 use shoal_storage::{Fragment, LockMode as RowLock, LockOutcome, Memory, RowId, WaitToken};
 use shoal_types::distribution::FragmentId;
@@ -42,7 +42,7 @@ struct OpAt {
     /// The coordinator's low-water mark, passed on along the chain.
     low_water: TxnRef,
     frag: FragmentId,
-    chain: Arc<[u16]>,
+    chain: Chain,
     hop: u8,
 }
 

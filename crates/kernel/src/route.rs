@@ -2,19 +2,19 @@
 //! key, as TC uses them to pick the fragment (and, with many nodes, the
 //! node) of each operation.
 
-use std::sync::Arc;
-
+use crate::signal::Chain;
 use shoal_types::distribution::{distribution_key, DistributionMap, DistributionSpec, FragmentId};
 use shoal_types::{hash_key, RowLayout, TableDef};
+use std::sync::Arc;
 
 pub struct TableRoute {
     layout: Arc<RowLayout>,
     key_columns: Option<u16>,
     map: DistributionMap,
     /// Per fragment: every replica, primary first (where writes go).
-    write_chains: Vec<Arc<[u16]>>,
+    write_chains: Vec<Chain>,
     /// Per fragment: the primary alone (where reads go).
-    read_chains: Vec<Arc<[u16]>>,
+    read_chains: Vec<Chain>,
     /// Read from backup (NDB's READ_BACKUP): committed reads go to the
     /// replica on the coordinator's own node when it has one.
     read_backup: bool,
@@ -33,12 +33,12 @@ impl TableRoute {
         let write_chains = map
             .fragments
             .iter()
-            .map(|f| Arc::from(f.replicas.as_slice()))
+            .map(|f| Chain::new(&f.replicas))
             .collect();
         let read_chains = map
             .fragments
             .iter()
-            .map(|f| Arc::from(&f.replicas[..1]))
+            .map(|f| Chain::new(&f.replicas[..1]))
             .collect();
         TableRoute {
             layout: Arc::new(RowLayout::new(def)),
@@ -58,23 +58,23 @@ impl TableRoute {
     /// Where a committed read of `frag` goes when TC runs on `own_node`:
     /// the local replica if the table reads from backups and this node
     /// holds one, else the primary.
-    pub fn committed_read_chain(&self, frag: FragmentId, own_node: u16) -> Arc<[u16]> {
+    pub fn committed_read_chain(&self, frag: FragmentId, own_node: u16) -> Chain {
         if self.read_backup && self.map.replicas(frag).contains(&own_node) {
-            Arc::from(&[own_node][..])
+            Chain::new(&[own_node])
         } else {
-            self.read_chains[frag as usize].clone()
+            self.read_chains[frag as usize]
         }
     }
 
     /// The replicas an operation on `frag` runs on: the primary alone for
     /// a read, every replica (primary first) for a write.
-    pub fn chain(&self, frag: FragmentId, read: bool) -> &Arc<[u16]> {
+    pub fn chain(&self, frag: FragmentId, read: bool) -> Chain {
         let chains = if read {
             &self.read_chains
         } else {
             &self.write_chains
         };
-        &chains[frag as usize]
+        chains[frag as usize]
     }
 
     /// The fragment of an encoded primary key. A malformed key maps to

@@ -39,7 +39,7 @@ use crate::config::KernelConfig;
 use crate::node::{ConnId, Output};
 use crate::pool::{clear_keeping, Pool, Recycle};
 use crate::route::TableRoute;
-use crate::signal::{first_txn_ref, BlockSignal, FragKey, TxnRef};
+use crate::signal::{first_txn_ref, BlockSignal, Chain, FragKey, TxnRef};
 use hashbrown::HashMap;
 use shoal_types::{ErrorCode, ShoalError, TableId, TransId};
 use shoal_wire::signals::OP_IGNORE_ERROR;
@@ -47,7 +47,6 @@ use shoal_wire::{
     ExecType, LockMode, OpResult, OpType, Signal, TcKeyConf, TcKeyRef, TcKeyReq, TransState,
 };
 use std::collections::VecDeque;
-use std::sync::Arc;
 
 /// What to tell the client when an abort completes.
 enum AbortReply {
@@ -218,7 +217,7 @@ pub struct Tc {
     routes: HashMap<TableId, TableRoute>,
     /// Where operations on an unknown table go: this node's LQH, which
     /// answers "no such table".
-    own_chain: Arc<[u16]>,
+    own_chain: Chain,
 }
 
 fn conf(trans: TransId, request: u32, state: TransState, results: Vec<OpResult>) -> Signal {
@@ -254,7 +253,7 @@ impl Tc {
     pub fn new(cfg: KernelConfig) -> Self {
         Tc {
             next_ref: first_txn_ref(cfg.node_id),
-            own_chain: Arc::from(&[cfg.node_id][..]),
+            own_chain: Chain::new(&[cfg.node_id]),
             cfg,
             txns: Pool::default(),
             by_client: HashMap::new(),
@@ -441,13 +440,13 @@ impl Tc {
                         p.node == primary_chain[0] && p.primary.contains(&(op.table, frag))
                     });
                     let chain = if locks || touched {
-                        primary_chain.clone()
+                        primary_chain
                     } else {
                         route.committed_read_chain(frag, self.cfg.node_id)
                     };
                     (frag, chain)
                 }
-                None => (0, self.own_chain.clone()),
+                None => (0, self.own_chain),
             };
             if locks {
                 for (hop, &node) in chain.iter().enumerate() {

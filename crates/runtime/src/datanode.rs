@@ -31,6 +31,9 @@ const WAKER: Token = Token(1);
 const FIRST_CONN: u64 = 2;
 const TICK_MS: u64 = 10;
 const STATUS_EVERY_MS: u64 = 1000;
+/// Outputs that, while input is still being handled, make the node send
+/// what it has to the other data nodes (see `send_to_peers_early`).
+const EARLY_SEND_OUTPUTS: usize = 1024;
 /// Wait between attempts to link to another data node.
 const PEER_RETRY_MS: u64 = 200;
 /// Signals held for one unlinked data node at most; more is a node that
@@ -510,7 +513,11 @@ impl EventLoop {
                     return Err(e.to_string());
                 }
             }
-            for signal in self.signals.drain(..) {
+            let mut signals = std::mem::take(&mut self.signals);
+            for signal in signals.drain(..) {
+                if self.outputs.len() >= EARLY_SEND_OUTPUTS {
+                    self.send_to_peers_early();
+                }
                 let result = match (role, signal) {
                     (Role::Peer(from), Signal::Node(sig)) => {
                         if sig.destination() != self.node_id {
@@ -545,6 +552,23 @@ impl EventLoop {
                     return Err(e.to_string());
                 }
             }
+            self.signals = signals;
+        }
+    }
+
+    /// Sends what the kernel produced so far before the input is all
+    /// handled, so the other data nodes start on it while this one goes
+    /// on (a big batch would otherwise go back and forth whole, each node
+    /// idle while the other works). Client answers wait for the loop's end.
+    fn send_to_peers_early(&mut self) {
+        self.dispatch_outputs();
+        for &id in &self.dirty {
+            if let Some(c) = self.conns.get_mut(&id) {
+                if matches!(c.role, Role::Peer(_)) && c.dirty {
+                    // A failed link is found and closed by the loop's flush.
+                    let _ = c.flush();
+                }
+            }
         }
     }
 
@@ -572,8 +596,11 @@ impl EventLoop {
                 }
             };
             if let Some(c) = self.conns.get_mut(&conn) {
+                // Listed once per flush, not once per signal.
+                if !c.dirty {
+                    self.dirty.push(conn);
+                }
                 c.push_signal(&signal);
-                self.dirty.push(conn);
             }
         }
     }

@@ -7,8 +7,6 @@
 //! node of the transaction's coordinator, which is encoded in the
 //! transaction handle ([`tc_node_of`]).
 
-use std::sync::Arc;
-
 use shoal_types::distribution::FragmentId;
 use shoal_types::{ErrorCode, ShoalError, TableId};
 
@@ -52,6 +50,44 @@ pub const GSN_NODE_SIGNALS_LAST: u16 = GSN_ABORT_CONF;
 /// Most replicas a chain may name (NDB's NoOfReplicas limit).
 pub const CHAIN_NODES_MAX: usize = 4;
 
+/// The replicas an operation runs on, primary first: 1 to
+/// [`CHAIN_NODES_MAX`] node ids, held inline (copied, never allocated).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Chain {
+    len: u8,
+    nodes: [u16; CHAIN_NODES_MAX],
+}
+
+impl Chain {
+    /// Panics unless `nodes` has 1 to [`CHAIN_NODES_MAX`] entries.
+    pub fn new(nodes: &[u16]) -> Chain {
+        assert!(
+            !nodes.is_empty() && nodes.len() <= CHAIN_NODES_MAX,
+            "a chain of {} nodes",
+            nodes.len()
+        );
+        let mut chain = Chain {
+            len: nodes.len() as u8,
+            nodes: [0; CHAIN_NODES_MAX],
+        };
+        chain.nodes[..nodes.len()].copy_from_slice(nodes);
+        chain
+    }
+}
+
+impl std::ops::Deref for Chain {
+    type Target = [u16];
+    fn deref(&self) -> &[u16] {
+        &self.nodes[..usize::from(self.len)]
+    }
+}
+
+impl std::fmt::Debug for Chain {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum BlockSignal {
     /// TC → LQH (and LQH → the next replica's LQH): run one operation.
@@ -71,7 +107,7 @@ pub enum BlockSignal {
         frag: FragmentId,
         op: KeyOp,
         /// The replicas, primary first.
-        chain: Arc<[u16]>,
+        chain: Chain,
         hop: u8,
     },
     /// LQH → TC: the operation succeeded on every replica of its chain
@@ -284,10 +320,11 @@ impl BlockSignal {
                         format_args!("hop {hop} outside a chain of {chain_len}"),
                     ));
                 }
-                let mut chain = Vec::with_capacity(chain_len);
-                for _ in 0..chain_len {
-                    chain.push(r.u16("chain")?);
+                let mut nodes = [0u16; CHAIN_NODES_MAX];
+                for n in &mut nodes[..chain_len] {
+                    *n = r.u16("chain")?;
                 }
+                let chain = Chain::new(&nodes[..chain_len]);
                 let op = decode_key_op(&mut r)?;
                 BlockSignal::LqhKeyReq {
                     txn,
@@ -295,7 +332,7 @@ impl BlockSignal {
                     low_water,
                     frag,
                     op,
-                    chain: Arc::from(chain),
+                    chain,
                     hop,
                 }
             }
@@ -406,7 +443,7 @@ mod tests {
                     key: vec![1, 2, 3, 4],
                     attrs: vec![1, 0, 1, 0, 1, 0, 42],
                 },
-                chain: Arc::from(&[3u16, 4][..]),
+                chain: Chain::new(&[3, 4]),
                 hop: 1,
             },
             BlockSignal::LqhKeyConf {

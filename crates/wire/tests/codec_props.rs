@@ -378,8 +378,7 @@ proptest! {
 /// it never panics.
 mod node_signals {
     use super::*;
-    use shoal_wire::node::{first_txn_ref, BlockSignal};
-    use std::sync::Arc;
+    use shoal_wire::node::{first_txn_ref, BlockSignal, Chain};
 
     fn samples(key: Vec<u8>, data: Vec<u8>) -> Vec<BlockSignal> {
         let txn = first_txn_ref(2) + 7;
@@ -398,7 +397,7 @@ mod node_signals {
                     key,
                     attrs: data.clone(),
                 },
-                chain: Arc::from(&[2u16, 3][..]),
+                chain: Chain::new(&[2, 3]),
                 hop: 0,
             },
             BlockSignal::LqhKeyConf {
