@@ -41,6 +41,8 @@ struct OpAt {
     op_no: u32,
     /// The coordinator's low-water mark, passed on along the chain.
     low_water: TxnRef,
+    /// The last replica commits at once (see `BlockSignal::LqhKeyReq`).
+    commit_at_last: bool,
     frag: FragmentId,
     chain: Chain,
     hop: u8,
@@ -345,10 +347,12 @@ impl Lqh {
                 op,
                 chain,
                 hop,
+                commit_at_last,
             } => {
                 let at = OpAt {
                     op_no,
                     low_water,
+                    commit_at_last,
                     frag,
                     chain,
                     hop,
@@ -499,8 +503,8 @@ impl Lqh {
         match self.try_op(txn, &at, &op, waited_on) {
             // A write with more replicas after this one goes on to the next
             // (NDB's linear prepare); the last replica answers TC.
-            Ok(Step::Done(result)) => out.push_back(match at.next_hop() {
-                Some(hop) => BlockSignal::LqhKeyReq {
+            Ok(Step::Done(result)) => match at.next_hop() {
+                Some(hop) => out.push_back(BlockSignal::LqhKeyReq {
                     txn,
                     op_no,
                     low_water: at.low_water,
@@ -508,9 +512,24 @@ impl Lqh {
                     op,
                     chain: at.chain,
                     hop,
-                },
-                None => BlockSignal::LqhKeyConf { txn, op_no, result },
-            }),
+                    commit_at_last: at.commit_at_last,
+                }),
+                None => {
+                    // The last replica of a one-operation transaction
+                    // decides: every copy is prepared, so it commits its
+                    // own (keeping the lock until complete).
+                    let committed = at.commit_at_last && self.txns.contains_key(&txn);
+                    if committed {
+                        self.commit_frags(txn, &[(op.table, at.frag)], false, now_ms, out);
+                    }
+                    out.push_back(BlockSignal::LqhKeyConf {
+                        txn,
+                        op_no,
+                        committed,
+                        result,
+                    });
+                }
+            },
             Ok(Step::Wait {
                 token,
                 row,
@@ -860,6 +879,12 @@ impl Lqh {
             .entry(tc_node_of(txn))
             .or_default()
             .insert(txn);
+    }
+
+    /// Forgets the finished transactions of coordinator `node` (its link
+    /// went down; a restarted node numbers its transactions anew).
+    pub fn forget_coordinator(&mut self, node: u16) {
+        self.finished.remove(&node);
     }
 
     /// Finished transactions remembered (to drop repeats), over all

@@ -48,6 +48,14 @@ use shoal_wire::{
 };
 use std::collections::VecDeque;
 
+/// An operation's answer from LQH.
+enum Answer {
+    Done(OpResult),
+    /// Done, and the last replica committed its copy (`commit_at_last`).
+    CommittedAtLast(OpResult),
+    Failed(ShoalError),
+}
+
 /// What to tell the client when an abort completes.
 enum AbortReply {
     /// The client asked for a rollback.
@@ -105,6 +113,9 @@ impl Txn {
     }
 }
 
+/// Spare parts a transaction record keeps (one per node it may touch).
+const SPARE_PARTS_MAX: usize = 4;
+
 /// Adds `frag` to `set` unless present.
 fn add_frag(set: &mut Vec<FragKey>, frag: FragKey) {
     if !set.contains(&frag) {
@@ -131,9 +142,11 @@ impl Default for Txn {
             pending_abort: None,
             parts: Vec::new(),
             awaiting: Vec::new(),
+            spare_parts: Vec::new(),
             client_gone: false,
             ack_after_complete: false,
             held_reply: None,
+            backups_committed: false,
             ops_total: 0,
             last_active_ms: 0,
         }
@@ -155,11 +168,19 @@ impl Recycle for Txn {
         self.outstanding = 0;
         self.outstanding_chained = 0;
         self.pending_abort = None;
-        clear_keeping(&mut self.parts);
+        // Parts go to the spares with their (emptied) vectors.
+        for mut part in self.parts.drain(..) {
+            if self.spare_parts.len() < SPARE_PARTS_MAX {
+                clear_keeping(&mut part.primary);
+                clear_keeping(&mut part.backup);
+                self.spare_parts.push(part);
+            }
+        }
         clear_keeping(&mut self.awaiting);
         self.client_gone = false;
         self.ack_after_complete = false;
         self.held_reply = None;
+        self.backups_committed = false;
         self.ops_total = 0;
         self.last_active_ms = 0;
     }
@@ -192,6 +213,9 @@ struct Txn {
     /// Nodes whose confirmation the current commit, complete or abort
     /// round still waits for.
     awaiting: Vec<u16>,
+    /// Emptied parts of earlier transactions of this record, reused so
+    /// their vectors need no new allocation.
+    spare_parts: Vec<Part>,
     /// The client's connection closed: finish, but answer nobody.
     client_gone: bool,
     /// It wrote a read-from-backup table: the client hears `Committed`
@@ -199,6 +223,9 @@ struct Txn {
     ack_after_complete: bool,
     /// `Committed` for the client, held until complete.
     held_reply: Option<Signal>,
+    /// The backups committed already (the last replica of its only
+    /// operation committed at once): the commit starts at the primaries.
+    backups_committed: bool,
     ops_total: usize,
     last_active_ms: u64,
 }
@@ -421,6 +448,9 @@ impl Tc {
         t.op_chained.clear();
         t.outstanding = req.ops.len();
         t.outstanding_chained = 0;
+        // One operation that is the whole transaction, committed by this
+        // request: its last replica may commit as soon as it has prepared.
+        let whole_txn = t.op_base == 0 && req.ops.len() == 1 && req.exec == ExecType::Commit;
         for (i, op) in req.ops.into_iter().enumerate() {
             let read = op.op == OpType::Read;
             let locks = !(read && op.lock == LockMode::CommittedRead);
@@ -453,10 +483,9 @@ impl Tc {
                     let at = match t.parts.iter().position(|p| p.node == node) {
                         Some(i) => i,
                         None => {
-                            t.parts.push(Part {
-                                node,
-                                ..Part::default()
-                            });
+                            let mut part = t.spare_parts.pop().unwrap_or_default();
+                            part.node = node;
+                            t.parts.push(part);
                             t.parts.len() - 1
                         }
                     };
@@ -469,6 +498,10 @@ impl Tc {
                 }
             }
             let chained = chain.len() > 1;
+            // Two replicas only: with more, the middle ones still need the
+            // backups' round. Not for read-from-backup tables, whose
+            // answer waits for complete anyway.
+            let commit_at_last = whole_txn && chain.len() == 2 && !t.ack_after_complete;
             t.op_flags.push(op.flags);
             t.op_chained.push(chained);
             t.outstanding_chained += usize::from(chained);
@@ -480,6 +513,7 @@ impl Tc {
                 op,
                 chain,
                 hop: 0,
+                commit_at_last,
             });
         }
         if t.outstanding == 0 {
@@ -495,11 +529,21 @@ impl Tc {
         out: &mut Vec<Output>,
     ) {
         match sig {
-            BlockSignal::LqhKeyConf { txn, op_no, result } => {
-                self.op_answered(now_ms, txn, op_no, Ok(result), q, out)
+            BlockSignal::LqhKeyConf {
+                txn,
+                op_no,
+                committed,
+                result,
+            } => {
+                let answer = if committed {
+                    Answer::CommittedAtLast(result)
+                } else {
+                    Answer::Done(result)
+                };
+                self.op_answered(now_ms, txn, op_no, answer, q, out)
             }
             BlockSignal::LqhKeyRef { txn, op_no, error } => {
-                self.op_answered(now_ms, txn, op_no, Err(error), q, out)
+                self.op_answered(now_ms, txn, op_no, Answer::Failed(error), q, out)
             }
             // Confirmations: a repeated or late one (its round is over, or
             // the transaction is gone) is ignored, so the commit-phase
@@ -558,7 +602,7 @@ impl Tc {
         now_ms: u64,
         txn: TxnRef,
         op_no: u32,
-        answer: Result<OpResult, ShoalError>,
+        answer: Answer,
         q: &mut VecDeque<BlockSignal>,
         out: &mut Vec<Output>,
     ) {
@@ -584,6 +628,13 @@ impl Tc {
         if t.op_chained[i] {
             t.outstanding_chained -= 1;
         }
+        if let Answer::CommittedAtLast(_) = answer {
+            // The last replica committed: so must everyone. (The only
+            // abort that can be pending is for a vanished client, which
+            // hears nothing either way.)
+            t.backups_committed = true;
+            t.pending_abort = None;
+        }
         if t.pending_abort.is_some() {
             if t.outstanding_chained == 0 {
                 let reply = t.pending_abort.take().expect("checked");
@@ -592,8 +643,8 @@ impl Tc {
             return;
         }
         let result = match answer {
-            Ok(result) => result,
-            Err(error) => {
+            Answer::Done(result) | Answer::CommittedAtLast(result) => result,
+            Answer::Failed(error) => {
                 let ignorable = matches!(
                     error.code,
                     ErrorCode::TupleNotFound | ErrorCode::TupleAlreadyExists
@@ -641,7 +692,12 @@ impl Tc {
                         results: t.results.iter().flatten().cloned().collect(),
                     });
                 }
-                self.commit_wave(txn, Wave::Backups, q, out);
+                let wave = if t.backups_committed {
+                    Wave::Primaries
+                } else {
+                    Wave::Backups
+                };
+                self.commit_wave(txn, wave, q, out);
             }
             ExecType::Commit => {
                 // Committed reads only: nothing to commit anywhere.

@@ -654,6 +654,7 @@ impl EventLoop {
                     self.node_id
                 );
                 p.conn = None;
+                self.node.peer_link_lost(peer);
             } else {
                 tracing::debug!("link attempt to data node {peer} failed: {why}");
             }

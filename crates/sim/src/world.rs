@@ -359,6 +359,9 @@ struct World {
     clients: Vec<Client>,
     /// Current connection → client.
     conn_owner: HashMap<ConnId, usize>,
+    /// Transactions whose client disconnected with a request the node had
+    /// taken: the node may still commit them.
+    orphans: HashMap<(ConnId, TransId), Txn>,
     next_conn: ConnId,
     next_trans: u64,
     started: u64,
@@ -417,6 +420,7 @@ impl World {
             model: Model::new(KEYS),
             clients: Vec::new(),
             conn_owner: HashMap::new(),
+            orphans: HashMap::new(),
             next_conn: 1,
             next_trans: 1,
             started: 0,
@@ -795,8 +799,16 @@ impl World {
         self.node(node).client_disconnected(now, old, &mut out);
         self.handle_outputs(node, out)?;
         for slot in &mut self.clients[client].slots {
-            if slot.take().is_some() {
+            if let Some(t) = slot.take() {
                 self.report.abandoned += 1;
+                // A request the node took may still commit (its last
+                // replica may have committed already): keep what it does.
+                if t.in_flight
+                    .as_ref()
+                    .is_some_and(|r| r.arrived_at_seq.is_some())
+                {
+                    self.orphans.insert((old, t.trans), t);
+                }
             }
         }
         let conn = self.new_conn(client);
@@ -866,9 +878,19 @@ impl World {
                     continue;
                 }
             }
-            let client = *self.conn_owner.get(&conn).ok_or_else(|| {
-                format!("node {from} answered connection {conn}, which is closed: {answer:?}")
-            })?;
+            if !self.conn_owner.contains_key(&conn) {
+                // Only a commit point may come after the client left.
+                if let Answer::CommitPoint(trans, results) = &answer {
+                    if let Some(t) = self.orphans.remove(&(conn, *trans)) {
+                        self.orphan_committed(conn, t, results)?;
+                        continue;
+                    }
+                }
+                return Err(format!(
+                    "node {from} answered connection {conn}, which is closed: {answer:?}"
+                ));
+            }
+            let client = self.conn_owner[&conn];
             if self.conn_node[&conn] != from {
                 return Err(format!(
                     "node {from} answered connection {conn}, which is to node {}",
@@ -968,6 +990,35 @@ impl World {
                 });
             }
         }
+        Ok(())
+    }
+
+    /// The commit point of a transaction whose client disconnected while
+    /// its last request was in flight: check it and apply it to the model.
+    fn orphan_committed(
+        &mut self,
+        conn: ConnId,
+        mut t: Txn,
+        results: &[OpResult],
+    ) -> Result<(), String> {
+        let conf = TcKeyConf {
+            trans: t.trans,
+            request: t.requests_sent - 1,
+            state: TransState::Committed,
+            results: results.to_vec(),
+        };
+        let outcome = t
+            .check_conf(&conf, &self.model, &self.def)
+            .map_err(|e| format!("orphaned transaction {}: {e}", t.trans.0))?;
+        let Outcome::Committed(writes) = outcome else {
+            return Err(format!(
+                "orphaned transaction {} committed as {outcome:?}",
+                t.trans.0
+            ));
+        };
+        self.report.committed += 1;
+        self.model.commit(writes);
+        self.in_progress.insert((conn, t.trans), self.model.seq());
         Ok(())
     }
 

@@ -109,12 +109,21 @@ pub enum BlockSignal {
         /// The replicas, primary first.
         chain: Chain,
         hop: u8,
+        /// The operation is the whole transaction and the request commits
+        /// it: the last replica, once it has prepared, commits its copy at
+        /// once (keeping its lock until complete) and says so in its
+        /// `LqhKeyConf`, sparing the backups' commit round (the last agent
+        /// of two-phase commit decides).
+        commit_at_last: bool,
     },
     /// LQH → TC: the operation succeeded on every replica of its chain
     /// (reads carry their data).
     LqhKeyConf {
         txn: TxnRef,
         op_no: u32,
+        /// The last replica committed its copy (`commit_at_last`): the
+        /// transaction is committed and must not abort.
+        committed: bool,
         result: OpResult,
     },
     /// LQH → TC: the operation failed (on the replica that sends this).
@@ -201,9 +210,9 @@ impl BlockSignal {
         const TXN_NODE: usize = 8 + 2;
         match self {
             BlockSignal::LqhKeyReq { op, chain, .. } => {
-                8 + 4 + 8 + 4 + 1 + 1 + 2 * chain.len() + key_op_len(op)
+                8 + 4 + 8 + 4 + 1 + 1 + 1 + 1 + 2 * chain.len() + key_op_len(op)
             }
-            BlockSignal::LqhKeyConf { result, .. } => 8 + 4 + 2 + 4 + result.data.len(),
+            BlockSignal::LqhKeyConf { result, .. } => 8 + 4 + 1 + 1 + 2 + 4 + result.data.len(),
             BlockSignal::LqhKeyRef { error, .. } => {
                 8 + 4 + 2 + 2 + detail_prefix(&error.detail).len()
             }
@@ -225,6 +234,7 @@ impl BlockSignal {
                 op,
                 chain,
                 hop,
+                commit_at_last,
             } => {
                 assert!(
                     !chain.is_empty()
@@ -238,14 +248,23 @@ impl BlockSignal {
                 put_u32(out, *frag);
                 out.push(*hop);
                 out.push(chain.len() as u8);
+                out.push(u8::from(*commit_at_last));
+                out.push(0);
                 for &n in chain.iter() {
                     put_u16(out, n);
                 }
                 encode_key_op(op, *op_no as usize, out);
             }
-            BlockSignal::LqhKeyConf { txn, op_no, result } => {
+            BlockSignal::LqhKeyConf {
+                txn,
+                op_no,
+                committed,
+                result,
+            } => {
                 put_u64(out, *txn);
                 put_u32(out, *op_no);
+                out.push(u8::from(*committed));
+                out.push(0);
                 put_u16(out, result.code);
                 put_u32(out, result.data.len() as u32);
                 out.extend_from_slice(&result.data);
@@ -320,6 +339,8 @@ impl BlockSignal {
                         format_args!("hop {hop} outside a chain of {chain_len}"),
                     ));
                 }
+                let commit_at_last = read_flag(&mut r, "commit_at_last")?;
+                r.reserved_u8("reserved")?;
                 let mut nodes = [0u16; CHAIN_NODES_MAX];
                 for n in &mut nodes[..chain_len] {
                     *n = r.u16("chain")?;
@@ -334,16 +355,20 @@ impl BlockSignal {
                     op,
                     chain,
                     hop,
+                    commit_at_last,
                 }
             }
             GSN_LQH_KEY_CONF => {
                 let op_no = r.u32("op_no")?;
+                let committed = read_flag(&mut r, "committed")?;
+                r.reserved_u8("reserved")?;
                 let code = r.u16("code")?;
                 let len = r.u32("data_len")? as usize;
                 let data = r.bytes(len, "data")?.to_vec();
                 BlockSignal::LqhKeyConf {
                     txn,
                     op_no,
+                    committed,
                     result: OpResult { code, data },
                 }
             }
@@ -445,9 +470,11 @@ mod tests {
                 },
                 chain: Chain::new(&[3, 4]),
                 hop: 1,
+                commit_at_last: true,
             },
             BlockSignal::LqhKeyConf {
                 txn,
+                committed: true,
                 op_no: 0,
                 result: OpResult {
                     code: 0,

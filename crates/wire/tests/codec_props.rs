@@ -399,9 +399,11 @@ mod node_signals {
                 },
                 chain: Chain::new(&[2, 3]),
                 hop: 0,
+                commit_at_last: false,
             },
             BlockSignal::LqhKeyConf {
                 txn,
+                committed: false,
                 op_no: 0,
                 result: OpResult { code: 0, data },
             },
