@@ -692,7 +692,8 @@ impl Lqh {
                 }
             }
         }
-        apply_locked(entry, &layout, &mut self.mem, txn, row, hash, op).map(Step::Done)
+        let commit_now = at.commit_at_last && at.next_hop().is_none();
+        apply_locked(entry, &layout, &mut self.mem, txn, row, commit_now, op).map(Step::Done)
     }
 
     /// Resumes operations whose lock waits were granted or whose row
@@ -1051,13 +1052,16 @@ fn read_own(
 }
 
 /// Runs an operation on a row this transaction has locked as needed.
+/// `commit_now`: the caller commits the transaction here right after (the
+/// last replica deciding, `commit_at_last`), so an update of a committed
+/// row is written in place instead of kept pending.
 fn apply_locked(
     entry: &mut FragEntry,
     layout: &RowLayout,
     mem: &mut Memory,
     txn: TxnRef,
     row: RowId,
-    _hash: u64,
+    commit_now: bool,
     op: &KeyOp,
 ) -> Result<OpResult, ShoalError> {
     let ok = || OpResult {
@@ -1158,6 +1162,13 @@ fn apply_locked(
             let (attrs, _) = AttrSlice::parse(&op.attrs)?;
             let (cfixed, cvar) = entry.frag.row(row);
             match entry.pending.get_mut(&row) {
+                None if commit_now => {
+                    let (fixed, var) = layout.update_row(cfixed, cvar, attrs)?;
+                    entry
+                        .frag
+                        .replace(mem, row, &fixed, var.as_deref())
+                        .map_err(|e| out_of_memory(e.requested_bytes, e.free_bytes))?;
+                }
                 None => {
                     let (fixed, var) = layout.update_row(cfixed, cvar, attrs)?;
                     let mut p = Pending {
