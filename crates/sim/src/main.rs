@@ -6,7 +6,9 @@
 //!     cargo run --release -p shoal-sim -- --seeds 100 --nodes 4 --replicas 2
 //!
 //! Without `--nodes`/`--replicas`, each seed picks its cluster shape (1–4
-//! data nodes, 1 or 2 replicas) from the seed.
+//! data nodes, 1 or 2 replicas, read from backup or not) and its load
+//! (15 transactions at once over 32 keys, or 1000 over 1024: `--wide`)
+//! from the seed.
 
 use std::process::ExitCode;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -20,7 +22,8 @@ const USAGE: &str =
   --txns M       transactions per seed (default 5000)
   --nodes N      data nodes, 1-8 (default: chosen by each seed)
   --replicas R   replicas, 1-4, dividing N (default: chosen by each seed)
-  --read-backup  the table reads from backups (with --nodes/--replicas)";
+  --read-backup  the table reads from backups (with --nodes/--replicas)
+  --wide         1000 transactions at once over 1024 keys (with --nodes/--replicas)";
 
 struct Args {
     seed: Option<u64>,
@@ -28,6 +31,7 @@ struct Args {
     txns: u64,
     shape: Option<(u16, u16)>,
     read_backup: bool,
+    wide: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -37,6 +41,7 @@ fn parse_args() -> Result<Args, String> {
     let mut nodes = None;
     let mut replicas = None;
     let mut read_backup = false;
+    let mut wide = false;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         let mut value = |name: &str| -> Result<u64, String> {
@@ -53,6 +58,7 @@ fn parse_args() -> Result<Args, String> {
             "--nodes" => nodes = Some(value("--nodes")?),
             "--replicas" => replicas = Some(value("--replicas")?),
             "--read-backup" => read_backup = true,
+            "--wide" => wide = true,
             "-h" | "--help" => return Err(USAGE.to_string()),
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
         }
@@ -75,6 +81,7 @@ fn parse_args() -> Result<Args, String> {
         txns,
         shape,
         read_backup,
+        wide,
     })
 }
 
@@ -85,6 +92,7 @@ fn main() -> ExitCode {
         txns,
         shape,
         read_backup,
+        wide,
     } = match parse_args() {
         Ok(a) => a,
         Err(e) => {
@@ -109,6 +117,7 @@ fn main() -> ExitCode {
                 data_nodes,
                 replicas,
                 read_backup,
+                wide,
             },
             None => SimOptions::shape_for_seed(seed, txns),
         };

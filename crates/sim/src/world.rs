@@ -37,18 +37,44 @@ use shoal_wire::{
 use crate::model::{Model, Row};
 use crate::txn::{decode_read, OpKind, Outcome, PlannedOp, Request, Txn, K_COL, S_COL, V_COL};
 
-const CLIENTS: usize = 5;
-/// Transactions each client keeps going at once.
-const SLOTS: usize = 3;
-/// A small key space, so transactions meet on the same rows.
-const KEYS: u32 = 32;
+/// The load of a run: clients, the transactions each keeps going at
+/// once, and the keys they work on.
+#[derive(Clone, Copy)]
+struct Load {
+    clients: usize,
+    slots: usize,
+    keys: u32,
+}
+
+impl Load {
+    fn of(opts: &SimOptions) -> Load {
+        if opts.wide {
+            // A thousand transactions at once over a thousand keys.
+            Load {
+                clients: 20,
+                slots: 50,
+                keys: 1024,
+            }
+        } else {
+            // A small key space, so transactions meet on the same rows.
+            Load {
+                clients: 5,
+                slots: 3,
+                keys: 32,
+            }
+        }
+    }
+
+    /// Below the transactions that may exist at once, so the limit is met
+    /// (on a node coordinating them all) and must give a clean error.
+    fn max_concurrent_transactions(&self) -> usize {
+        self.clients * self.slots - 1
+    }
+}
 const MAX_DELAY_MS: u64 = 15;
 const TICK_MS: u64 = 10;
 const DEADLOCK_TIMEOUT_MS: u64 = 200;
 const INACTIVE_TIMEOUT_MS: u64 = 1500;
-/// Below the CLIENTS × SLOTS transactions that may exist at once, so the
-/// limit is met and must give a clean error.
-const MAX_CONCURRENT_TRANSACTIONS: usize = 14;
 const MAX_REQUESTS_PER_TXN: u32 = 4;
 const MAX_OPS_PER_REQUEST: usize = 4;
 /// Chance that a client→node message is lost, breaking its connection.
@@ -84,6 +110,9 @@ pub struct SimOptions {
     pub replicas: u16,
     /// The table reads from backups (committed reads at any replica).
     pub read_backup: bool,
+    /// A thousand transactions at once over 1024 keys, instead of 15 over
+    /// 32 keys.
+    pub wide: bool,
 }
 
 impl SimOptions {
@@ -95,12 +124,13 @@ impl SimOptions {
             data_nodes: 1,
             replicas: 1,
             read_backup: false,
+            wide: false,
         }
     }
 
     /// The cluster shape seed `seed` gets when none is asked for: 1 to 4
-    /// data nodes with 1 or 2 replicas, so a run of consecutive seeds
-    /// covers every shape.
+    /// data nodes with 1 or 2 replicas, read from backup or not, narrow or
+    /// wide load, so a run of 24 consecutive seeds covers every mix.
     pub fn shape_for_seed(seed: u64, transactions: u64) -> SimOptions {
         const SHAPES: [(u16, u16); 6] = [(1, 1), (2, 1), (2, 2), (3, 1), (4, 2), (4, 1)];
         let (data_nodes, replicas) = SHAPES[(seed % SHAPES.len() as u64) as usize];
@@ -110,6 +140,7 @@ impl SimOptions {
             data_nodes,
             replicas,
             read_backup: (seed / SHAPES.len() as u64) % 2 == 1,
+            wide: (seed / (2 * SHAPES.len() as u64)) % 2 == 1,
         }
     }
 }
@@ -121,6 +152,7 @@ pub struct SimReport {
     pub data_nodes: u16,
     pub replicas: u16,
     pub read_backup: bool,
+    pub wide: bool,
     pub transactions: u64,
     pub committed: u64,
     pub rolled_back: u64,
@@ -151,11 +183,12 @@ impl fmt::Display for SimReport {
             .collect();
         write!(
             f,
-            "seed {} ({} nodes, {} replicas{}): {} txns ({} committed, {} rolled back, failed [{}], {} abandoned), {} disconnects, {} duplicates ({} repeated requests refused), {} requests, {} ops, {:.1} s virtual, {} rows at end",
+            "seed {} ({} nodes, {} replicas{}{}): {} txns ({} committed, {} rolled back, failed [{}], {} abandoned), {} disconnects, {} duplicates ({} repeated requests refused), {} requests, {} ops, {:.1} s virtual, {} rows at end",
             self.seed,
             self.data_nodes,
             self.replicas,
             if self.read_backup { ", read backup" } else { "" },
+            if self.wide { ", wide" } else { "" },
             self.transactions,
             self.committed,
             self.rolled_back,
@@ -180,6 +213,7 @@ pub struct SimFailure {
     pub data_nodes: u16,
     pub replicas: u16,
     pub read_backup: bool,
+    pub wide: bool,
     pub virtual_ms: u64,
     pub message: String,
 }
@@ -188,7 +222,7 @@ impl SimFailure {
     /// The command that replays this run.
     pub fn replay_command(&self) -> String {
         format!(
-            "cargo run --release -p shoal-sim -- --seed {} --txns {} --nodes {} --replicas {}{}",
+            "cargo run --release -p shoal-sim -- --seed {} --txns {} --nodes {} --replicas {}{}{}",
             self.seed,
             self.transactions,
             self.data_nodes,
@@ -197,7 +231,8 @@ impl SimFailure {
                 " --read-backup"
             } else {
                 ""
-            }
+            },
+            if self.wide { " --wide" } else { "" }
         )
     }
 }
@@ -229,6 +264,7 @@ pub fn run(opts: &SimOptions) -> Result<SimReport, SimFailure> {
             data_nodes: opts.data_nodes,
             replicas: opts.replicas,
             read_backup: opts.read_backup,
+            wide: opts.wide,
             virtual_ms: world.now,
             message,
         }),
@@ -335,6 +371,7 @@ struct Client {
 
 struct World {
     opts: SimOptions,
+    load: Load,
     rng: SmallRng,
     now: u64,
     events: BinaryHeap<Scheduled>,
@@ -373,6 +410,7 @@ struct World {
 
 impl World {
     fn new(opts: &SimOptions) -> World {
+        let load = Load::of(opts);
         let ids: Vec<u16> = (1..=opts.data_nodes).collect();
         let groups = node_groups(&ids, opts.replicas as usize).expect("a valid cluster shape");
         let def = table_def(groups, opts.read_backup);
@@ -388,9 +426,10 @@ impl World {
                 let mut node = DataNode::new(KernelConfig {
                     node_id,
                     data_memory_bytes: 64 << 20,
-                    max_concurrent_transactions: MAX_CONCURRENT_TRANSACTIONS,
+                    max_concurrent_transactions: load.max_concurrent_transactions(),
                     max_concurrent_operations: 100_000,
-                    max_operations_per_transaction: 1000,
+                    // The final checks read every key in one request.
+                    max_operations_per_transaction: 1000.max(load.keys as usize),
                     deadlock_timeout_ms: DEADLOCK_TIMEOUT_MS,
                     transaction_inactive_timeout_ms: INACTIVE_TIMEOUT_MS,
                     report_commit_points: true,
@@ -405,6 +444,7 @@ impl World {
             .collect();
         let mut world = World {
             opts: opts.clone(),
+            load,
             rng: SmallRng::seed_from_u64(opts.seed),
             now: 1_000,
             events: BinaryHeap::new(),
@@ -417,7 +457,7 @@ impl World {
             in_progress: BTreeMap::new(),
             layout: RowLayout::new(&def),
             def,
-            model: Model::new(KEYS),
+            model: Model::new(load.keys),
             clients: Vec::new(),
             conn_owner: HashMap::new(),
             orphans: HashMap::new(),
@@ -430,18 +470,19 @@ impl World {
                 data_nodes: opts.data_nodes,
                 replicas: opts.replicas,
                 read_backup: opts.read_backup,
+                wide: opts.wide,
                 transactions: opts.transactions,
                 ..SimReport::default()
             },
             trace: std::env::var_os("SHOAL_SIM_TRACE").is_some_and(|v| v == "1"),
         };
-        for client in 0..CLIENTS {
+        for client in 0..load.clients {
             let conn = world.new_conn(client);
             world.clients.push(Client {
                 conn,
-                slots: (0..SLOTS).map(|_| None).collect(),
+                slots: (0..load.slots).map(|_| None).collect(),
             });
-            for slot in 0..SLOTS {
+            for slot in 0..load.slots {
                 let at = world.now + world.rng.random_range(0..50);
                 world.schedule(at, Event::Wake { client, slot, conn });
             }
@@ -647,7 +688,7 @@ impl World {
         };
         PlannedOp {
             kind,
-            key: self.rng.random_range(0..KEYS),
+            key: self.rng.random_range(0..self.load.keys),
             row: Row {
                 v: self.rng.random_range(-1000..1000),
                 s,
@@ -813,7 +854,7 @@ impl World {
         }
         let conn = self.new_conn(client);
         self.clients[client].conn = conn;
-        for slot in 0..SLOTS {
+        for slot in 0..self.load.slots {
             let at = self.now + self.rng.random_range(1..=50);
             self.schedule(at, Event::Wake { client, slot, conn });
         }
@@ -1281,7 +1322,7 @@ impl World {
                 }
             }
         }
-        for key in 0..KEYS {
+        for key in 0..self.load.keys {
             let got = match found.get(&key) {
                 Some(data) => decode_read(
                     &OpResult {
@@ -1304,7 +1345,7 @@ impl World {
 
         // Reads through the network agree (from the last node, which need
         // not hold the keys' primaries).
-        let reads: Vec<PlannedOp> = (0..KEYS)
+        let reads: Vec<PlannedOp> = (0..self.load.keys)
             .map(|key| PlannedOp {
                 kind: OpKind::Read(LockMode::CommittedRead),
                 key,
@@ -1315,7 +1356,7 @@ impl World {
         let last = self.opts.data_nodes;
         match self.request(last, ExecType::Commit, &reads)? {
             Signal::TcKeyConf(conf) => {
-                for (key, res) in (0..KEYS).zip(&conf.results) {
+                for (key, res) in (0..self.load.keys).zip(&conf.results) {
                     let got = decode_read(res, key, &self.def)?;
                     if &got != self.model.current(key) {
                         return Err(format!(
@@ -1331,7 +1372,7 @@ impl World {
         // Deleting everything gives back all memory but the fixed-size row
         // pages, which each fragment keeps for its next rows (one page per
         // fragment holds all of its rows here).
-        let deletes: Vec<PlannedOp> = (0..KEYS)
+        let deletes: Vec<PlannedOp> = (0..self.load.keys)
             .map(|key| PlannedOp {
                 kind: OpKind::Delete,
                 key,

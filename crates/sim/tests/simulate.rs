@@ -5,8 +5,9 @@
 //! - `SHOAL_SIM_TXNS=M`: transactions per seed (default 5000);
 //! - `SHOAL_SIM_NODES=N` and `SHOAL_SIM_REPLICAS=R`: the cluster shape
 //!   (default: each seed picks one of 1–4 data nodes with 1 or 2 replicas,
-//!   and whether the table reads from backups); with them,
-//!   `SHOAL_SIM_READ_BACKUP=1` turns read-from-backup on.
+//!   whether the table reads from backups, and a narrow or wide load);
+//!   with them, `SHOAL_SIM_READ_BACKUP=1` turns read-from-backup on and
+//!   `SHOAL_SIM_WIDE=1` runs 1000 transactions at once over 1024 keys.
 //!
 //! Many more seeds: `cargo run --release -p shoal-sim -- --seeds 1000`.
 
@@ -41,6 +42,7 @@ fn random_transactions_match_the_model() {
                 data_nodes: n as u16,
                 replicas: r as u16,
                 read_backup: std::env::var_os("SHOAL_SIM_READ_BACKUP").is_some(),
+                wide: std::env::var_os("SHOAL_SIM_WIDE").is_some(),
             },
             _ => SimOptions::shape_for_seed(seed, txns),
         };
@@ -81,6 +83,7 @@ fn a_seed_replays_exactly() {
         data_nodes: 4,
         replicas: 2,
         read_backup: true,
+        wide: false,
     };
     let a = run(&opts).unwrap_or_else(|f| panic!("{f}"));
     let b = run(&opts).unwrap_or_else(|f| panic!("{f}"));
