@@ -887,12 +887,6 @@ impl Lqh {
     pub fn forget_coordinator(&mut self, node: u16) {
         self.finished.remove(&node);
     }
-
-    /// Finished transactions remembered (to drop repeats), over all
-    /// coordinators.
-    pub fn finished_remembered(&self) -> usize {
-        self.finished.values().map(FinishedTxns::remembered).sum()
-    }
 }
 
 /// Commits or drops `txn`'s pending change of `row`, if it has one.
