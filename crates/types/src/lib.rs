@@ -4,6 +4,7 @@
 //! Every other crate (wire, storage, kernel, mgmd, client) speaks in these
 //! types, so they stay free of I/O and cheap to construct.
 
+pub mod arbitration;
 pub mod distribution;
 pub mod error;
 pub mod ids;

@@ -1,0 +1,226 @@
+//! Who survives when data nodes lose sight of each other (NDB's
+//! `Qmgr::handleArbitCheck`), and the arbitrator that breaks a tie.
+//!
+//! Both are pure: the president's membership block applies
+//! [`survival`] to the nodes of its new view; mgmd (and the simulator)
+//! keep an [`Arbitrator`] and answer its requests.
+//!
+//! The rules, in order, over *started* data nodes (a node still copying
+//! its fragments holds no data another replica lacks, so it counts for
+//! nothing):
+//! 1. A node group with no survivor: its data is gone, shut down.
+//! 2. A node group all of whose previously live nodes survive: the other
+//!    side lacks that group entirely (rule 1 ends it), so survive.
+//! 3. More than half of the previously live nodes survive: survive; fewer
+//!    than half: shut down (the other side may hold the majority).
+//! 4. Exactly half: ask the arbitrator, which says yes to the first side
+//!    that asks and no to the other. No answer means shut down.
+//!
+//! Two disjoint sides can never both survive: at most one holds more than
+//! half, rule 2 holds for a side only if rule 1 ends the other, and the
+//! arbitrator grants one side per view.
+
+use std::collections::BTreeSet;
+
+/// What a side of a split should do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Survive,
+    /// Shut down; the string says why (for the log).
+    ShutDown(String),
+    /// Exactly half survives: only the arbitrator may let it go on.
+    AskArbitrator,
+}
+
+/// Applies the survival rules. `previous` are the started nodes of the
+/// last agreed view, `survivors` the started nodes of the proposed one,
+/// `node_groups` the configured groups.
+pub fn survival(
+    previous: &BTreeSet<u16>,
+    survivors: &BTreeSet<u16>,
+    node_groups: &[Vec<u16>],
+) -> Verdict {
+    for (g, group) in node_groups.iter().enumerate() {
+        if !group.iter().any(|n| survivors.contains(n)) {
+            return Verdict::ShutDown(format!(
+                "node group {g} ({group:?}) has no live started node"
+            ));
+        }
+    }
+    for group in node_groups {
+        let was_live: Vec<u16> = group
+            .iter()
+            .copied()
+            .filter(|n| previous.contains(n))
+            .collect();
+        if !was_live.is_empty() && was_live.iter().all(|n| survivors.contains(n)) {
+            return Verdict::Survive;
+        }
+    }
+    let (alive, before) = (survivors.len() * 2, previous.len());
+    if alive > before {
+        Verdict::Survive
+    } else if alive < before {
+        Verdict::ShutDown(format!(
+            "{} of {} started data nodes survive, fewer than half",
+            survivors.len(),
+            previous.len()
+        ))
+    } else {
+        Verdict::AskArbitrator
+    }
+}
+
+/// A survival grant the arbitrator gave.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Grant {
+    /// The view both sides agreed on before they split.
+    pub view: u32,
+    pub survivors: BTreeSet<u16>,
+}
+
+/// The arbitrator (mgmd): grants survival to the first side of a split
+/// that asks, and refuses every other side of the same split.
+///
+/// A request names the last view its side agreed on before the split
+/// (both sides share it) and the side's survivors. The first request for
+/// a view newer than any granted wins; a later request for the same view
+/// wins only if its survivors are a subset of the granted side (that side
+/// asking again, maybe after losing more nodes); a request for an older
+/// view comes from a side that missed later views and is refused.
+/// The grant must outlive the arbitrator's restarts (mgmd persists it).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Arbitrator {
+    granted: Option<Grant>,
+}
+
+impl Arbitrator {
+    /// An arbitrator that remembers `granted` (loaded from disk).
+    pub fn with_grant(granted: Option<Grant>) -> Arbitrator {
+        Arbitrator { granted }
+    }
+
+    /// The latest grant (to persist before answering).
+    pub fn grant(&self) -> Option<&Grant> {
+        self.granted.as_ref()
+    }
+
+    /// Answers a side's request: `true` lets it survive.
+    pub fn request(&mut self, view: u32, survivors: &BTreeSet<u16>) -> bool {
+        match &self.granted {
+            Some(g) if view < g.view => false,
+            Some(g) if view == g.view => survivors.is_subset(&g.survivors),
+            _ => {
+                self.granted = Some(Grant {
+                    view,
+                    survivors: survivors.clone(),
+                });
+                true
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(nodes: &[u16]) -> BTreeSet<u16> {
+        nodes.iter().copied().collect()
+    }
+
+    #[test]
+    fn the_rules_in_order() {
+        let groups = vec![vec![1, 2], vec![3, 4]];
+        let all = set(&[1, 2, 3, 4]);
+        // One node of four lost: majority.
+        assert_eq!(survival(&all, &set(&[1, 2, 3]), &groups), Verdict::Survive);
+        // A whole group lost.
+        assert!(matches!(
+            survival(&all, &set(&[1, 2]), &groups),
+            Verdict::ShutDown(_)
+        ));
+        // One node of each group on each side: a tie.
+        assert_eq!(
+            survival(&all, &set(&[1, 3]), &groups),
+            Verdict::AskArbitrator
+        );
+        // Minority.
+        assert!(matches!(
+            survival(&all, &set(&[1]), &groups),
+            Verdict::ShutDown(_)
+        ));
+        // Node 1 was already gone: group 0's live nodes ({2}) all survive,
+        // so the other side has none of group 0.
+        assert_eq!(
+            survival(&set(&[2, 3, 4]), &set(&[2, 4]), &groups),
+            Verdict::Survive
+        );
+        // Two nodes, one group: losing one is a tie.
+        let one = vec![vec![1, 2]];
+        assert_eq!(
+            survival(&set(&[1, 2]), &set(&[2]), &one),
+            Verdict::AskArbitrator
+        );
+        // One replica per group: every node is a group of its own.
+        let singles = vec![vec![1], vec![2]];
+        assert!(matches!(
+            survival(&set(&[1, 2]), &set(&[1]), &singles),
+            Verdict::ShutDown(_)
+        ));
+    }
+
+    #[test]
+    fn the_arbitrator_grants_one_side_per_view() {
+        let mut a = Arbitrator::default();
+        assert!(a.request(7, &set(&[1, 3])));
+        assert!(!a.request(7, &set(&[2, 4])), "the other side of view 7");
+        assert!(a.request(7, &set(&[1])), "the winning side, smaller");
+        assert!(!a.request(6, &set(&[2])), "a side that missed view 7");
+        assert!(a.request(9, &set(&[3])), "a later split");
+        assert_eq!(a.grant().unwrap().view, 9);
+        let restored = Arbitrator::with_grant(a.grant().cloned());
+        assert_eq!(restored, a);
+    }
+
+    /// Two disjoint sides of any split never both survive.
+    #[test]
+    fn no_two_disjoint_sides_survive() {
+        let groups = vec![vec![1, 2], vec![3, 4], vec![5, 6]];
+        let all: Vec<u16> = (1..=6).collect();
+        for mask in 0u32..(1 << 6) {
+            let previous: BTreeSet<u16> = all
+                .iter()
+                .copied()
+                .filter(|n| mask & (1 << (n - 1)) != 0)
+                .collect();
+            // Every split of the previous nodes into two sides (and the
+            // nodes lost in between).
+            for side in 0u32..(1 << 6) {
+                for lost in 0u32..(1 << 6) {
+                    let a: BTreeSet<u16> = previous
+                        .iter()
+                        .copied()
+                        .filter(|n| side & (1 << (n - 1)) != 0 && lost & (1 << (n - 1)) == 0)
+                        .collect();
+                    let b: BTreeSet<u16> = previous
+                        .iter()
+                        .copied()
+                        .filter(|n| side & (1 << (n - 1)) == 0 && lost & (1 << (n - 1)) == 0)
+                        .collect();
+                    let mut arbitrator = Arbitrator::default();
+                    let mut decide = |s: &BTreeSet<u16>| match survival(&previous, s, &groups) {
+                        Verdict::Survive => true,
+                        Verdict::ShutDown(_) => false,
+                        Verdict::AskArbitrator => arbitrator.request(1, s),
+                    };
+                    let (sa, sb) = (decide(&a), decide(&b));
+                    assert!(
+                        !(sa && sb),
+                        "previous {previous:?}: both {a:?} and {b:?} survive"
+                    );
+                }
+            }
+        }
+    }
+}
