@@ -91,7 +91,34 @@ pub struct DataNodeConfig {
     /// work arrived (0 = sleep at once).
     #[serde(default)]
     pub spin_us: u32,
+    /// Interval of heartbeats between data nodes; a node that misses
+    /// [`HEARTBEAT_MISSED_MAX`] in a row is declared failed (NDB:
+    /// HeartbeatIntervalDbDb). The serde defaults below keep a config
+    /// served by an older mgmd usable.
+    #[serde(default = "defaults::heartbeat_interval_ms")]
+    pub heartbeat_interval_ms: u64,
+    /// How long a side of a split waits for the arbitrator's answer before
+    /// it counts as refused and shuts down (NDB: ArbitrationTimeout).
+    #[serde(default = "defaults::arbitration_timeout_ms")]
+    pub arbitration_timeout_ms: u64,
+    /// An initial start waits this long for every configured data node,
+    /// then starts with the nodes present if they are a majority covering
+    /// every node group. 0 = wait for all nodes forever (NDB:
+    /// StartPartialTimeout).
+    #[serde(default = "defaults::start_partial_timeout_ms")]
+    pub start_partial_timeout_ms: u64,
+    /// Rate at which a restarting node's fragments are copied to it, in
+    /// bytes per second. 0 = as fast as possible.
+    #[serde(default = "defaults::restart_copy_bytes_per_sec")]
+    pub restart_copy_bytes_per_sec: u64,
+    /// The node groups (data node ids), as [`ClusterConfig::node_groups`].
+    #[serde(default)]
+    pub node_groups: Vec<Vec<u16>>,
 }
+
+/// Heartbeats a data node may miss in a row before the others declare it
+/// failed (NDB declares a node dead after missing its fourth heartbeat).
+pub const HEARTBEAT_MISSED_MAX: u32 = 4;
 
 /// The whole cluster configuration, flattened: the file's `[system]` and
 /// `[datanode_defaults]` keys become fields, `[[node]]` becomes `nodes`.
@@ -121,7 +148,14 @@ pub struct ClusterConfig {
     pub max_concurrent_transactions: u32,
     pub max_concurrent_operations: u32,
     pub max_operations_per_transaction: u32,
+    /// NDB: HeartbeatIntervalDbDb. 4 missed beats declare a node failed.
     pub heartbeat_interval_ms: u64,
+    /// NDB: ArbitrationTimeout.
+    pub arbitration_timeout_ms: u64,
+    /// NDB: StartPartialTimeout; 0 = wait for every data node forever.
+    pub start_partial_timeout_ms: u64,
+    /// Copy rate to a restarting node; 0 = unthrottled.
+    pub restart_copy_bytes_per_sec: u64,
     pub max_frame_bytes: u32,
     pub max_signals_per_frame: u32,
     pub max_client_connections: u32,
@@ -138,6 +172,20 @@ pub struct ClusterConfig {
 
 /// Longest allowed `spin_us` (10 ms).
 pub const SPIN_US_MAX: u32 = 10_000;
+/// Range of `heartbeat_interval_ms`: below 10 ms a busy node misses beats
+/// for scheduling hiccups; above a minute a dead node holds its
+/// transactions' locks for minutes.
+pub const HEARTBEAT_INTERVAL_MS_MIN: u64 = 10;
+pub const HEARTBEAT_INTERVAL_MS_MAX: u64 = 60_000;
+/// Range of `arbitration_timeout_ms`: the cluster stands still while it
+/// waits, so more than 5 minutes is never what anyone wants.
+pub const ARBITRATION_TIMEOUT_MS_MIN: u64 = 10;
+pub const ARBITRATION_TIMEOUT_MS_MAX: u64 = 300_000;
+/// Longest `start_partial_timeout_ms` (a day; 0 = forever is separate).
+pub const START_PARTIAL_TIMEOUT_MS_MAX: u64 = 86_400_000;
+/// Slowest non-zero `restart_copy_bytes_per_sec` (64 KiB/s): slower, a
+/// node restart of even a small node would take days.
+pub const RESTART_COPY_BYTES_PER_SEC_MIN: u64 = 64 * 1024;
 
 /// Defaults of every optional key, in one place (docs/CONFIG.md mirrors it).
 pub mod defaults {
@@ -154,11 +202,28 @@ pub mod defaults {
     pub const MAX_CONCURRENT_OPERATIONS: u32 = 32768;
     pub const MAX_OPERATIONS_PER_TRANSACTION: u32 = 32768;
     pub const HEARTBEAT_INTERVAL_MS: u64 = 1500;
+    pub const ARBITRATION_TIMEOUT_MS: u64 = 7500;
+    pub const START_PARTIAL_TIMEOUT_MS: u64 = 30_000;
+    pub const RESTART_COPY_BYTES_PER_SEC: u64 = 64 * 1024 * 1024;
     pub const MAX_FRAME_BYTES: u32 = 8 * 1024 * 1024;
     pub const MAX_SIGNALS_PER_FRAME: u32 = 16 * 1024;
     pub const MAX_CLIENT_CONNECTIONS: u32 = 1024;
     pub const SPIN_US: u32 = 0;
     pub const PARTITIONS_PER_NODE: u32 = 2;
+
+    // For serde defaults of DataNodeConfig fields.
+    pub fn heartbeat_interval_ms() -> u64 {
+        HEARTBEAT_INTERVAL_MS
+    }
+    pub fn arbitration_timeout_ms() -> u64 {
+        ARBITRATION_TIMEOUT_MS
+    }
+    pub fn start_partial_timeout_ms() -> u64 {
+        START_PARTIAL_TIMEOUT_MS
+    }
+    pub fn restart_copy_bytes_per_sec() -> u64 {
+        RESTART_COPY_BYTES_PER_SEC
+    }
 }
 
 // ----------------------------------------------------------------------------
@@ -211,6 +276,12 @@ struct FileDataNodeDefaults {
     max_operations_per_transaction: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     heartbeat_interval_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    arbitration_timeout_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    start_partial_timeout_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    restart_copy_bytes_per_sec: Option<ByteSize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_frame_bytes: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -382,6 +453,16 @@ impl ClusterConfig {
             heartbeat_interval_ms: dn
                 .heartbeat_interval_ms
                 .unwrap_or(defaults::HEARTBEAT_INTERVAL_MS),
+            arbitration_timeout_ms: dn
+                .arbitration_timeout_ms
+                .unwrap_or(defaults::ARBITRATION_TIMEOUT_MS),
+            start_partial_timeout_ms: dn
+                .start_partial_timeout_ms
+                .unwrap_or(defaults::START_PARTIAL_TIMEOUT_MS),
+            restart_copy_bytes_per_sec: dn
+                .restart_copy_bytes_per_sec
+                .map(|b| b.0)
+                .unwrap_or(defaults::RESTART_COPY_BYTES_PER_SEC),
             max_frame_bytes: dn.max_frame_bytes.unwrap_or(defaults::MAX_FRAME_BYTES),
             max_signals_per_frame: dn
                 .max_signals_per_frame
@@ -428,6 +509,9 @@ impl ClusterConfig {
                 max_concurrent_operations: Some(self.max_concurrent_operations),
                 max_operations_per_transaction: Some(self.max_operations_per_transaction),
                 heartbeat_interval_ms: Some(self.heartbeat_interval_ms),
+                arbitration_timeout_ms: Some(self.arbitration_timeout_ms),
+                start_partial_timeout_ms: Some(self.start_partial_timeout_ms),
+                restart_copy_bytes_per_sec: Some(ByteSize(self.restart_copy_bytes_per_sec)),
                 max_frame_bytes: Some(self.max_frame_bytes),
                 max_signals_per_frame: Some(self.max_signals_per_frame),
                 max_client_connections: Some(self.max_client_connections),
@@ -502,6 +586,9 @@ impl ClusterConfig {
             max_concurrent_operations: defaults::MAX_CONCURRENT_OPERATIONS,
             max_operations_per_transaction: defaults::MAX_OPERATIONS_PER_TRANSACTION,
             heartbeat_interval_ms: defaults::HEARTBEAT_INTERVAL_MS,
+            arbitration_timeout_ms: defaults::ARBITRATION_TIMEOUT_MS,
+            start_partial_timeout_ms: defaults::START_PARTIAL_TIMEOUT_MS,
+            restart_copy_bytes_per_sec: defaults::RESTART_COPY_BYTES_PER_SEC,
             max_frame_bytes: defaults::MAX_FRAME_BYTES,
             max_signals_per_frame: defaults::MAX_SIGNALS_PER_FRAME,
             max_client_connections: defaults::MAX_CLIENT_CONNECTIONS,
@@ -570,7 +657,7 @@ impl ClusterConfig {
                 self.no_of_replicas
             )));
         }
-        let nonzero: [(&str, u64); 12] = [
+        let nonzero: [(&str, u64); 11] = [
             ("data_memory", self.data_memory_bytes),
             ("threads", self.threads.into()),
             ("deadlock_timeout_ms", self.deadlock_timeout_ms),
@@ -586,7 +673,6 @@ impl ClusterConfig {
                 "max_operations_per_transaction",
                 self.max_operations_per_transaction.into(),
             ),
-            ("heartbeat_interval_ms", self.heartbeat_interval_ms),
             ("max_frame_bytes", self.max_frame_bytes.into()),
             ("max_signals_per_frame", self.max_signals_per_frame.into()),
             ("max_client_connections", self.max_client_connections.into()),
@@ -643,6 +729,43 @@ impl ClusterConfig {
             return Err(config_error(format!(
                 "spin_us ({}) is over {SPIN_US_MAX}: spinning longer than that only burns the core",
                 self.spin_us
+            )));
+        }
+        let ranges: [(&str, u64, u64, u64); 2] = [
+            (
+                "heartbeat_interval_ms",
+                self.heartbeat_interval_ms,
+                HEARTBEAT_INTERVAL_MS_MIN,
+                HEARTBEAT_INTERVAL_MS_MAX,
+            ),
+            (
+                "arbitration_timeout_ms",
+                self.arbitration_timeout_ms,
+                ARBITRATION_TIMEOUT_MS_MIN,
+                ARBITRATION_TIMEOUT_MS_MAX,
+            ),
+        ];
+        for (key, value, min, max) in ranges {
+            if !(min..=max).contains(&value) {
+                return Err(config_error(format!(
+                    "{key} must be {min}..={max}, got {value}"
+                )));
+            }
+        }
+        if self.start_partial_timeout_ms > START_PARTIAL_TIMEOUT_MS_MAX {
+            return Err(config_error(format!(
+                "start_partial_timeout_ms ({}) is over {START_PARTIAL_TIMEOUT_MS_MAX} (a day); \
+                 use 0 to wait for every data node without a limit",
+                self.start_partial_timeout_ms
+            )));
+        }
+        if self.restart_copy_bytes_per_sec != 0
+            && self.restart_copy_bytes_per_sec < RESTART_COPY_BYTES_PER_SEC_MIN
+        {
+            return Err(config_error(format!(
+                "restart_copy_bytes_per_sec ({}) is under {} (64K): a node restart would take days; \
+                 use 0 for no limit",
+                self.restart_copy_bytes_per_sec, RESTART_COPY_BYTES_PER_SEC_MIN
             )));
         }
         if self.mgmd_max_connections == 0 {
@@ -796,6 +919,11 @@ impl ClusterConfig {
             max_signals_per_frame: self.max_signals_per_frame,
             max_client_connections: self.max_client_connections,
             spin_us: self.spin_us,
+            heartbeat_interval_ms: self.heartbeat_interval_ms,
+            arbitration_timeout_ms: self.arbitration_timeout_ms,
+            start_partial_timeout_ms: self.start_partial_timeout_ms,
+            restart_copy_bytes_per_sec: self.restart_copy_bytes_per_sec,
+            node_groups: self.node_groups(),
         })
     }
 }
@@ -836,6 +964,11 @@ type = "datanode"
         assert_eq!(d.port, 0);
         assert_eq!(d.data_dir, PathBuf::from("shoal-data/datanode-2"));
         assert_eq!(d.data_memory_bytes, 512 << 20);
+        assert_eq!(d.heartbeat_interval_ms, 1500);
+        assert_eq!(d.arbitration_timeout_ms, 7500);
+        assert_eq!(d.start_partial_timeout_ms, 30_000);
+        assert_eq!(d.restart_copy_bytes_per_sec, 64 << 20);
+        assert_eq!(d.node_groups, vec![vec![1, 2]]);
         assert!(c.data_node_config(49).is_none(), "mgmd is not a data node");
         assert!(c.data_node_config(7).is_none());
     }
@@ -859,6 +992,9 @@ max_concurrent_transactions = 100
 max_concurrent_operations = 1000
 max_operations_per_transaction = 10
 heartbeat_interval_ms = 100
+arbitration_timeout_ms = 2000
+start_partial_timeout_ms = 0
+restart_copy_bytes_per_sec = "10M"
 max_frame_bytes = 65536
 max_signals_per_frame = 64
 max_client_connections = 8
@@ -900,6 +1036,11 @@ type = "api"
         assert_eq!(d1.threads, 4);
         assert_eq!(d1.max_signals_per_frame, 64);
         assert_eq!(d1.spin_us, 250);
+        assert_eq!(d1.heartbeat_interval_ms, 100);
+        assert_eq!(d1.arbitration_timeout_ms, 2000);
+        assert_eq!(d1.start_partial_timeout_ms, 0, "0 = wait for all forever");
+        assert_eq!(d1.restart_copy_bytes_per_sec, 10 << 20);
+        assert_eq!(d1.node_groups, vec![vec![1], vec![2]]);
         assert_eq!(
             c.data_node_config(2).unwrap().data_dir,
             PathBuf::from("/special")
@@ -1016,6 +1157,70 @@ type = "api"
             "[datanode_defaults]\nmax_operations_per_transaction = 40000\n{MINIMAL}"
         ));
         assert!(e.contains("max_concurrent_operations"), "{e}");
+        for (line, names) in [
+            (
+                "heartbeat_interval_ms = 0",
+                "heartbeat_interval_ms must be 10..=60000",
+            ),
+            (
+                "heartbeat_interval_ms = 9",
+                "heartbeat_interval_ms must be 10..=60000",
+            ),
+            ("heartbeat_interval_ms = 60001", "heartbeat_interval_ms"),
+            (
+                "arbitration_timeout_ms = 5",
+                "arbitration_timeout_ms must be 10..=300000",
+            ),
+            ("arbitration_timeout_ms = 300001", "arbitration_timeout_ms"),
+            ("start_partial_timeout_ms = 86400001", "use 0 to wait"),
+            ("restart_copy_bytes_per_sec = \"1K\"", "use 0 for no limit"),
+        ] {
+            let e = err_of(&format!("[datanode_defaults]\n{line}\n{MINIMAL}"));
+            assert!(e.contains(names), "{line}: {e}");
+        }
+        // The edges are allowed; 0 means "no limit" for both.
+        for line in [
+            "heartbeat_interval_ms = 10",
+            "heartbeat_interval_ms = 60000",
+            "arbitration_timeout_ms = 300000",
+            "start_partial_timeout_ms = 0",
+            "start_partial_timeout_ms = 86400000",
+            "restart_copy_bytes_per_sec = 0",
+            "restart_copy_bytes_per_sec = \"64K\"",
+        ] {
+            ClusterConfig::from_toml_str(&format!("[datanode_defaults]\n{line}\n{MINIMAL}"))
+                .unwrap_or_else(|e| panic!("{line}: {e}"));
+        }
+    }
+
+    /// A data node config served by an mgmd from before the failure
+    /// handling keys still decodes, with the documented defaults.
+    #[test]
+    fn data_node_config_without_new_keys_gets_defaults() {
+        let c = ClusterConfig::from_toml_str(MINIMAL).unwrap();
+        let mut json = serde_json::to_value(c.data_node_config(1).unwrap()).unwrap();
+        let obj = json.as_object_mut().unwrap();
+        for key in [
+            "heartbeat_interval_ms",
+            "arbitration_timeout_ms",
+            "start_partial_timeout_ms",
+            "restart_copy_bytes_per_sec",
+            "node_groups",
+        ] {
+            assert!(obj.remove(key).is_some(), "{key} is served");
+        }
+        let d: DataNodeConfig = serde_json::from_value(json).unwrap();
+        assert_eq!(d.heartbeat_interval_ms, defaults::HEARTBEAT_INTERVAL_MS);
+        assert_eq!(d.arbitration_timeout_ms, defaults::ARBITRATION_TIMEOUT_MS);
+        assert_eq!(
+            d.start_partial_timeout_ms,
+            defaults::START_PARTIAL_TIMEOUT_MS
+        );
+        assert_eq!(
+            d.restart_copy_bytes_per_sec,
+            defaults::RESTART_COPY_BYTES_PER_SEC
+        );
+        assert!(d.node_groups.is_empty());
     }
 
     #[test]
