@@ -244,12 +244,14 @@ impl MgmClient {
                 cluster_id,
                 config,
                 tables,
+                incarnation,
             } => Ok(DataNodeSession {
                 conn: self.conn,
                 node_id,
                 cluster_id,
                 config,
                 tables,
+                incarnation,
             }),
             other => Err(unexpected(&other)),
         }
@@ -299,11 +301,19 @@ pub struct DataNodeSession {
     cluster_id: u64,
     config: DataNodeConfig,
     tables: Vec<TableDef>,
+    incarnation: u32,
 }
 
 impl DataNodeSession {
     pub fn node_id(&self) -> u16 {
         self.node_id
+    }
+
+    /// This node's start number: how many times its id has registered with
+    /// mgmd, this time included (1 the first time; durable across mgmd
+    /// restarts). Lets the other nodes tell this life from an earlier one.
+    pub fn incarnation(&self) -> u32 {
+        self.incarnation
     }
 
     pub fn cluster_id(&self) -> u64 {
@@ -352,6 +362,24 @@ impl DataNodeSession {
             .await?
         {
             Response::Nodes(n) => Ok(n),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Asks the arbitrator whether this node's side of a split may go on:
+    /// `view` is the last view both sides agreed on, `survivors` the
+    /// side's started nodes (this node among them). `Ok(true)` = survive;
+    /// `Ok(false)` = another side won, shut down. Waits at most the
+    /// config's `arbitration_timeout_ms`; an error (no answer, mgmd gone)
+    /// must be treated as a refusal.
+    pub async fn arbitrate(&mut self, view: u32, survivors: Vec<u16>) -> Result<bool, ShoalError> {
+        let timeout = Duration::from_millis(self.config.arbitration_timeout_ms);
+        match self
+            .conn
+            .request(Request::Arbitrate { view, survivors }, timeout)
+            .await?
+        {
+            Response::Arbitration { granted } => Ok(granted),
             other => Err(unexpected(&other)),
         }
     }
@@ -448,14 +476,37 @@ impl ApiSession {
         self.conn.show().await
     }
 
-    /// Asks data node `node_id` to stop (pushes `MgmEvent::Shutdown`) and
-    /// waits for its ack.
+    /// `N stop`: marks data node `node_id` not wanted (its supervisor keeps
+    /// it down) and, if it runs, asks it to stop and waits for its ack.
     pub async fn stop_node(&mut self, node_id: u16) -> Result<(), ShoalError> {
-        match self
-            .conn
-            .request(Request::StopNode { node_id }, SCHEMA_REQUEST_TIMEOUT)
-            .await?
-        {
+        self.expect_ok(Request::StopNode { node_id }, SCHEMA_REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// `N start`: marks data node `node_id` wanted again; its supervisor
+    /// starts it. Without a supervisor the error says how to start it by
+    /// hand (the node stays marked wanted).
+    pub async fn start_node(&mut self, node_id: u16) -> Result<(), ShoalError> {
+        self.expect_ok(Request::StartNode { node_id }, REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// `N restart`: asks a supervised data node to stop, and its supervisor
+    /// starts it again. Refused for a node without a supervisor.
+    pub async fn restart_node(&mut self, node_id: u16) -> Result<(), ShoalError> {
+        self.expect_ok(Request::RestartNode { node_id }, SCHEMA_REQUEST_TIMEOUT)
+            .await
+    }
+
+    /// Declares that this session restarts `nodes` when they exit, until it
+    /// closes (replaces an earlier declaration; empty withdraws it).
+    pub async fn supervise(&mut self, nodes: Vec<u16>) -> Result<(), ShoalError> {
+        self.expect_ok(Request::Supervise { nodes }, REQUEST_TIMEOUT)
+            .await
+    }
+
+    async fn expect_ok(&mut self, request: Request, timeout: Duration) -> Result<(), ShoalError> {
+        match self.conn.request(request, timeout).await? {
             Response::Ok => Ok(()),
             other => Err(unexpected(&other)),
         }
@@ -517,6 +568,23 @@ pub async fn wait_started(addr: &str, timeout: Duration) -> Result<ClusterStatus
     }
 }
 
+/// A data node's state for `show`; a starting node that reports its
+/// progress reads e.g. "starting (copying fragments, 45 %)".
+fn state_text(n: &NodeInfo) -> String {
+    let phase = n
+        .status
+        .as_ref()
+        .and_then(|s| s.start_phase.as_ref())
+        .filter(|_| n.state == NodeState::Starting);
+    match phase {
+        Some(p) => match p.percent() {
+            Some(pct) => format!("{} ({}, {pct} %)", n.state.as_str(), p.what),
+            None => format!("{} ({})", n.state.as_str(), p.what),
+        },
+        None => n.state.as_str().to_string(),
+    }
+}
+
 fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }
@@ -545,6 +613,19 @@ pub fn format_show(status: &ClusterStatus) -> String {
             .node_group
             .map_or_else(|| "no nodegroup".to_string(), |g| format!("nodegroup {g}"));
         let mut detail = format!("{group}, {} primary fragment(s)", n.primaries);
+        if n.incarnation > 0 {
+            let _ = write!(detail, ", start #{}", n.incarnation);
+        }
+        if !n.wanted_running {
+            let _ = write!(
+                detail,
+                ", stopped on request (`{} start` starts it)",
+                n.node_id
+            );
+        }
+        if n.supervised {
+            detail.push_str(", supervised");
+        }
         if let Some(s) = &n.status {
             let free = s
                 .data_memory_total_bytes
@@ -563,7 +644,7 @@ pub fn format_show(status: &ClusterStatus) -> String {
             "id={:<4} {:<22} {:<12} ({detail})",
             n.node_id,
             addr,
-            n.state.as_str()
+            state_text(n)
         );
     }
 

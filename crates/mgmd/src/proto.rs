@@ -59,6 +59,32 @@ pub struct NodeStatus {
     /// The port the data node actually listens on (its config may say 0).
     #[serde(default)]
     pub listen_port: u16,
+    /// While `starting`: how far its start has come (`show` prints it).
+    #[serde(default)]
+    pub start_phase: Option<StartPhase>,
+}
+
+/// Progress of a starting data node: what it is doing and how much of it
+/// is done, in units of its own choosing (bytes, fragments, ...).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StartPhase {
+    /// What the node is doing, in words ("copying fragments").
+    pub what: String,
+    pub done: u64,
+    /// 0 = the total is not known yet (`show` then prints no percentage).
+    pub total: u64,
+}
+
+impl StartPhase {
+    /// Whole percent done, at most 100; `None` while the total is unknown.
+    pub fn percent(&self) -> Option<u64> {
+        if self.total == 0 {
+            return None;
+        }
+        // u128: done * 100 must not overflow for byte counts near u64::MAX.
+        let pct = u128::from(self.done.min(self.total)) * 100 / u128::from(self.total);
+        Some(pct as u64)
+    }
 }
 
 /// Schema changes pushed by mgmd to each data node; each must be acked
@@ -103,6 +129,20 @@ pub struct NodeInfo {
     /// Data nodes: its node group.
     #[serde(default)]
     pub node_group: Option<u16>,
+    /// Data nodes: how many times the node registered with mgmd (its start
+    /// number, durable across mgmd restarts); the live session's while it
+    /// is connected. 0 = never started.
+    #[serde(default)]
+    pub incarnation: u32,
+    /// Data nodes: whether the operator wants it running (`N stop` clears
+    /// it, `N start` sets it; kept in mgmd's memory, true after mgmd
+    /// starts). A supervisor does not restart a node that is not wanted.
+    #[serde(default)]
+    pub wanted_running: bool,
+    /// Data nodes: whether a connected supervisor (`shoal up`) restarts the
+    /// node when it exits.
+    #[serde(default)]
+    pub supervised: bool,
 }
 
 /// A [`ShoalError`] on the wire: the registry code and the detail.
@@ -170,9 +210,28 @@ pub enum Request {
     GetTable { name: String },
     /// Any connection. Answer: `Response::Tables`.
     ListTables,
-    /// API node only: push `MgmEvent::Shutdown` to a data node and wait for
-    /// its ack. Answer: `Response::Ok`.
+    /// API node only: mark the data node not wanted (a supervisor keeps it
+    /// down), then, if it is connected, push `MgmEvent::Shutdown` and wait
+    /// for its ack. Answer: `Response::Ok`.
     StopNode { node_id: u16 },
+    /// API node only: mark the data node wanted again. Answer:
+    /// `Response::Ok` if a supervisor will start it (or it runs); an error
+    /// telling the operator to start it by hand if no supervisor covers it.
+    StartNode { node_id: u16 },
+    /// API node only, and only for a supervised data node: keep it wanted
+    /// and push `MgmEvent::Shutdown`, so its supervisor starts it again.
+    /// Answer: `Response::Ok` once the node acknowledged the stop.
+    RestartNode { node_id: u16 },
+    /// API node only: this connection restarts these data nodes when they
+    /// exit, until it closes. Replaces the connection's earlier list (an
+    /// empty list withdraws). Answer: `Response::Ok`.
+    Supervise { nodes: Vec<u16> },
+    /// Data node only: its side of a split holds exactly half of the
+    /// started nodes and asks the arbitrator whether it may survive.
+    /// `view` is the last view both sides agreed on, `survivors` the
+    /// side's started nodes (the asking node among them). Answer:
+    /// `Response::Arbitration`, sent only after a grant is on disk.
+    Arbitrate { view: u32, survivors: Vec<u16> },
 }
 
 impl Request {
@@ -210,6 +269,11 @@ pub enum Response {
         cluster_id: u64,
         config: DataNodeConfig,
         tables: Vec<TableDef>,
+        /// How many times this node id has registered, this time included
+        /// (1 the first time; durable in mgmd's `starts.json`). Tells a
+        /// restarted node apart from its previous life.
+        #[serde(default)]
+        incarnation: u32,
     },
     ApiRegistered {
         node_id: u16,
@@ -218,6 +282,10 @@ pub enum Response {
     Nodes(Vec<NodeInfo>),
     Table(TableDef),
     Tables(Vec<TableDef>),
+    /// The arbitrator's answer: `true` = this side survives.
+    Arbitration {
+        granted: bool,
+    },
 }
 
 /// Just the version of a frame, read before the rest so a peer speaking a
@@ -373,6 +441,59 @@ mod tests {
             serde_json::to_string(&s).unwrap(),
             r#"{"v":1,"msg":{"event":{"event_id":5,"event":{"table_dropped":{"id":3}}}}}"#
         );
+        let f = ClientFrame {
+            v: 1,
+            id: 3,
+            request: Request::Arbitrate {
+                view: 7,
+                survivors: vec![1, 3],
+            },
+        };
+        assert_eq!(
+            serde_json::to_string(&f).unwrap(),
+            r#"{"v":1,"id":3,"request":{"arbitrate":{"view":7,"survivors":[1,3]}}}"#
+        );
+        let f = ClientFrame {
+            v: 1,
+            id: 4,
+            request: Request::Supervise { nodes: vec![1, 2] },
+        };
+        assert_eq!(
+            serde_json::to_string(&f).unwrap(),
+            r#"{"v":1,"id":4,"request":{"supervise":{"nodes":[1,2]}}}"#
+        );
+        for (request, json) in [
+            (Request::StopNode { node_id: 2 }, "stop_node"),
+            (Request::StartNode { node_id: 2 }, "start_node"),
+            (Request::RestartNode { node_id: 2 }, "restart_node"),
+        ] {
+            let f = ClientFrame {
+                v: 1,
+                id: 5,
+                request,
+            };
+            assert_eq!(
+                serde_json::to_string(&f).unwrap(),
+                format!(r#"{{"v":1,"id":5,"request":{{"{json}":{{"node_id":2}}}}}}"#)
+            );
+        }
+        let s = ServerFrame {
+            v: 1,
+            msg: ServerMessage::Response {
+                id: 3,
+                response: Response::Arbitration { granted: true },
+            },
+        };
+        assert_eq!(
+            serde_json::to_string(&s).unwrap(),
+            r#"{"v":1,"msg":{"response":{"id":3,"response":{"arbitration":{"granted":true}}}}}"#
+        );
+        // A status from a node that knows nothing of start phases decodes.
+        let st: NodeStatus = serde_json::from_str(
+            r#"{"state":"starting","data_memory_used_bytes":0,"data_memory_total_bytes":0,"rows":0,"client_connections":0}"#,
+        )
+        .unwrap();
+        assert_eq!(st.start_phase, None);
         let e: ShoalError = WireError {
             code: 723,
             detail: "x".into(),

@@ -1,5 +1,8 @@
-//! The mgmd server: accepts connections, hands out node ids, records node
-//! states, and owns the schema (durable in `<mgmd data dir>/schema.json`).
+//! The mgmd server: accepts connections, hands out node ids and start
+//! numbers, records node states and which data nodes the operator wants
+//! running, owns the schema, and arbitrates splits of the data nodes. Its
+//! durable state lives in the data dir (`store`: `schema.json`,
+//! `starts.json`, `arbitration.json`).
 //!
 //! Invariants:
 //! - A node id is held by at most one live connection; closing the
@@ -13,16 +16,24 @@
 //!   data node either finds a table in its initial schema or receives the
 //!   event for it, never neither nor both.
 //! - Table ids are never reused: `next_table_id` is persisted with the tables.
+//! - A data node's incarnation (start number) is on disk before the node
+//!   hears it, so no two lives of a node ever get the same number, across
+//!   mgmd restarts too. Registrations run one at a time (`starts_op`).
+//! - The arbitrator grants one side per split, and a grant is on disk
+//!   before the winning side hears of it, so a restarted mgmd never grants
+//!   the other side (`arbitration_op` serializes requests).
+//! - `wanted_running` is the operator's intent, kept in memory only: a
+//!   supervisor (`shoal up`) does not restart a data node that is not
+//!   wanted. A data node is supervised by at most one API connection.
 //! - A peer that breaks the protocol (bad JSON, oversized frame) loses its
 //!   own connection; nothing else is affected.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use shoal_types::arbitration::Arbitrator;
 use shoal_types::{ErrorCode, SchemaVersion, ShoalError, TableDef, TableId};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::tcp::OwnedWriteHalf;
@@ -31,17 +42,21 @@ use tokio::sync::{mpsc, oneshot, watch, Notify, OwnedSemaphorePermit, Semaphore}
 use tokio::task::JoinSet;
 use tracing::{debug, error, info, warn};
 
-use crate::config::{ClusterConfig, DataNodeConfig, KIND_API, KIND_DATANODE, KIND_MGMD};
+use crate::config::{
+    ClusterConfig, DataNodeConfig, KIND_API, KIND_DATANODE, KIND_MGMD, NODE_ID_MAX,
+};
 use crate::proto::{
     encode_frame, read_frame, ClientFrame, ClusterStatus, MgmEvent, NodeInfo, NodeState,
     NodeStatus, Request, Response, ServerFrame, ServerMessage, VersionProbe, WireError,
     FRAME_BYTES_MAX, PROTOCOL_VERSION,
 };
 
-/// Name of the schema file inside the mgmd data dir.
-pub const SCHEMA_FILE: &str = "schema.json";
-/// Version of the schema file layout; a file with another version is refused.
-pub const SCHEMA_FORMAT_VERSION: u32 = 1;
+use crate::store::{SchemaFile, Store};
+pub use crate::store::{
+    ARBITRATION_FILE, ARBITRATION_FORMAT_VERSION, SCHEMA_FILE, SCHEMA_FORMAT_VERSION, STARTS_FILE,
+    STARTS_FORMAT_VERSION,
+};
+
 /// Most tables the cluster holds (NDB's limit on MaxNoOfTables).
 pub const TABLES_MAX: usize = 20_320;
 /// Frames queued towards one connection before it counts as stuck and is
@@ -53,16 +68,18 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 const WRITER_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Runs mgmd on `listener` until `shutdown` completes. Fails early (before
-/// serving) if the config is invalid or the data dir or schema file cannot
-/// be used.
+/// serving) if the config is invalid or the data dir or one of its files
+/// cannot be used (the error names the file).
 pub async fn run(
     config: ClusterConfig,
     listener: TcpListener,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), ShoalError> {
     config.validate()?;
-    let store = SchemaStore::open(&config.mgmd_data_dir())?;
-    let schema = store.load(config.cluster_id)?;
+    let store = Store::open(&config.mgmd_data_dir())?;
+    let schema = store.load_schema(config.cluster_id)?;
+    let starts = store.load_starts(config.cluster_id)?;
+    let grant = store.load_arbitration(config.cluster_id)?;
     let local_addr = listener
         .local_addr()
         .map_err(|e| mgmd_err(format!("listener has no local address: {e}")))?;
@@ -71,6 +88,8 @@ pub async fn run(
         data_dir = %store.dir.display(),
         tables = schema.tables.len(),
         next_table_id = schema.next_table_id,
+        starts = ?starts,
+        arbitration_grant = ?grant,
         "mgmd serving"
     );
     let mut tables = BTreeMap::new();
@@ -78,12 +97,20 @@ pub async fn run(
         tables.insert(t.name.clone(), t);
     }
     let max_connections = config.mgmd_max_connections as usize;
+    // Every data node is wanted until the operator stops it.
+    let wanted_running = config
+        .data_node_ids()
+        .into_iter()
+        .map(|id| (id, true))
+        .collect();
     let shared = Arc::new(Shared {
         ack_timeout: Duration::from_millis(config.schema_ack_timeout_ms),
         mgmd_port: local_addr.port(),
         config,
         store,
         schema_op: tokio::sync::Mutex::new(()),
+        starts_op: tokio::sync::Mutex::new(()),
+        arbitration_op: tokio::sync::Mutex::new(()),
         state: Mutex::new(State {
             next_conn_id: 1,
             next_event_id: 1,
@@ -91,6 +118,9 @@ pub async fn run(
             next_table_id: schema.next_table_id,
             tables,
             creating: None,
+            starts,
+            wanted_running,
+            arbitrator: Arbitrator::with_grant(grant),
         }),
     });
 
@@ -146,115 +176,6 @@ fn mgmd_err(detail: impl Into<String>) -> ShoalError {
 }
 
 // ---------------------------------------------------------------------------
-// Persistence
-
-/// The schema file's content.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-struct SchemaFile {
-    format_version: u32,
-    cluster_id: u64,
-    /// The id the next created table gets; ids are never reused.
-    next_table_id: u32,
-    tables: Vec<TableDef>,
-}
-
-struct SchemaStore {
-    dir: PathBuf,
-}
-
-impl SchemaStore {
-    fn open(dir: &Path) -> Result<SchemaStore, ShoalError> {
-        std::fs::create_dir_all(dir).map_err(|e| {
-            mgmd_err(format!(
-                "cannot create mgmd data dir {}: {e}",
-                dir.display()
-            ))
-        })?;
-        Ok(SchemaStore {
-            dir: dir.to_path_buf(),
-        })
-    }
-
-    fn path(&self) -> PathBuf {
-        self.dir.join(SCHEMA_FILE)
-    }
-
-    /// Reads the schema, or an empty one if the file does not exist yet.
-    fn load(&self, cluster_id: u64) -> Result<SchemaFile, ShoalError> {
-        let path = self.path();
-        let bytes = match std::fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(SchemaFile {
-                    format_version: SCHEMA_FORMAT_VERSION,
-                    cluster_id,
-                    next_table_id: 1,
-                    tables: Vec::new(),
-                })
-            }
-            Err(e) => return Err(mgmd_err(format!("cannot read {}: {e}", path.display()))),
-        };
-        let file: SchemaFile = serde_json::from_slice(&bytes)
-            .map_err(|e| mgmd_err(format!("schema file {} is corrupt: {e}", path.display())))?;
-        if file.format_version != SCHEMA_FORMAT_VERSION {
-            return Err(mgmd_err(format!(
-                "schema file {} has format version {}, this mgmd reads version {SCHEMA_FORMAT_VERSION}",
-                path.display(),
-                file.format_version
-            )));
-        }
-        if file.cluster_id != cluster_id {
-            return Err(mgmd_err(format!(
-                "schema file {} belongs to cluster id {}, the config says cluster id {cluster_id}",
-                path.display(),
-                file.cluster_id
-            )));
-        }
-        let mut seen = std::collections::HashSet::new();
-        for t in &file.tables {
-            let bad = t.id.0 == 0 || t.id.0 >= file.next_table_id || !seen.insert(t.name.clone());
-            if bad {
-                return Err(mgmd_err(format!(
-                    "schema file {} is inconsistent at table `{}` (id {})",
-                    path.display(),
-                    t.name,
-                    t.id
-                )));
-            }
-        }
-        Ok(file)
-    }
-
-    /// Replaces the schema file atomically: write a temp file, fsync it,
-    /// rename it over the old one, fsync the directory. Runs on the
-    /// blocking pool because fsync can take milliseconds.
-    async fn save(&self, file: SchemaFile) -> Result<(), ShoalError> {
-        let dir = self.dir.clone();
-        tokio::task::spawn_blocking(move || write_atomically(&dir, SCHEMA_FILE, &file))
-            .await
-            .map_err(|e| mgmd_err(format!("schema writer task failed: {e}")))?
-    }
-}
-
-fn write_atomically(dir: &Path, name: &str, file: &SchemaFile) -> Result<(), ShoalError> {
-    use std::io::Write;
-    let tmp = dir.join(format!("{name}.tmp"));
-    let path = dir.join(name);
-    let fail =
-        |what: &str, e: std::io::Error| mgmd_err(format!("cannot {what} {}: {e}", path.display()));
-    let bytes = serde_json::to_vec_pretty(file)
-        .map_err(|e| mgmd_err(format!("cannot encode schema: {e}")))?;
-    let mut f = std::fs::File::create(&tmp).map_err(|e| fail("create temp file for", e))?;
-    f.write_all(&bytes).map_err(|e| fail("write", e))?;
-    f.sync_all().map_err(|e| fail("fsync", e))?;
-    drop(f);
-    std::fs::rename(&tmp, &path).map_err(|e| fail("rename temp file onto", e))?;
-    let d = std::fs::File::open(dir).map_err(|e| fail("open directory of", e))?;
-    d.sync_all().map_err(|e| fail("fsync directory of", e))?;
-    Ok(())
-}
-
-// ---------------------------------------------------------------------------
 // Shared state
 
 struct Shared {
@@ -262,9 +183,16 @@ struct Shared {
     /// The port mgmd really listens on (the config may say 0).
     mgmd_port: u16,
     ack_timeout: Duration,
-    store: SchemaStore,
+    store: Store,
     /// Held for the whole of a schema change, so changes run one at a time.
     schema_op: tokio::sync::Mutex<()>,
+    /// Held for the whole of a data node registration, so start numbers
+    /// are bumped and written one at a time (a later write never carries
+    /// an older count).
+    starts_op: tokio::sync::Mutex<()>,
+    /// Held for the whole of an arbitration request: the decision, its
+    /// write and its answer happen before the next request is decided.
+    arbitration_op: tokio::sync::Mutex<()>,
     /// Never held across an `.await`.
     state: Mutex<State>,
 }
@@ -279,6 +207,14 @@ struct State {
     /// A table whose creation waits for acks: data nodes already know it,
     /// clients do not see it yet.
     creating: Option<String>,
+    /// Data node id → registrations so far (the last incarnation handed
+    /// out). Never behind `starts.json`.
+    starts: BTreeMap<u16, u32>,
+    /// Data node id → whether the operator wants it running. Every
+    /// configured data node has an entry.
+    wanted_running: BTreeMap<u16, bool>,
+    /// Mirrors `arbitration.json` (changed only after a successful write).
+    arbitrator: Arbitrator,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -300,6 +236,25 @@ struct Session {
     /// Events sent and not acknowledged yet. Dropping a sender (node gone)
     /// tells the waiter that the node left.
     pending_acks: HashMap<u64, oneshot::Sender<Result<(), ShoalError>>>,
+    /// Data nodes: the incarnation handed out at registration.
+    incarnation: u32,
+    /// API nodes: the data nodes this connection supervises.
+    supervises: BTreeSet<u16>,
+}
+
+/// What a data node learns when it registers.
+struct Registered {
+    node_id: u16,
+    incarnation: u32,
+    config: DataNodeConfig,
+    tables: Vec<TableDef>,
+}
+
+fn id_in_use(node_id: u16, peer: SocketAddr) -> ShoalError {
+    ShoalError::with_detail(
+        ErrorCode::NodeIdRefused,
+        format!("node id {node_id} is already in use (connected from {peer})"),
+    )
 }
 
 /// One pushed event whose ack is awaited.
@@ -310,6 +265,20 @@ struct AckWait {
 }
 
 impl State {
+    /// The API node supervising data node `node_id`, if any.
+    fn supervisor_of(&self, node_id: u16) -> Option<u16> {
+        self.sessions
+            .iter()
+            .find(|(_, s)| s.kind == SessionKind::Api && s.supervises.contains(&node_id))
+            .map(|(&id, _)| id)
+    }
+
+    fn is_connected_data_node(&self, node_id: u16) -> bool {
+        self.sessions
+            .get(&node_id)
+            .is_some_and(|s| s.kind == SessionKind::DataNode)
+    }
+
     fn schema_file(&self, cluster_id: u64) -> SchemaFile {
         let mut tables: Vec<TableDef> = self.tables.values().cloned().collect();
         tables.sort_by_key(|t| t.id);
@@ -387,55 +356,88 @@ impl Shared {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn register_data_node(
+    /// Registers a data node: picks its id, bumps and persists its start
+    /// number, then enters the session. The session appears only once the
+    /// start number is durable, so nobody sees an incarnation that a crash
+    /// could hand out again.
+    async fn register_data_node(
         &self,
         requested: Option<u16>,
         conn: &ConnHandle,
-    ) -> Result<(u16, DataNodeConfig, Vec<TableDef>), ShoalError> {
+    ) -> Result<Registered, ShoalError> {
         let ids = self.config.data_node_ids();
         let list = ids
             .iter()
             .map(|i| i.to_string())
             .collect::<Vec<_>>()
             .join(", ");
-        let mut st = self.lock();
-        let node_id = match requested {
-            Some(id) => {
-                if !ids.contains(&id) {
-                    return Err(ShoalError::with_detail(
-                        ErrorCode::NodeIdRefused,
-                        format!(
-                            "node id {id} is not a data node in the config; configured data node ids: {list}"
-                        ),
-                    ));
+        let _op = self.starts_op.lock().await;
+        let (node_id, incarnation, starts) = {
+            let mut st = self.lock();
+            let node_id = match requested {
+                Some(id) => {
+                    if !ids.contains(&id) {
+                        return Err(ShoalError::with_detail(
+                            ErrorCode::NodeIdRefused,
+                            format!(
+                                "node id {id} is not a data node in the config; configured data node ids: {list}"
+                            ),
+                        ));
+                    }
+                    if let Some(s) = st.sessions.get(&id) {
+                        return Err(id_in_use(id, s.peer));
+                    }
+                    id
                 }
-                if let Some(s) = st.sessions.get(&id) {
-                    return Err(ShoalError::with_detail(
-                        ErrorCode::NodeIdRefused,
-                        format!("node id {id} is already in use (connected from {})", s.peer),
-                    ));
-                }
-                id
-            }
-            None => *ids
-                .iter()
-                .find(|id| !st.sessions.contains_key(id))
-                .ok_or_else(|| {
-                    ShoalError::with_detail(
-                        ErrorCode::NodeIdRefused,
-                        format!("all data node ids ({list}) are in use"),
-                    )
-                })?,
+                None => *ids
+                    .iter()
+                    .find(|id| !st.sessions.contains_key(id))
+                    .ok_or_else(|| {
+                        ShoalError::with_detail(
+                            ErrorCode::NodeIdRefused,
+                            format!("all data node ids ({list}) are in use"),
+                        )
+                    })?,
+            };
+            let previous = st.starts.get(&node_id).copied().unwrap_or(0);
+            let incarnation = previous.checked_add(1).ok_or_else(|| {
+                mgmd_err(format!(
+                    "data node {node_id} has registered {previous} times, the most a start number counts"
+                ))
+            })?;
+            // Bumped in memory before the write: if the write fails the
+            // number is skipped, never reused.
+            st.starts.insert(node_id, incarnation);
+            (node_id, incarnation, st.starts.clone())
         };
+        if let Err(e) = self.store.save_starts(self.config.cluster_id, starts).await {
+            error!(
+                node_id,
+                "cannot persist the start number, refusing the registration: {e}"
+            );
+            return Err(e);
+        }
         let config = self
             .config
             .data_node_config(node_id)
             .expect("id is a configured data node");
+        let mut st = self.lock();
+        // Only API registrations ran meanwhile, and they never take a data
+        // node id; checked anyway rather than trusted.
+        if let Some(s) = st.sessions.get(&node_id) {
+            return Err(id_in_use(node_id, s.peer));
+        }
         let mut tables: Vec<TableDef> = st.tables.values().cloned().collect();
         tables.sort_by_key(|t| t.id);
-        st.sessions
-            .insert(node_id, conn.session(SessionKind::DataNode));
-        Ok((node_id, config, tables))
+        let mut session = conn.session(SessionKind::DataNode);
+        session.incarnation = incarnation;
+        st.sessions.insert(node_id, session);
+        Ok(Registered {
+            node_id,
+            incarnation,
+            config,
+            tables,
+        })
     }
 
     fn register_api(&self, conn: &ConnHandle) -> Result<u16, ShoalError> {
@@ -492,6 +494,13 @@ impl Shared {
         if st.sessions.get(&node_id).map(|s| s.conn_id) == Some(conn_id) {
             let s = st.sessions.remove(&node_id).expect("present");
             info!(node_id, peer = %s.peer, kind = ?s.kind, "node disconnected; id is free again");
+            if !s.supervises.is_empty() {
+                warn!(
+                    supervisor = node_id,
+                    nodes = ?s.supervises,
+                    "supervisor disconnected; these data nodes are no longer restarted when they exit"
+                );
+            }
         }
     }
 
@@ -520,6 +529,9 @@ impl Shared {
                     status: None,
                     primaries: 0,
                     node_group: None,
+                    incarnation: 0,
+                    wanted_running: false,
+                    supervised: false,
                 },
                 KIND_DATANODE => {
                     let status = session.and_then(|s| s.status.clone());
@@ -539,6 +551,12 @@ impl Shared {
                             .iter()
                             .position(|g| g.contains(&n.node_id))
                             .map(|g| g as u16),
+                        incarnation: session.map_or_else(
+                            || st.starts.get(&n.node_id).copied().unwrap_or(0),
+                            |s| s.incarnation,
+                        ),
+                        wanted_running: st.wanted_running.get(&n.node_id).copied().unwrap_or(true),
+                        supervised: st.supervisor_of(n.node_id).is_some(),
                     }
                 }
                 _ => NodeInfo {
@@ -554,6 +572,9 @@ impl Shared {
                     status: None,
                     primaries: 0,
                     node_group: None,
+                    incarnation: 0,
+                    wanted_running: false,
+                    supervised: false,
                 },
             };
             nodes.push(info);
@@ -570,6 +591,9 @@ impl Shared {
                     status: None,
                     primaries: 0,
                     node_group: None,
+                    incarnation: 0,
+                    wanted_running: false,
+                    supervised: false,
                 });
             }
         }
@@ -666,7 +690,7 @@ impl Shared {
         };
         // Durable before any node hears of it: a node must never hold a
         // table that mgmd forgets after a crash.
-        self.store.save(file).await?;
+        self.store.save_schema(file).await?;
         let waits = {
             let mut st = self.lock();
             st.next_table_id += 1;
@@ -693,7 +717,7 @@ impl Shared {
                     let waits = st.push_to_all_data_nodes(&MgmEvent::TableDropped { id: def.id });
                     (st.schema_file(self.config.cluster_id), waits)
                 };
-                if let Err(pe) = self.store.save(file).await {
+                if let Err(pe) = self.store.save_schema(file).await {
                     error!(table = %def.name, "cannot persist rollback of create: {pe}");
                 }
                 let what = format!("rolling back table `{}`", def.name);
@@ -721,7 +745,7 @@ impl Shared {
             .await_acks(waits, &format!("dropping table `{name}`"))
             .await;
         let file = self.lock().schema_file(self.config.cluster_id);
-        self.store.save(file).await?;
+        self.store.save_schema(file).await?;
         info!(table = %def.name, "table dropped");
         acks
     }
@@ -749,22 +773,221 @@ impl Shared {
         tables
     }
 
+    /// Refuses a node id that is not a data node of the config.
+    fn check_data_node_id(&self, node_id: u16) -> Result<(), ShoalError> {
+        let ids = self.config.data_node_ids();
+        if ids.contains(&node_id) {
+            return Ok(());
+        }
+        let list = ids
+            .iter()
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        Err(ShoalError::with_detail(
+            ErrorCode::BadRequest,
+            format!("node {node_id} is not a data node in the config; data node ids: {list}"),
+        ))
+    }
+
+    /// "host:port" that a data node started by hand should connect to.
+    fn connect_string(&self) -> String {
+        format!("{}:{}", self.config.mgmd_node().host, self.mgmd_port)
+    }
+
+    /// `N stop`: not wanted any more (its supervisor keeps it down), then
+    /// stopped if it runs. A node that is not connected stays down.
     async fn stop_node(&self, node_id: u16) -> Result<(), ShoalError> {
+        self.check_data_node_id(node_id)?;
         let wait = {
             let mut st = self.lock();
-            match st.sessions.get(&node_id).map(|s| s.kind) {
-                Some(SessionKind::DataNode) => st.push_event(node_id, &MgmEvent::Shutdown),
-                _ => {
-                    return Err(ShoalError::with_detail(
-                        ErrorCode::NodeNotReady,
-                        format!("node {node_id} is not a connected data node"),
-                    ))
-                }
+            // Before the push: a supervisor that sees the node exit must
+            // already find it unwanted, or it would start it again.
+            st.wanted_running.insert(node_id, false);
+            if st.is_connected_data_node(node_id) {
+                st.push_event(node_id, &MgmEvent::Shutdown)
+            } else {
+                None
             }
         };
-        info!(node_id, "asking data node to stop");
+        info!(
+            node_id,
+            running = wait.is_some(),
+            "data node wanted stopped; asking it to stop"
+        );
         self.await_acks(wait.into_iter().collect(), "stopping")
             .await
+    }
+
+    /// `N start`: wanted again. Only a supervisor can start a process, so
+    /// without one the operator is told how to start it by hand.
+    fn start_node(&self, node_id: u16) -> Result<(), ShoalError> {
+        self.check_data_node_id(node_id)?;
+        let mut st = self.lock();
+        st.wanted_running.insert(node_id, true);
+        let running = st.is_connected_data_node(node_id);
+        let supervisor = st.supervisor_of(node_id);
+        drop(st);
+        info!(node_id, running, supervisor, "data node wanted running");
+        if running || supervisor.is_some() {
+            return Ok(());
+        }
+        Err(ShoalError::with_detail(
+            ErrorCode::NodeNotReady,
+            format!(
+                "data node {node_id} is wanted running again, but no supervisor (shoal up) covers it, \
+                 so nothing will start it: start it by hand with \
+                 `shoal datanode --connect {} --node-id {node_id}`",
+                self.connect_string()
+            ),
+        ))
+    }
+
+    /// `N restart`: stop a supervised node and let its supervisor start it
+    /// again. Refused without a supervisor: the node would stop and stay
+    /// down.
+    async fn restart_node(&self, node_id: u16) -> Result<(), ShoalError> {
+        self.check_data_node_id(node_id)?;
+        let (wait, supervisor) = {
+            let mut st = self.lock();
+            let Some(supervisor) = st.supervisor_of(node_id) else {
+                return Err(ShoalError::with_detail(
+                    ErrorCode::BadRequest,
+                    format!(
+                        "data node {node_id} has no supervisor (shoal up), so after stopping \
+                         nothing would start it again; restart it by hand: `shoal mgm -e \"{node_id} stop\"`, \
+                         then `shoal datanode --connect {} --node-id {node_id}`",
+                        self.connect_string()
+                    ),
+                ));
+            };
+            if !st.is_connected_data_node(node_id) {
+                // Down (then `N start` is what the operator wants) or
+                // running without a link to mgmd: either way mgmd cannot
+                // ask it to stop.
+                return Err(ShoalError::with_detail(
+                    ErrorCode::NodeNotReady,
+                    format!(
+                        "data node {node_id} is not connected to mgmd, so it cannot be asked to \
+                         stop; if it is down, `{node_id} start` starts it"
+                    ),
+                ));
+            }
+            st.wanted_running.insert(node_id, true);
+            (st.push_event(node_id, &MgmEvent::Shutdown), supervisor)
+        };
+        info!(
+            node_id,
+            supervisor, "restarting data node: asking it to stop, its supervisor starts it again"
+        );
+        self.await_acks(wait.into_iter().collect(), "stopping for a restart")
+            .await
+    }
+
+    /// API node `api_id` supervises `nodes` (replacing its earlier list).
+    fn supervise(&self, api_id: u16, nodes: Vec<u16>) -> Result<(), ShoalError> {
+        // Checked before the loop below walks it: a frame may hold millions.
+        if nodes.len() > usize::from(NODE_ID_MAX) {
+            return Err(ShoalError::with_detail(
+                ErrorCode::BadRequest,
+                format!(
+                    "supervise lists {} nodes; a cluster has at most {NODE_ID_MAX}",
+                    nodes.len()
+                ),
+            ));
+        }
+        let nodes: BTreeSet<u16> = nodes.into_iter().collect();
+        for &n in &nodes {
+            self.check_data_node_id(n)?;
+        }
+        let mut st = self.lock();
+        for &n in &nodes {
+            if let Some(other) = st.supervisor_of(n).filter(|&o| o != api_id) {
+                // Two supervisors would race to start the same node id.
+                return Err(ShoalError::with_detail(
+                    ErrorCode::BadRequest,
+                    format!("data node {n} is already supervised by API node {other}"),
+                ));
+            }
+        }
+        let session = st
+            .sessions
+            .get_mut(&api_id)
+            .expect("a registered API connection has a session");
+        info!(supervisor = api_id, nodes = ?nodes, "supervisor registered");
+        session.supervises = nodes;
+        Ok(())
+    }
+
+    /// Data node `asker` asks whether its side of a split may survive.
+    async fn arbitrate(
+        &self,
+        asker: u16,
+        view: u32,
+        survivors: Vec<u16>,
+    ) -> Result<bool, ShoalError> {
+        if survivors.len() > usize::from(NODE_ID_MAX) {
+            return Err(ShoalError::with_detail(
+                ErrorCode::BadRequest,
+                format!(
+                    "arbitration request lists {} survivors; a cluster has at most {NODE_ID_MAX}",
+                    survivors.len()
+                ),
+            ));
+        }
+        let survivors: BTreeSet<u16> = survivors.into_iter().collect();
+        for &n in &survivors {
+            self.check_data_node_id(n)?;
+        }
+        if !survivors.contains(&asker) {
+            return Err(ShoalError::with_detail(
+                ErrorCode::BadRequest,
+                format!(
+                    "data node {asker} asks for survivors {survivors:?} without itself; \
+                     a node asks only for its own side"
+                ),
+            ));
+        }
+        let _op = self.arbitration_op.lock().await;
+        // Decided on a copy, committed only once durable: a grant that
+        // failed to reach the disk must not be remembered either.
+        let (granted, changed) = {
+            let st = self.lock();
+            let mut arbitrator = st.arbitrator.clone();
+            let granted = arbitrator.request(view, &survivors);
+            let changed = (arbitrator.grant() != st.arbitrator.grant()).then_some(arbitrator);
+            (granted, changed)
+        };
+        if let Some(arbitrator) = changed {
+            let grant = arbitrator
+                .grant()
+                .expect("a changed arbitrator holds a grant");
+            if let Err(e) = self
+                .store
+                .save_arbitration(self.config.cluster_id, grant)
+                .await
+            {
+                // No answer means shut down for the asking side; an error
+                // is the same, and the other side may still be granted.
+                error!(view, survivors = ?survivors, asker, "cannot persist the arbitration grant, not granting: {e}");
+                return Err(e);
+            }
+            self.lock().arbitrator = arbitrator;
+        }
+        if granted {
+            info!(view, survivors = ?survivors, asker, "arbitration: survival granted");
+        } else {
+            let winner = self.lock().arbitrator.grant().cloned();
+            warn!(
+                view,
+                survivors = ?survivors,
+                asker,
+                granted_view = winner.as_ref().map(|g| g.view),
+                granted_survivors = ?winner.map(|g| g.survivors),
+                "arbitration: survival refused (another side already won)"
+            );
+        }
+        Ok(granted)
     }
 
     fn report_status(&self, node_id: u16, conn_id: u64, status: NodeStatus) {
@@ -832,6 +1055,8 @@ impl ConnHandle {
             out: self.out.clone(),
             close: self.close.clone(),
             pending_acks: HashMap::new(),
+            incarnation: 0,
+            supervises: BTreeSet::new(),
         }
     }
 }
@@ -1019,14 +1244,22 @@ impl Connection {
                 let result = match self.role {
                     Role::Unregistered => shared
                         .register_data_node(node_id, &self.handle)
-                        .map(|(node_id, config, tables)| {
-                            self.role = Role::DataNode(node_id);
-                            info!(node_id, peer = %self.handle.peer, tables = tables.len(), "data node registered");
+                        .await
+                        .map(|r| {
+                            self.role = Role::DataNode(r.node_id);
+                            info!(
+                                node_id = r.node_id,
+                                incarnation = r.incarnation,
+                                peer = %self.handle.peer,
+                                tables = r.tables.len(),
+                                "data node registered"
+                            );
                             Response::DataNodeRegistered {
-                                node_id,
+                                node_id: r.node_id,
                                 cluster_id: shared.config.cluster_id,
-                                config,
-                                tables,
+                                config: r.config,
+                                tables: r.tables,
+                                incarnation: r.incarnation,
                             }
                         }),
                     role => Err(already_registered(role)),
@@ -1080,34 +1313,70 @@ impl Connection {
             }
             Request::CreateTable { def } => {
                 let result = match self.require_api() {
-                    Ok(()) => shared.create_table(def).await.map(Response::Table),
+                    Ok(_) => shared.create_table(def).await.map(Response::Table),
                     Err(e) => Err(e),
                 };
                 self.respond_result(id, result).await
             }
             Request::DropTable { name } => {
                 let result = match self.require_api() {
-                    Ok(()) => shared.drop_table(&name).await.map(|()| Response::Ok),
+                    Ok(_) => shared.drop_table(&name).await.map(|()| Response::Ok),
                     Err(e) => Err(e),
                 };
                 self.respond_result(id, result).await
             }
             Request::StopNode { node_id } => {
                 let result = match self.require_api() {
-                    Ok(()) => shared.stop_node(node_id).await.map(|()| Response::Ok),
+                    Ok(_) => shared.stop_node(node_id).await.map(|()| Response::Ok),
                     Err(e) => Err(e),
+                };
+                self.respond_result(id, result).await
+            }
+            Request::StartNode { node_id } => {
+                let result = self
+                    .require_api()
+                    .and_then(|_| shared.start_node(node_id))
+                    .map(|()| Response::Ok);
+                self.respond_result(id, result).await
+            }
+            Request::RestartNode { node_id } => {
+                let result = match self.require_api() {
+                    Ok(_) => shared.restart_node(node_id).await.map(|()| Response::Ok),
+                    Err(e) => Err(e),
+                };
+                self.respond_result(id, result).await
+            }
+            Request::Supervise { nodes } => {
+                let result = self
+                    .require_api()
+                    .and_then(|api_id| shared.supervise(api_id, nodes))
+                    .map(|()| Response::Ok);
+                self.respond_result(id, result).await
+            }
+            Request::Arbitrate { view, survivors } => {
+                let result = match self.role {
+                    Role::DataNode(asker) => shared
+                        .arbitrate(asker, view, survivors)
+                        .await
+                        .map(|granted| Response::Arbitration { granted }),
+                    _ => Err(ShoalError::with_detail(
+                        ErrorCode::BadRequest,
+                        "only a registered data node may ask the arbitrator",
+                    )),
                 };
                 self.respond_result(id, result).await
             }
         }
     }
 
-    fn require_api(&self) -> Result<(), ShoalError> {
+    /// The API node id of this connection, or the error for anyone else.
+    fn require_api(&self) -> Result<u16, ShoalError> {
         match self.role {
-            Role::Api(_) => Ok(()),
+            Role::Api(id) => Ok(id),
             _ => Err(ShoalError::with_detail(
                 ErrorCode::BadRequest,
-                "register as an API node before changing the schema or stopping nodes",
+                "register as an API node before changing the schema, stopping, starting, \
+                 restarting or supervising nodes",
             )),
         }
     }

@@ -10,9 +10,13 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::client::{format_show, wait_started, MgmClient};
+use crate::client::{format_show, wait_started, ApiSession, DataNodeSession, MgmClient};
 use crate::config::ClusterConfig;
-use crate::proto::{MgmEvent, NodeState, NodeStatus};
+use crate::proto::{
+    encode_frame, read_frame, ClientFrame, ClusterStatus, MgmEvent, NodeInfo, NodeState,
+    NodeStatus, Request, Response, ServerFrame, ServerMessage, StartPhase, FRAME_BYTES_MAX,
+    PROTOCOL_VERSION,
+};
 use crate::server;
 
 /// A running mgmd; dropping `stop` shuts it down.
@@ -344,6 +348,7 @@ async fn show_and_wait_follow_node_states() {
         rows: 12,
         client_connections: 2,
         listen_port: 40000,
+        start_phase: None,
     })
     .await
     .unwrap();
@@ -398,4 +403,394 @@ async fn garbage_from_one_peer_does_not_hurt_others() {
     good.create_table(table("still_fine")).await.unwrap();
     drop(good);
     mgmd.stop().await;
+}
+
+async fn data_node(addr: &str, node_id: u16) -> DataNodeSession {
+    // A just-closed session frees its id a moment later; retry briefly.
+    for _ in 0..100 {
+        match MgmClient::connect(addr)
+            .await
+            .unwrap()
+            .register_data_node(Some(node_id))
+            .await
+        {
+            Ok(s) => return s,
+            Err(e) if e.code == ErrorCode::NodeIdRefused => {
+                tokio::time::sleep(Duration::from_millis(20)).await
+            }
+            Err(e) => panic!("registering data node {node_id}: {e}"),
+        }
+    }
+    panic!("data node id {node_id} never became free");
+}
+
+async fn node_info(s: &mut ApiSession, node_id: u16) -> NodeInfo {
+    s.show()
+        .await
+        .unwrap()
+        .nodes
+        .into_iter()
+        .find(|n| n.node_id == node_id)
+        .expect("node in show")
+}
+
+/// Sends `requests` one after the other on one raw connection (so a
+/// registration among them applies to the later ones) and returns the
+/// answers.
+async fn raw_requests(addr: &str, requests: Vec<Request>) -> Vec<Response> {
+    use tokio::io::AsyncWriteExt;
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut answers = Vec::new();
+    for (i, request) in requests.into_iter().enumerate() {
+        let frame = encode_frame(&ClientFrame {
+            v: PROTOCOL_VERSION,
+            id: i as u64 + 1,
+            request,
+        })
+        .unwrap();
+        stream.write_all(&frame).await.unwrap();
+        loop {
+            let body = tokio::time::timeout(
+                Duration::from_secs(10),
+                read_frame(&mut stream, FRAME_BYTES_MAX),
+            )
+            .await
+            .expect("an answer within 10 s")
+            .unwrap()
+            .expect("mgmd keeps the connection open");
+            let frame: ServerFrame = serde_json::from_slice(&body).unwrap();
+            if let ServerMessage::Response { response, .. } = frame.msg {
+                answers.push(response);
+                break;
+            }
+        }
+    }
+    answers
+}
+
+fn error_of(r: &Response) -> shoal_types::ShoalError {
+    match r {
+        Response::Error(e) => e.clone().into(),
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn incarnations_grow_and_survive_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mgmd = Mgmd::start(dir.path(), 2).await;
+    let n1 = data_node(&mgmd.addr, 1).await;
+    assert_eq!(n1.incarnation(), 1, "a node never seen starts at 1");
+    drop(n1);
+    let n1 = data_node(&mgmd.addr, 1).await;
+    assert_eq!(n1.incarnation(), 2);
+    let n2 = data_node(&mgmd.addr, 2).await;
+    assert_eq!(n2.incarnation(), 1, "counted per node");
+    let mut s = api(&mgmd.addr).await;
+    assert_eq!(node_info(&mut s, 1).await.incarnation, 2);
+    let text = format_show(&s.show().await.unwrap());
+    assert!(text.contains("start #2"), "{text}");
+    drop((n1, n2, s));
+    mgmd.stop().await;
+
+    let mgmd = Mgmd::start(dir.path(), 2).await;
+    let mut s = api(&mgmd.addr).await;
+    let info = node_info(&mut s, 1).await;
+    assert_eq!(
+        (info.state, info.incarnation),
+        (NodeState::NotStarted, 2),
+        "the last start number is known before the node comes back"
+    );
+    let n1 = data_node(&mgmd.addr, 1).await;
+    assert_eq!(n1.incarnation(), 3, "the count survives an mgmd restart");
+    assert_eq!(node_info(&mut s, 1).await.incarnation, 3);
+    drop((n1, s));
+    mgmd.stop().await;
+}
+
+#[tokio::test]
+async fn corrupt_starts_and_arbitration_files_are_refused_at_start() {
+    for file in [server::STARTS_FILE, server::ARBITRATION_FILE] {
+        for content in [
+            &b"{ not json"[..],
+            &br#"{"format_version": 99, "cluster_id": 1}"#[..],
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let config = ClusterConfig::local(1, 1, 0, dir.path());
+            let mgmd_dir = config.mgmd_data_dir();
+            std::fs::create_dir_all(&mgmd_dir).unwrap();
+            std::fs::write(mgmd_dir.join(file), content).unwrap();
+            let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let err = server::run(config, listener, std::future::pending())
+                .await
+                .unwrap_err();
+            assert!(err.detail.contains(file), "the error names {file}: {err}");
+        }
+    }
+    // Well-formed but impossible: a start count of 0, a grant to nobody.
+    for (file, content) in [
+        (
+            server::STARTS_FILE,
+            r#"{"format_version":1,"cluster_id":1,"starts":{"1":0}}"#,
+        ),
+        (
+            server::ARBITRATION_FILE,
+            r#"{"format_version":1,"cluster_id":1,"grant":{"view":3,"survivors":[]}}"#,
+        ),
+        (
+            server::STARTS_FILE,
+            r#"{"format_version":1,"cluster_id":2,"starts":{}}"#,
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = ClusterConfig::local(1, 1, 0, dir.path());
+        std::fs::create_dir_all(config.mgmd_data_dir()).unwrap();
+        std::fs::write(config.mgmd_data_dir().join(file), content).unwrap();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let err = server::run(config, listener, std::future::pending())
+            .await
+            .unwrap_err();
+        assert!(err.detail.contains(file), "{err}");
+    }
+}
+
+#[tokio::test]
+async fn arbitrator_grants_one_side_and_remembers_it_across_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mgmd = Mgmd::start(dir.path(), 2).await;
+    let mut n1 = data_node(&mgmd.addr, 1).await;
+    let mut n2 = data_node(&mgmd.addr, 2).await;
+    assert!(n1.arbitrate(5, vec![1]).await.unwrap(), "first side wins");
+    assert!(
+        !n2.arbitrate(5, vec![2]).await.unwrap(),
+        "the other side of the same split loses"
+    );
+    assert!(
+        n1.arbitrate(5, vec![1]).await.unwrap(),
+        "the winner asking again is granted again"
+    );
+    // Requests that make no sense are refused, not decided.
+    let e = n1.arbitrate(6, vec![2]).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::BadRequest);
+    assert!(e.detail.contains("without itself"), "{e}");
+    let e = n1.arbitrate(6, vec![1, 9]).await.unwrap_err();
+    assert!(e.detail.contains("node 9"), "{e}");
+    // Only data nodes may ask.
+    let answers = raw_requests(
+        &mgmd.addr,
+        vec![
+            Request::Arbitrate {
+                view: 7,
+                survivors: vec![1],
+            },
+            Request::RegisterApi,
+            Request::Arbitrate {
+                view: 7,
+                survivors: vec![1],
+            },
+        ],
+    )
+    .await;
+    assert_eq!(error_of(&answers[0]).code, ErrorCode::BadRequest);
+    assert_eq!(error_of(&answers[2]).code, ErrorCode::BadRequest);
+    drop((n1, n2));
+    mgmd.stop().await;
+
+    let grant = std::fs::read_to_string(
+        ClusterConfig::local(2, 1, 0, dir.path())
+            .mgmd_data_dir()
+            .join(server::ARBITRATION_FILE),
+    )
+    .unwrap();
+    assert!(grant.contains("\"view\": 5"), "{grant}");
+
+    // A restarted mgmd still refuses the losing side of view 5.
+    let mgmd = Mgmd::start(dir.path(), 2).await;
+    let mut n2 = data_node(&mgmd.addr, 2).await;
+    assert!(!n2.arbitrate(5, vec![2]).await.unwrap());
+    assert!(!n2.arbitrate(4, vec![2]).await.unwrap(), "an older view");
+    let mut n1 = data_node(&mgmd.addr, 1).await;
+    assert!(n1.arbitrate(5, vec![1]).await.unwrap());
+    // A later split is decided afresh.
+    assert!(n2.arbitrate(6, vec![2]).await.unwrap());
+    assert!(!n1.arbitrate(6, vec![1]).await.unwrap());
+    drop((n1, n2));
+    mgmd.stop().await;
+}
+
+/// Waits for the data node's next event, which must be Shutdown, and acks it.
+async fn ack_shutdown(node: &mut DataNodeSession) {
+    let (event_id, event) = tokio::time::timeout(Duration::from_secs(10), node.next_event())
+        .await
+        .expect("an event within 10 s")
+        .unwrap();
+    assert_eq!(event, MgmEvent::Shutdown);
+    node.ack_event(event_id, Ok(())).await.unwrap();
+}
+
+#[tokio::test]
+async fn wanted_state_and_supervision() {
+    let dir = tempfile::tempdir().unwrap();
+    let mgmd = Mgmd::start(dir.path(), 2).await;
+    let mut n1 = data_node(&mgmd.addr, 1).await;
+    let mut admin = api(&mgmd.addr).await;
+    let info = node_info(&mut admin, 2).await;
+    assert!(info.wanted_running && !info.supervised, "{info:?}");
+
+    // Without a supervisor: start of a running node is a no-op, of a
+    // stopped one tells how to start it by hand; restart is refused.
+    admin.start_node(1).await.unwrap();
+    admin.stop_node(2).await.unwrap();
+    assert!(!node_info(&mut admin, 2).await.wanted_running);
+    let text = format_show(&admin.show().await.unwrap());
+    assert!(text.contains("stopped on request"), "{text}");
+    let e = admin.start_node(2).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::NodeNotReady);
+    assert!(
+        e.detail.contains(&format!(
+            "shoal datanode --connect {} --node-id 2",
+            mgmd.addr
+        )),
+        "{e}"
+    );
+    assert!(
+        node_info(&mut admin, 2).await.wanted_running,
+        "wanted even so"
+    );
+    let e = admin.restart_node(1).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::BadRequest);
+    assert!(e.detail.contains("no supervisor"), "{e}");
+    let e = admin.stop_node(9).await.unwrap_err();
+    assert!(e.detail.contains("not a data node"), "{e}");
+
+    // A supervisor.
+    let mut angel = api(&mgmd.addr).await;
+    let e = angel.supervise(vec![1, 9]).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::BadRequest);
+    assert!(e.detail.contains("node 9"), "{e}");
+    angel.supervise(vec![1, 2]).await.unwrap();
+    assert!(node_info(&mut admin, 1).await.supervised);
+    let mut rival = api(&mgmd.addr).await;
+    let e = rival.supervise(vec![2]).await.unwrap_err();
+    assert!(e.detail.contains("already supervised"), "{e}");
+    admin.start_node(2).await.unwrap();
+
+    // Restart: the node is told to stop and stays wanted; answered after
+    // the node acked.
+    let addr = mgmd.addr.clone();
+    let restart = tokio::spawn(async move {
+        let mut s = api(&addr).await;
+        s.restart_node(1).await
+    });
+    ack_shutdown(&mut n1).await;
+    restart.await.unwrap().unwrap();
+    assert!(node_info(&mut admin, 1).await.wanted_running);
+
+    // Stop: not wanted any more.
+    let addr = mgmd.addr.clone();
+    let stop = tokio::spawn(async move {
+        let mut s = api(&addr).await;
+        s.stop_node(1).await
+    });
+    ack_shutdown(&mut n1).await;
+    stop.await.unwrap().unwrap();
+    assert!(!node_info(&mut admin, 1).await.wanted_running);
+
+    // Data nodes may not send operator requests.
+    let answers = raw_requests(
+        &mgmd.addr,
+        vec![
+            Request::RegisterDataNode { node_id: Some(2) },
+            Request::Supervise { nodes: vec![2] },
+            Request::StartNode { node_id: 2 },
+        ],
+    )
+    .await;
+    assert!(matches!(answers[0], Response::DataNodeRegistered { .. }));
+    assert_eq!(error_of(&answers[1]).code, ErrorCode::BadRequest);
+    assert_eq!(error_of(&answers[2]).code, ErrorCode::BadRequest);
+
+    // The supervisor leaving ends the supervision.
+    drop(angel);
+    let mut supervised = true;
+    for _ in 0..100 {
+        supervised = node_info(&mut admin, 1).await.supervised;
+        if !supervised {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        !supervised,
+        "supervision ends with the supervisor's connection"
+    );
+    rival.supervise(vec![2]).await.unwrap();
+    // Node 1 is gone: a restart cannot ask it to stop, and says so.
+    rival.supervise(vec![1, 2]).await.unwrap();
+    drop(n1);
+    let mut e = None;
+    for _ in 0..100 {
+        match admin.restart_node(1).await {
+            Err(err) if err.code == ErrorCode::NodeNotReady => {
+                e = Some(err);
+                break;
+            }
+            // Its session may not have closed yet.
+            _ => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+    let e = e.expect("restart of a disconnected node is refused");
+    assert!(e.detail.contains("`1 start`"), "{e}");
+    drop((admin, rival));
+    mgmd.stop().await;
+}
+
+#[test]
+fn show_prints_start_progress() {
+    let node = |state, phase: Option<StartPhase>| NodeInfo {
+        node_id: 2,
+        kind: "datanode".into(),
+        host: "127.0.0.1".into(),
+        port: 4000,
+        state,
+        status: Some(NodeStatus {
+            state,
+            data_memory_used_bytes: 0,
+            data_memory_total_bytes: 1 << 20,
+            rows: 0,
+            client_connections: 0,
+            listen_port: 4000,
+            start_phase: phase,
+        }),
+        primaries: 0,
+        node_group: Some(0),
+        incarnation: 3,
+        wanted_running: true,
+        supervised: true,
+    };
+    let show = |n: NodeInfo| {
+        format_show(&ClusterStatus {
+            cluster_id: 1,
+            no_of_replicas: 2,
+            nodes: vec![n],
+        })
+    };
+    let copying = |done, total| StartPhase {
+        what: "copying fragments".into(),
+        done,
+        total,
+    };
+    let text = show(node(NodeState::Starting, Some(copying(45, 100))));
+    assert!(
+        text.contains("starting (copying fragments, 45 %)"),
+        "{text}"
+    );
+    assert!(text.contains("start #3, supervised"), "{text}");
+    let text = show(node(NodeState::Starting, Some(copying(u64::MAX, u64::MAX))));
+    assert!(text.contains("(copying fragments, 100 %)"), "{text}");
+    let text = show(node(NodeState::Starting, Some(copying(5, 0))));
+    assert!(text.contains("starting (copying fragments)"), "{text}");
+    // A started node's leftover phase is not shown.
+    let text = show(node(NodeState::Started, Some(copying(1, 2))));
+    assert!(!text.contains("copying"), "{text}");
 }

@@ -380,6 +380,7 @@ impl EventLoop {
                 .filter(|c| c.role == Role::Client)
                 .count() as u32,
             listen_port: self.port,
+            start_phase: None,
         }
     }
 
