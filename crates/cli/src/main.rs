@@ -1,6 +1,8 @@
 //! `shoal`: the one user-facing binary. Thin: each subcommand parses its
 //! flags and calls into the crate that does the work.
 
+mod mgm;
+mod supervisor;
 mod up;
 
 /// jemalloc: the data node and the client free on one thread what another
@@ -10,7 +12,6 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
-use std::time::Duration;
 
 #[derive(Parser)]
 #[command(
@@ -25,7 +26,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Start a whole local cluster (mgmd + data nodes) on 127.0.0.1; Ctrl-C stops it.
+    /// Start a whole local cluster (mgmd + data nodes) on 127.0.0.1 and keep
+    /// it running (restarts what exits); Ctrl-C stops it.
     Up(up::UpArgs),
     /// Run the management server.
     Mgmd {
@@ -42,8 +44,9 @@ enum Command {
         #[arg(long)]
         node_id: Option<u16>,
     },
-    /// Admin client: `shoal mgm -e show`, `shoal mgm wait`.
-    Mgm(MgmArgs),
+    /// Admin client: `shoal mgm -e show`, `-e "2 restart"`, `-e "all restart"`,
+    /// `shoal mgm wait`.
+    Mgm(mgm::MgmArgs),
     /// Benchmarks: `shoal bench flexasynch -t 1 -p 256 ...` (NDB's flags),
     /// `shoal bench bank --accounts 1000 --threads 8 --duration-secs 10`.
     Bench {
@@ -52,29 +55,6 @@ enum Command {
         /// The benchmark's own flags.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
-    },
-}
-
-#[derive(clap::Args)]
-struct MgmArgs {
-    /// mgmd address.
-    #[arg(long, short = 'c', default_value = "127.0.0.1:1186")]
-    connect: String,
-    /// Run one command and exit (`show`).
-    #[arg(short = 'e', long = "execute")]
-    execute: Option<String>,
-    #[command(subcommand)]
-    command: Option<MgmCommand>,
-}
-
-#[derive(Subcommand)]
-enum MgmCommand {
-    /// Print nodes, states and memory.
-    Show,
-    /// Block until every data node is started (exit 0), or time out (exit 1).
-    Wait {
-        #[arg(long, default_value_t = 120)]
-        timeout_secs: u64,
     },
 }
 
@@ -108,7 +88,7 @@ fn main() -> ExitCode {
             })
             .map_err(|e| e.to_string())
         }
-        Command::Mgm(args) => run_mgm(args),
+        Command::Mgm(args) => mgm::run(args),
         Command::Bench { name, args } => match name.as_str() {
             "flexasynch" | "flexAsynch" => shoal_bench::flexasynch::main(&args),
             "bank" => shoal_bench::bank::main(&args),
@@ -147,37 +127,4 @@ fn run_mgmd(config_path: &std::path::Path) -> Result<(), String> {
             .await
             .map_err(|e| e.to_string())
     })
-}
-
-fn run_mgm(args: MgmArgs) -> Result<(), String> {
-    let command = match (&args.execute, args.command) {
-        (Some(e), None) => match e.trim().to_ascii_lowercase().as_str() {
-            "show" => MgmCommand::Show,
-            "wait" => MgmCommand::Wait { timeout_secs: 120 },
-            other => return Err(format!("unknown command {other:?}; try `show` or `wait`")),
-        },
-        (None, Some(c)) => c,
-        (None, None) => MgmCommand::Show,
-        (Some(_), Some(_)) => return Err("give either -e COMMAND or a subcommand, not both".into()),
-    };
-    let rt = tokio_runtime();
-    match command {
-        MgmCommand::Show => rt.block_on(async {
-            let mut client = shoal_mgmd::MgmClient::connect(&args.connect)
-                .await
-                .map_err(|e| e.to_string())?;
-            let status = client.show().await.map_err(|e| e.to_string())?;
-            print!("{}", shoal_mgmd::client::format_show(&status));
-            Ok(())
-        }),
-        MgmCommand::Wait { timeout_secs } => rt.block_on(async {
-            let status =
-                shoal_mgmd::client::wait_started(&args.connect, Duration::from_secs(timeout_secs))
-                    .await
-                    .map_err(|e| e.to_string())?;
-            let n = status.nodes.iter().filter(|n| n.kind == "datanode").count();
-            println!("all {n} data node(s) started");
-            Ok(())
-        }),
-    }
 }

@@ -1,14 +1,18 @@
 //! `shoal up`: a whole local cluster in one command. Writes a config into
 //! the data dir, starts mgmd and the data nodes as child processes on
-//! 127.0.0.1, waits until every data node is started, prints how to
-//! connect, and on Ctrl-C / SIGTERM stops every child (no orphans: each
-//! child also gets SIGTERM from the kernel if this process dies).
+//! 127.0.0.1, prints how to connect once every data node is started, keeps
+//! them running (restarting any that exits, see [`crate::supervisor`]),
+//! and on Ctrl-C / SIGTERM stops every child (no orphans: each child also
+//! gets SIGTERM from the kernel if this process dies).
 
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Command};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use crate::supervisor::{Program, Supervisor, STOP};
+
+/// How long the first start of the whole cluster may take.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
 
 #[derive(clap::Args)]
 pub struct UpArgs {
@@ -33,31 +37,8 @@ pub struct UpArgs {
     pub pin: bool,
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
-
 extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::SeqCst);
-}
-
-fn spawn(exe: &PathBuf, args: &[String], log: &std::path::Path) -> Result<Child, String> {
-    let log_file =
-        std::fs::File::create(log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
-    let log_err = log_file.try_clone().map_err(|e| e.to_string())?;
-    let mut cmd = Command::new(exe);
-    cmd.args(args).stdout(log_file).stderr(log_err);
-    // SAFETY: prctl and setpgid are async-signal-safe; nothing else runs
-    // between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-            // Own process group: a terminal Ctrl-C reaches only `shoal up`,
-            // which then stops the children in order.
-            libc::setpgid(0, 0);
-            Ok(())
-        });
-    }
-    cmd.spawn()
-        .map_err(|e| format!("cannot start {} {}: {e}", exe.display(), args.join(" ")))
 }
 
 fn port_free(port: u16) -> bool {
@@ -102,82 +83,69 @@ pub fn run(args: UpArgs) -> Result<(), String> {
     }
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let connect = config.mgmd_addr();
-    let mut children: Vec<(String, Child)> = Vec::new();
-    let result = start_all(
-        &exe,
-        &args,
-        &config_path,
-        &data_dir,
-        &connect,
-        &mut children,
-    );
-    if let Err(e) = result {
-        stop_all(&mut children);
-        return Err(e);
-    }
+    let programs = programs(&exe, &args, &config_path, &connect);
+    let mut supervisor = Supervisor::new(programs, &data_dir, &connect);
+    // One thread for everything: the children's PR_SET_PDEATHSIG is tied
+    // to the thread that forked them (see `supervisor`).
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    let banner = || {
+        println!(
+            "Shoal cluster is up: {} data node(s), {} replica(s).",
+            args.data_nodes, args.replicas
+        );
+        println!("  connect string:  {connect}");
+        println!("  config:          {}", config_path.display());
+        println!("  logs, pid files: {}/*.log, *.pid", data_dir.display());
+        println!("Data nodes and mgmd that exit are restarted.");
+        println!("Next:");
+        println!("  shoal mgm --connect {connect} -e show");
+        println!("  shoal mgm --connect {connect} -e \"all restart\"   (rolling restart)");
+        println!("  cargo run --release --example quickstart -p shoal-client -- {connect}");
+        println!("  shoal bench flexasynch --connect {connect} -t 1 -p 128 -o 100 -a 2");
+        println!("Press Ctrl-C to stop.");
+    };
     println!(
-        "Shoal cluster is up: {} data node(s), {} replica(s).",
-        args.data_nodes, args.replicas
+        "Starting a Shoal cluster in {}: mgmd on {connect}, {} data node(s)...",
+        data_dir.display(),
+        args.data_nodes
     );
-    println!("  connect string:  {connect}");
-    println!("  config:          {}", config_path.display());
-    println!("  logs:            {}/*.log", data_dir.display());
-    println!("Next:");
-    println!("  shoal mgm --connect {connect} -e show");
-    println!("  cargo run --release --example quickstart -p shoal-client -- {connect}");
-    println!("  shoal bench flexasynch --connect {connect} -t 1 -p 128 -o 100 -a 2");
-    println!("Press Ctrl-C to stop.");
-    while !STOP.load(Ordering::SeqCst) {
-        std::thread::sleep(Duration::from_millis(100));
-        for (name, child) in children.iter_mut() {
-            if let Ok(Some(status)) = child.try_wait() {
-                eprintln!(
-                    "{name} exited ({status}); stopping the cluster. See {}/{name}.log",
-                    data_dir.display()
-                );
-                STOP.store(true, Ordering::SeqCst);
-            }
+    rt.block_on(async {
+        if let Err(e) = supervisor.start_all().await {
+            supervisor.stop_all();
+            return Err(e);
         }
-    }
-    println!("stopping...");
-    stop_all(&mut children);
-    println!("stopped.");
-    Ok(())
+        let result = supervisor.run(START_TIMEOUT, banner).await;
+        if result.is_ok() {
+            println!("stopped.");
+        }
+        result
+    })
 }
 
-fn start_all(
-    exe: &PathBuf,
+/// mgmd first, then data nodes 1..=N (optionally pinned with taskset).
+fn programs(
+    exe: &std::path::Path,
     args: &UpArgs,
     config_path: &std::path::Path,
-    data_dir: &std::path::Path,
     connect: &str,
-    children: &mut Vec<(String, Child)>,
-) -> Result<(), String> {
-    let mgmd = spawn(
-        exe,
-        &[
+) -> Vec<Program> {
+    let mut programs = vec![Program {
+        name: "mgmd".into(),
+        data_node: None,
+        exe: exe.to_path_buf(),
+        args: vec![
             "mgmd".into(),
             "--config".into(),
             config_path.display().to_string(),
         ],
-        &data_dir.join("mgmd.log"),
-    )?;
-    children.push(("mgmd".into(), mgmd));
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::net::TcpStream::connect(connect).is_err() {
-        if Instant::now() > deadline || STOP.load(Ordering::SeqCst) {
-            return Err(format!(
-                "mgmd did not start listening on {connect}; see {}/mgmd.log",
-                data_dir.display()
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    }];
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
     for id in 1..=args.data_nodes {
-        let name = format!("datanode-{id}");
         let mut cmd_args = vec![
             "datanode".into(),
             "--connect".into(),
@@ -185,9 +153,7 @@ fn start_all(
             "--node-id".into(),
             id.to_string(),
         ];
-        let child_exe;
-        if args.pin {
-            child_exe = PathBuf::from("taskset");
+        let child_exe = if args.pin {
             let mut a = vec![
                 "-c".into(),
                 ((id as usize - 1) % cores).to_string(),
@@ -195,48 +161,16 @@ fn start_all(
             ];
             a.append(&mut cmd_args);
             cmd_args = a;
+            PathBuf::from("taskset")
         } else {
-            child_exe = exe.clone();
-        }
-        let child = spawn(&child_exe, &cmd_args, &data_dir.join(format!("{name}.log")))?;
-        children.push((name, child));
+            exe.to_path_buf()
+        };
+        programs.push(Program {
+            name: format!("datanode-{id}"),
+            data_node: Some(id as u16),
+            exe: child_exe,
+            args: cmd_args,
+        });
     }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| e.to_string())?;
-    rt.block_on(shoal_mgmd::client::wait_started(
-        connect,
-        Duration::from_secs(60),
-    ))
-    .map_err(|e| format!("{e}; see the logs in {}", data_dir.display()))?;
-    Ok(())
-}
-
-/// SIGTERM to every child (data nodes first, mgmd last), then SIGKILL
-/// whatever has not exited after 5 seconds.
-fn stop_all(children: &mut [(String, Child)]) {
-    for (_, child) in children.iter_mut().rev() {
-        // SAFETY: plain kill(2) on our own child's pid.
-        unsafe {
-            libc::kill(child.id() as libc::pid_t, libc::SIGTERM);
-        }
-    }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    for (name, child) in children.iter_mut().rev() {
-        loop {
-            match child.try_wait() {
-                Ok(Some(_)) => break,
-                Ok(None) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(20))
-                }
-                _ => {
-                    eprintln!("{name} did not stop in time; killing it");
-                    let _ = child.kill();
-                    let _ = child.wait();
-                    break;
-                }
-            }
-        }
-    }
+    programs
 }
