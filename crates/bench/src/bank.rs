@@ -1,28 +1,41 @@
-//! `shoal bench bank`: NDB's test bank workload. Accounts spread over every
-//! fragment; threads move money between random pairs of accounts (read both
-//! with exclusive locks, update both, commit), retrying temporary errors;
-//! a checker sums every balance in one locking transaction (a consistent
-//! snapshot) during the run (`--check-every-secs`) and at the end. The total
-//! never changes if transactions are atomic and serializable; the command
-//! exits non-zero if it does.
+//! `shoal bench bank`: NDB's test bank workload, extended to prove what a
+//! node failure must not break. Accounts spread over every fragment; tasks
+//! move money between random pairs of accounts (read both with exclusive
+//! locks, then update both and insert a history row under the attempt's
+//! unique id, and commit), counting each attempt as committed, aborted or
+//! unknown and starting a new attempt (new id) after a temporary error. A
+//! checker sums every balance in one locking transaction during the run
+//! (`--check-every-secs`) and at the end. Then the history is audited
+//! ([`history`]): every committed id's row is there and right, no aborted
+//! id left one, unknown ones are resolved, and every account's balance is
+//! what the history says. The command exits non-zero if the total changed
+//! or the audit failed. `--timeline-ms` records throughput per step
+//! ([`timeline`]), so a failover shows as a dip.
 //!
 //! ```text
-//! shoal bench bank --accounts 1000 --threads 8 --duration-secs 10 --check-every-secs 2
+//! shoal bench bank --accounts 1000 --threads 8 --duration-secs 10 --check-every-secs 2 --timeline-ms 100
 //! ```
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+pub mod history;
+mod report;
+pub mod timeline;
+mod transfer;
+
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
-use serde::Serialize;
 use shoal_client::{
-    Cluster, ColumnDef, ColumnType, ErrorClass, ErrorCode, ExecType, LockMode, Record, ShoalError,
-    TableDef, Transaction, Value,
+    Cluster, ColumnDef, ColumnType, ErrorCode, ExecType, Record, TableDef, Transaction, Value,
 };
 
+use history::{Audit, THREADS_MAX};
+pub use report::Report;
+use timeline::{Counters, STEP_MS_MIN};
+use transfer::{balances, transfer_task};
+
 const TABLE: &str = "BANK_ACCOUNTS";
+const HISTORY_TABLE: &str = "BANK_HISTORY";
 /// Every account starts with this balance.
 const INITIAL_BALANCE: i64 = 1_000;
 /// Accounts created per batch at set-up.
@@ -34,18 +47,27 @@ pub struct Options {
     pub threads: u32,
     pub duration: Duration,
     pub check_every: Option<Duration>,
+    /// Step of the timeline; `None`: no timeline, a progress line a second.
+    pub timeline: Option<Duration>,
+    /// How long the checker and the audit retry temporary errors.
+    pub retry: Duration,
     pub connect: String,
     pub json: bool,
 }
 
 const USAGE: &str = "usage: shoal bench bank [--accounts N] [--threads T] [--duration-secs S] \
-[--check-every-secs C] [--connect HOST:PORT] [--json]
+[--check-every-secs C] [--timeline-ms M] [--retry-secs R] [--connect HOST:PORT] [--json]
   --accounts N          accounts (default 1000)
   --threads T           transfer tasks (default 8)
   --duration-secs S     how long transfers run (default 10)
   --check-every-secs C  also check the total every C seconds during the run
+  --timeline-ms M       print transfers per step of M ms (at least 10) to stderr,
+                        and add the steps to the JSON report
+  --retry-secs R        how long the checker and the history audit retry
+                        temporary errors before failing (default 60)
   --connect HOST:PORT   mgmd (default 127.0.0.1:1186)
-  --json                print the result as JSON";
+  --json                print the result as JSON
+Each committed transfer adds a row to BANK_HISTORY, kept in data memory.";
 
 impl Options {
     pub fn parse(args: &[String]) -> Result<Options, String> {
@@ -54,6 +76,8 @@ impl Options {
             threads: 8,
             duration: Duration::from_secs(10),
             check_every: None,
+            timeline: None,
+            retry: Duration::from_secs(60),
             connect: "127.0.0.1:1186".into(),
             json: false,
         };
@@ -69,11 +93,23 @@ impl Options {
             };
             match flag.as_str() {
                 "--accounts" => o.accounts = number(flag, value(flag)?)?,
-                "--threads" => o.threads = number(flag, value(flag)?)? as u32,
+                "--threads" => {
+                    o.threads = number(flag, value(flag)?)?
+                        .try_into()
+                        .map_err(|_| format!("--threads: too many\n{USAGE}"))?
+                }
                 "--duration-secs" => o.duration = Duration::from_secs(number(flag, value(flag)?)?),
                 "--check-every-secs" => {
                     o.check_every = Some(Duration::from_secs(number(flag, value(flag)?)?))
                 }
+                "--timeline-ms" => {
+                    let ms = number(flag, value(flag)?)?;
+                    if ms < STEP_MS_MIN {
+                        return Err(format!("--timeline-ms: at least {STEP_MS_MIN}\n{USAGE}"));
+                    }
+                    o.timeline = Some(Duration::from_millis(ms));
+                }
+                "--retry-secs" => o.retry = Duration::from_secs(number(flag, value(flag)?)?),
                 "--connect" => o.connect = value(flag)?.clone(),
                 "--json" => o.json = true,
                 "-h" | "--help" => return Err(USAGE.into()),
@@ -83,58 +119,31 @@ impl Options {
         if o.accounts < 2 || o.threads == 0 {
             return Err(format!("need at least 2 accounts and 1 thread\n{USAGE}"));
         }
+        // Attempts are logged with 32-bit account numbers, and the task
+        // number is the high part of each history id.
+        if o.accounts > u64::from(u32::MAX) || o.threads >= THREADS_MAX {
+            return Err(format!(
+                "at most {} accounts and {} threads\n{USAGE}",
+                u32::MAX,
+                THREADS_MAX - 1
+            ));
+        }
         Ok(o)
     }
 }
-
-#[derive(Debug, Serialize)]
-pub struct Report {
-    pub accounts: u64,
-    pub threads: u32,
-    pub seconds: f64,
-    pub transfers: u64,
-    pub transfers_per_sec: f64,
-    pub aborts: u64,
-    pub aborts_per_sec: f64,
-    pub checks: u64,
-    pub expected_total: i64,
-    /// The total of every check, in order; all must equal `expected_total`.
-    pub totals: Vec<i64>,
-    pub ok: bool,
-}
-
 pub fn main(args: &[String]) -> Result<(), String> {
     let opts = Options::parse(args)?;
     let report = run(&opts)?;
     if opts.json {
         println!("{}", serde_json::to_string(&report).expect("serializes"));
     } else {
-        println!(
-            "bank: {} transfers in {:.1} s ({:.0}/s), {} aborts ({:.0}/s), {} check(s)",
-            report.transfers,
-            report.seconds,
-            report.transfers_per_sec,
-            report.aborts,
-            report.aborts_per_sec,
-            report.checks
-        );
-        println!(
-            "bank: total {} (expected {}): {}",
-            report.totals.last().copied().unwrap_or_default(),
-            report.expected_total,
-            if report.ok { "unchanged" } else { "CHANGED" }
-        );
+        report::print_text(&report);
     }
-    if report.ok {
-        Ok(())
-    } else {
-        Err(format!(
-            "the total changed: expected {}, checks saw {:?}",
-            report.expected_total, report.totals
-        ))
+    match report.failure() {
+        Some(why) => Err(why),
+        None => Ok(()),
     }
 }
-
 pub fn run(opts: &Options) -> Result<Report, String> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -144,11 +153,18 @@ pub fn run(opts: &Options) -> Result<Report, String> {
     rt.block_on(run_async(opts))
 }
 
+/// The two tables, as records of all their columns.
+#[derive(Clone)]
+struct Tables {
+    accounts: Record,
+    history: Record,
+}
+
 async fn run_async(opts: &Options) -> Result<Report, String> {
     let cluster = Cluster::connect(&opts.connect)
         .await
         .map_err(|e| format!("cannot connect to mgmd at {}: {e}", opts.connect))?;
-    let rec = set_up(&cluster, opts.accounts).await?;
+    let tables = set_up(&cluster, opts.accounts).await?;
     let expected_total = INITIAL_BALANCE * opts.accounts as i64;
     eprintln!(
         "bank: {} accounts, {} threads, {:.0} s",
@@ -158,32 +174,25 @@ async fn run_async(opts: &Options) -> Result<Report, String> {
     );
 
     let stop = Arc::new(AtomicBool::new(false));
-    let transfers = Arc::new(AtomicU64::new(0));
-    let aborts = Arc::new(AtomicU64::new(0));
-    let mut workers = Vec::new();
-    for t in 0..opts.threads {
-        let (cluster, rec) = (cluster.clone(), rec.clone());
-        let (stop, transfers, aborts) = (stop.clone(), transfers.clone(), aborts.clone());
-        let accounts = opts.accounts;
-        workers.push(tokio::spawn(async move {
-            let mut rng = SmallRng::seed_from_u64(0xBA4C + u64::from(t));
-            while !stop.load(Ordering::Relaxed) {
-                let from = rng.random_range(0..accounts);
-                let to = (from + rng.random_range(1..accounts)) % accounts;
-                let amount = rng.random_range(1..=100);
-                match transfer(&cluster, &rec, from, to, amount).await {
-                    Ok(()) => transfers.fetch_add(1, Ordering::Relaxed),
-                    Err(e) if e.class() != ErrorClass::Permanent => {
-                        aborts.fetch_add(1, Ordering::Relaxed)
-                    }
-                    Err(e) => return Err(format!("transfer {from} -> {to}: {e}")),
-                };
-            }
-            Ok(())
-        }));
-    }
-
+    let counters = Arc::new(Counters::default());
     let started = Instant::now();
+    let mut workers = Vec::new();
+    for thread in 0..opts.threads {
+        workers.push(tokio::spawn(transfer_task(
+            cluster.clone(),
+            tables.clone(),
+            thread,
+            opts.accounts,
+            stop.clone(),
+            counters.clone(),
+        )));
+    }
+    let ticker = opts.timeline.map(|every| {
+        let (done, done_rx) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(timeline::record(counters.clone(), started, every, done_rx));
+        (done, task)
+    });
+
     let mut totals = Vec::new();
     let mut last_check = Instant::now();
     let mut last_report = (Instant::now(), 0u64, 0u64);
@@ -192,10 +201,10 @@ async fn run_async(opts: &Options) -> Result<Report, String> {
         if workers.iter().any(|w| w.is_finished()) {
             break;
         }
-        if last_report.0.elapsed() >= Duration::from_secs(1) {
+        if ticker.is_none() && last_report.0.elapsed() >= Duration::from_secs(1) {
             let (t, a) = (
-                transfers.load(Ordering::Relaxed),
-                aborts.load(Ordering::Relaxed),
+                counters.transfers.load(Ordering::Relaxed),
+                counters.aborts.load(Ordering::Relaxed),
             );
             let dt = last_report.0.elapsed().as_secs_f64();
             eprintln!(
@@ -208,7 +217,11 @@ async fn run_async(opts: &Options) -> Result<Report, String> {
         }
         if let Some(every) = opts.check_every {
             if last_check.elapsed() >= every {
-                let total = total_balance(&cluster, &rec, opts.accounts).await?;
+                let total: i64 = balances(&cluster, &tables.accounts, opts.accounts, opts.retry)
+                    .await
+                    .map_err(|e| format!("{e} ({})", counters.describe()))?
+                    .iter()
+                    .sum();
                 eprintln!("bank: check: total {total} (expected {expected_total})");
                 totals.push(total);
                 last_check = Instant::now();
@@ -217,17 +230,40 @@ async fn run_async(opts: &Options) -> Result<Report, String> {
     }
     stop.store(true, Ordering::Relaxed);
     let seconds = started.elapsed().as_secs_f64();
+    let mut logs = Vec::with_capacity(workers.len());
     for w in workers {
-        w.await
-            .map_err(|e| format!("a transfer task panicked: {e}"))??;
+        logs.push(
+            w.await
+                .map_err(|e| format!("a transfer task panicked: {e}"))??,
+        );
     }
-    totals.push(total_balance(&cluster, &rec, opts.accounts).await?);
-    let (transfers, aborts) = (
-        transfers.load(Ordering::Relaxed),
-        aborts.load(Ordering::Relaxed),
-    );
+    let timeline = match ticker {
+        Some((done, task)) => {
+            let _ = done.send(());
+            task.await
+                .map_err(|e| format!("the timeline task panicked: {e}"))?
+        }
+        None => Vec::new(),
+    };
+
+    // Past this point a failure loses the report: say what the run did.
+    let with_counts = |e: String| format!("{e} ({})", counters.describe());
+    // Shared locks on every account: this waits for any transaction still
+    // in flight on the data nodes (an unknown outcome), so the history read
+    // next sees every transfer in its final state.
+    let final_balances = balances(&cluster, &tables.accounts, opts.accounts, opts.retry)
+        .await
+        .map_err(with_counts)?;
+    totals.push(final_balances.iter().sum());
+    let mut audit = Audit::new(opts.accounts);
+    history::verify(&cluster, &tables.history, &logs, &mut audit, opts.retry)
+        .await
+        .map_err(with_counts)?;
+    audit.check_balances(INITIAL_BALANCE, &final_balances);
     cluster.close().await;
-    Ok(Report {
+
+    let (transfers, aborts) = (audit.committed, audit.aborted);
+    let mut report = Report {
         accounts: opts.accounts,
         threads: opts.threads,
         seconds,
@@ -236,32 +272,65 @@ async fn run_async(opts: &Options) -> Result<Report, String> {
         aborts,
         aborts_per_sec: aborts as f64 / seconds,
         checks: totals.len() as u64,
-        ok: totals.iter().all(|&t| t == expected_total),
         expected_total,
         totals,
-    })
+        committed: audit.committed,
+        aborted: audit.aborted,
+        unknown: audit.unknown,
+        unknown_resolved_committed: audit.unknown_resolved_committed,
+        unknown_resolved_aborted: audit.unknown_resolved_aborted,
+        history_rows: audit.rows_found,
+        history_verified: audit.history_verified(),
+        balances_verified: audit.balances_verified(),
+        problems: audit.problems,
+        timeline,
+        ok: false,
+    };
+    report.judge();
+    Ok(report)
 }
 
-/// (Re)creates the accounts table with every balance at the start value.
-async fn set_up(cluster: &Cluster, accounts: u64) -> Result<Record, String> {
-    match cluster.drop_table(TABLE).await {
-        Ok(()) => {}
-        Err(e) if e.code == ErrorCode::NoSuchTable => {}
-        Err(e) => return Err(format!("dropping the old {TABLE}: {e}")),
+/// (Re)creates the accounts table with every balance at the start value,
+/// and an empty history table.
+async fn set_up(cluster: &Cluster, accounts: u64) -> Result<Tables, String> {
+    for table in [TABLE, HISTORY_TABLE] {
+        match cluster.drop_table(table).await {
+            Ok(()) => {}
+            Err(e) if e.code == ErrorCode::NoSuchTable => {}
+            Err(e) => return Err(format!("dropping the old {table}: {e}")),
+        }
     }
-    let def = TableDef::new(
+    let unsigned = ColumnType::BigInt { unsigned: true };
+    let signed = ColumnType::BigInt { unsigned: false };
+    let accounts_def = TableDef::new(
         TABLE,
         vec![
-            ColumnDef::new("id", ColumnType::BigInt { unsigned: true }),
-            ColumnDef::new("balance", ColumnType::BigInt { unsigned: false }),
+            ColumnDef::new("id", unsigned),
+            ColumnDef::new("balance", signed),
+        ],
+        &["id"],
+    )
+    .map_err(|e| e.to_string())?;
+    let history_def = TableDef::new(
+        HISTORY_TABLE,
+        vec![
+            ColumnDef::new("id", unsigned),
+            ColumnDef::new("from_account", unsigned),
+            ColumnDef::new("to_account", unsigned),
+            ColumnDef::new("amount", signed),
         ],
         &["id"],
     )
     .map_err(|e| e.to_string())?;
     let rec = cluster
-        .create_table(def)
+        .create_table(accounts_def)
         .await
         .map_err(|e| format!("creating {TABLE}: {e}"))?
+        .full_record();
+    let history = cluster
+        .create_table(history_def)
+        .await
+        .map_err(|e| format!("creating {HISTORY_TABLE}: {e}"))?
         .full_record();
     let mut first = 0;
     while first < accounts {
@@ -279,60 +348,37 @@ async fn set_up(cluster: &Cluster, accounts: u64) -> Result<Record, String> {
         }
         first = last;
     }
-    Ok(rec)
+    Ok(Tables {
+        accounts: rec,
+        history,
+    })
 }
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn balance_of(tx: &Transaction, op: shoal_client::OpId) -> Result<i64, ShoalError> {
-    match tx.row(op).and_then(|r| r.get("balance")) {
-        Some(Value::Int(b)) => Ok(b),
-        other => Err(ShoalError::with_detail(
-            ErrorCode::Internal,
-            format!("balance read as {other:?}"),
-        )),
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
     }
-}
 
-/// One transfer: lock both accounts (in the order drawn, so opposite
-/// transfers can deadlock and one of them times out), move the money.
-async fn transfer(
-    cluster: &Cluster,
-    rec: &Record,
-    from: u64,
-    to: u64,
-    amount: i64,
-) -> Result<(), ShoalError> {
-    let mut tx = cluster.transaction();
-    let a = tx.read(rec, &[Value::UInt(from)], LockMode::Exclusive)?;
-    let b = tx.read(rec, &[Value::UInt(to)], LockMode::Exclusive)?;
-    tx.execute(ExecType::NoCommit).await?;
-    let (balance_a, balance_b) = (balance_of(&tx, a)?, balance_of(&tx, b)?);
-    tx.update(rec, &[Value::UInt(from), Value::Int(balance_a - amount)])?;
-    tx.update(rec, &[Value::UInt(to), Value::Int(balance_b + amount)])?;
-    tx.execute(ExecType::Commit).await
-}
-
-/// The sum of every balance, read with shared locks in one transaction: a
-/// consistent snapshot even while transfers run. Retries deadlock timeouts.
-async fn total_balance(cluster: &Cluster, rec: &Record, accounts: u64) -> Result<i64, String> {
-    for _ in 0..100 {
-        let mut tx = cluster.transaction();
-        let ops: Vec<_> = (0..accounts)
-            .map(|id| {
-                tx.read(rec, &[Value::UInt(id)], LockMode::Shared)
-                    .expect("values fit")
-            })
-            .collect();
-        match tx.execute(ExecType::Commit).await {
-            Ok(()) => {
-                let mut total = 0;
-                for op in ops {
-                    total += balance_of(&tx, op).map_err(|e| e.to_string())?;
-                }
-                return Ok(total);
-            }
-            Err(e) if e.class() != ErrorClass::Permanent => continue,
-            Err(e) => return Err(format!("summing the balances: {e}")),
+    #[test]
+    fn options_parse_and_refuse() {
+        let o = Options::parse(&args("--timeline-ms 100 --retry-secs 5 --threads 3")).unwrap();
+        assert_eq!(o.timeline, Some(Duration::from_millis(100)));
+        assert_eq!(o.retry, Duration::from_secs(5));
+        assert_eq!(o.threads, 3);
+        let o = Options::parse(&[]).unwrap();
+        assert_eq!((o.timeline, o.retry), (None, Duration::from_secs(60)));
+        for bad in [
+            "--timeline-ms 5",
+            "--threads 0",
+            "--accounts 1",
+            "--accounts 4294967296",
+            "--threads 16777216",
+            "--threads 4294967296",
+            "--frobnicate",
+        ] {
+            assert!(Options::parse(&args(bad)).is_err(), "{bad}");
         }
     }
-    Err("summing the balances: 100 attempts timed out on locks".into())
 }

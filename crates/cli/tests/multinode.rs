@@ -1,6 +1,6 @@
 //! Clusters of several real data node processes: replication inside node
 //! groups, transactions across node groups, deadlocks across nodes, and the
-//! bank workload keeping its total.
+//! bank workload keeping its total and a history that matches its outcomes.
 
 mod common;
 
@@ -161,6 +161,8 @@ fn bank_keeps_its_total_on_four_nodes() {
         "3",
         "--check-every-secs",
         "1",
+        "--timeline-ms",
+        "200",
         "--json",
     ]);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -177,4 +179,29 @@ fn bank_keeps_its_total_on_four_nodes() {
     for t in report["totals"].as_array().unwrap() {
         assert_eq!(t.as_i64(), Some(200_000));
     }
+    // The history: every committed transfer left its row, no abort did,
+    // and every balance is what the history says. A healthy cluster gives
+    // no unknown outcomes.
+    let n = |key: &str| {
+        report[key]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{key}: {report}"))
+    };
+    assert_eq!(report["history_verified"], true, "{report}");
+    assert_eq!(report["balances_verified"], true, "{report}");
+    assert_eq!(n("unknown"), 0, "{report}");
+    assert!(n("committed") > 0, "{report}");
+    assert_eq!(n("committed"), n("transfers"), "{report}");
+    assert_eq!(n("history_rows"), n("committed"), "{report}");
+    // The timeline accounts for every attempt, step by step.
+    let steps = report["timeline"].as_array().unwrap();
+    assert!(steps.len() >= 10, "{report}");
+    let sum = |key: &str| steps.iter().map(|s| s[key].as_u64().unwrap()).sum::<u64>();
+    assert_eq!(sum("transfers"), n("committed"), "{report}");
+    assert_eq!(sum("aborts"), n("aborted"), "{report}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("bank: t=") && stderr.contains("/s  aborts "),
+        "{stderr}"
+    );
 }
