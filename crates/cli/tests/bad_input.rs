@@ -375,7 +375,7 @@ fn out_of_order_and_malformed_frames() {
     // transaction): refused, and the connection closed.
     let mut raw = Raw::handshake(&f.cluster);
     let forged = Signal::Node(shoal_wire::node::BlockSignal::AbortReq {
-        txn: shoal_wire::node::first_txn_ref(1),
+        txn: shoal_wire::node::first_txn_ref(1, 1),
         node: 1,
     });
     let frame = raw.frame(&[forged]);

@@ -1,25 +1,31 @@
 //! [`Cluster`]: one API node's membership in a cluster. It registers with
 //! mgmd (which hands out the node id and knows the data nodes and the
-//! schema), opens one [`Connection`] per started data node, caches table
+//! schema), opens one [`Connection`] per started data node (and, in the
+//! background, again to a data node that restarted), caches table
 //! definitions, and hands out transactions.
 //!
 //! Invariants:
-//! - Transaction ids are unique per `Cluster` (a counter), which is what
-//!   the data node needs: it keys transactions by (connection, id).
+//! - Transaction ids are unique per `Cluster` (a counter shared by its
+//!   connections): the data node keys transactions by (connection, id),
+//!   and a node taking over a failed coordinator names them by id alone.
 //! - The table cache only holds definitions mgmd returned; a transaction
 //!   that hears "no such table" or "stale schema version" evicts the
 //!   table's entry, so the next `table()` fetches the current one.
 
 use crate::conn::Connection;
+use crate::outcomes::Shared;
 use crate::record::Table;
 use crate::transaction::Transaction;
 use shoal_mgmd::{ApiSession, MgmClient, NodeState};
 use shoal_types::{ErrorCode, ShoalError, TableDef};
 use shoal_wire::{Hello, NodeType};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::time::Duration;
+
+/// How often the background task looks for data nodes to reconnect to.
+const RECONNECT_EVERY: Duration = Duration::from_millis(250);
 
 /// Settings of a [`Cluster`] connection.
 #[derive(Clone, Debug)]
@@ -30,6 +36,11 @@ pub struct ClusterOptions {
     /// with `ReceiveTimeout` (4008). `None`: wait for ever. Keep it well
     /// above the cluster's deadlock timeout: a lock wait is not a failure.
     pub receive_timeout: Option<Duration>,
+    /// A commit whose data node failed before answering waits this long
+    /// for the node taking over to report its outcome; then it fails with
+    /// `CommitOutcomeUnknown` (4012). Keep it above the cluster's failure
+    /// detection time (four heartbeat intervals) plus the takeover.
+    pub takeover_wait: Duration,
 }
 
 impl Default for ClusterOptions {
@@ -37,24 +48,40 @@ impl Default for ClusterOptions {
         ClusterOptions {
             connect_timeout: Duration::from_secs(10),
             receive_timeout: Some(Duration::from_secs(60)),
+            takeover_wait: Duration::from_secs(30),
         }
     }
 }
 
 struct Inner {
     node_id: u16,
+    cluster_id: u64,
     mgmd_addr: String,
+    opts: ClusterOptions,
     /// mgmd's session is one TCP stream with request/reply: one caller at
     /// a time. Replaced by a fresh session if mgmd restarts.
     mgm: tokio::sync::Mutex<ApiSession>,
-    conns: Vec<Arc<Connection>>,
+    /// One per data node, in node id order (a dead one stays until a new
+    /// connection to that node replaces it).
+    conns: RwLock<Vec<Arc<Connection>>>,
+    /// Every configured data node.
+    data_nodes: Vec<u16>,
     next_conn: AtomicUsize,
     tables: Mutex<HashMap<String, Table>>,
+    shared: Arc<Shared>,
+    /// `close` was called: no reconnecting.
+    closed: AtomicBool,
+}
+
+impl Inner {
+    fn conns(&self) -> std::sync::RwLockReadGuard<'_, Vec<Arc<Connection>>> {
+        self.conns.read().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
-        for c in &self.conns {
+        for c in self.conns().iter() {
             c.fail("the cluster handle was dropped", true);
         }
     }
@@ -76,7 +103,7 @@ impl std::fmt::Debug for Cluster {
                 "data_nodes",
                 &self
                     .inner
-                    .conns
+                    .conns()
                     .iter()
                     .map(|c| c.node_id())
                     .collect::<Vec<_>>(),
@@ -124,16 +151,28 @@ impl Cluster {
         let node_id = session.node_id();
         let cluster_id = session.cluster_id();
         let nodes = session.data_nodes().await?;
+        let shared = Shared::new(opts.takeover_wait);
         let mut conns = Vec::new();
         let mut down = Vec::new();
+        let data_nodes: Vec<u16> = nodes
+            .iter()
+            .filter(|n| n.kind == "datanode")
+            .map(|n| n.node_id)
+            .collect();
         for n in nodes.iter().filter(|n| n.kind == "datanode") {
             if n.state != NodeState::Started {
                 down.push(format!("node {} is {:?}", n.node_id, n.state));
                 continue;
             }
-            let addr = format!("{}:{}", n.host, n.port);
+            let port = n.status.as_ref().map_or(n.port, |s| s.listen_port);
+            let addr = format!("{}:{port}", n.host);
             let hello = Hello::new(NodeType::Api, cluster_id, node_id, n.node_id);
-            conns.push(Connection::open(&addr, &hello, &opts).await?);
+            match Connection::open(&addr, &hello, &opts, shared.clone()).await {
+                Ok(c) => conns.push(c),
+                // It may have failed since mgmd last heard from it; the
+                // others serve, and this one is tried again later.
+                Err(e) => down.push(format!("node {}: {e}", n.node_id)),
+            }
         }
         if conns.is_empty() {
             return Err(failure(format!(
@@ -145,16 +184,71 @@ impl Cluster {
                 }
             )));
         }
-        Ok(Cluster {
-            inner: Arc::new(Inner {
-                node_id,
-                mgmd_addr: mgmd_addr.to_string(),
-                mgm: tokio::sync::Mutex::new(session),
-                conns,
-                next_conn: AtomicUsize::new(0),
-                tables: Mutex::new(HashMap::new()),
-            }),
-        })
+        let inner = Arc::new(Inner {
+            node_id,
+            cluster_id,
+            mgmd_addr: mgmd_addr.to_string(),
+            opts,
+            mgm: tokio::sync::Mutex::new(session),
+            conns: RwLock::new(conns),
+            data_nodes,
+            next_conn: AtomicUsize::new(0),
+            tables: Mutex::new(HashMap::new()),
+            shared,
+            closed: AtomicBool::new(false),
+        });
+        tokio::spawn(keep_connected(Arc::downgrade(&inner)));
+        Ok(Cluster { inner })
+    }
+
+    /// Opens a connection to every started data node that has no live
+    /// one (it restarted, or was down when the cluster connected).
+    async fn reconnect(&self) -> Result<(), ShoalError> {
+        let missing: Vec<u16> = {
+            let conns = self.inner.conns();
+            self.inner
+                .data_nodes
+                .iter()
+                .copied()
+                .filter(|&n| !conns.iter().any(|c| c.node_id() == n && c.is_alive()))
+                .collect()
+        };
+        if missing.is_empty() || self.inner.closed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let nodes = with_mgm!(self, |s| s.data_nodes())?;
+        for n in nodes
+            .iter()
+            .filter(|n| missing.contains(&n.node_id) && n.state == NodeState::Started)
+        {
+            let port = n.status.as_ref().map_or(n.port, |s| s.listen_port);
+            let addr = format!("{}:{port}", n.host);
+            let hello = Hello::new(
+                NodeType::Api,
+                self.inner.cluster_id,
+                self.inner.node_id,
+                n.node_id,
+            );
+            match Connection::open(&addr, &hello, &self.inner.opts, self.inner.shared.clone()).await
+            {
+                Ok(c) if self.inner.closed.load(Ordering::Acquire) => {
+                    c.fail("the cluster handle was closed", true);
+                }
+                Ok(c) => {
+                    tracing::info!(
+                        "connected to data node {} (start {})",
+                        n.node_id,
+                        c.incarnation()
+                    );
+                    let mut conns = self.inner.conns.write().unwrap_or_else(|e| e.into_inner());
+                    conns.retain(|old| old.node_id() != n.node_id);
+                    conns.push(c);
+                    conns.sort_by_key(|c| c.node_id());
+                }
+                Err(e) => tracing::debug!("reconnecting to data node {}: {e}", n.node_id),
+            }
+        }
+        Ok(())
     }
 
     /// The API node id mgmd gave this connection.
@@ -199,6 +293,13 @@ impl Cluster {
             return Ok(t.clone());
         }
         let def = with_mgm!(self, |s| s.get_table(name))?;
+        // mgmd validated it; a definition that does not hold up here is
+        // refused rather than trusted.
+        def.validate().map_err(|e| {
+            failure(format!(
+                "mgmd served an invalid definition of table {name:?}: {e}"
+            ))
+        })?;
         let table = Table::new(def);
         self.cache().insert(name.to_string(), table.clone());
         Ok(table)
@@ -219,10 +320,12 @@ impl Cluster {
     /// Transactions still waiting fail: `CommitOutcomeUnknown` for a
     /// commit, `NodeFailureAbort` otherwise.
     pub async fn close(&self) {
-        for c in &self.inner.conns {
+        self.inner.closed.store(true, Ordering::Release);
+        let conns: Vec<Arc<Connection>> = self.inner.conns().clone();
+        for c in &conns {
             c.fail("closed by the application", true);
         }
-        for c in &self.inner.conns {
+        for c in &conns {
             c.join_writer(Duration::from_secs(5)).await;
         }
     }
@@ -238,7 +341,7 @@ impl Cluster {
     /// `startTransaction`).
     pub(crate) fn connection_to(&self, node: u16) -> Option<Arc<Connection>> {
         self.inner
-            .conns
+            .conns()
             .iter()
             .find(|c| c.node_id() == node && c.is_alive())
             .cloned()
@@ -246,7 +349,7 @@ impl Cluster {
 
     /// A live connection, round-robin (transactions without a key hint).
     pub(crate) fn pick_connection(&self) -> Result<Arc<Connection>, ShoalError> {
-        let conns = &self.inner.conns;
+        let conns = self.inner.conns();
         let start = self.inner.next_conn.fetch_add(1, Ordering::Relaxed);
         (0..conns.len())
             .map(|i| &conns[(start + i) % conns.len()])
@@ -258,5 +361,20 @@ impl Cluster {
                     self.inner.mgmd_addr
                 ))
             })
+    }
+}
+
+/// The background task that reconnects to data nodes as they come back;
+/// it ends with the last handle to the cluster.
+async fn keep_connected(inner: Weak<Inner>) {
+    loop {
+        tokio::time::sleep(RECONNECT_EVERY).await;
+        let Some(inner) = inner.upgrade() else {
+            return;
+        };
+        let cluster = Cluster { inner };
+        if let Err(e) = cluster.reconnect().await {
+            tracing::debug!("looking for data nodes to reconnect to: {e}");
+        }
     }
 }

@@ -13,15 +13,26 @@
 //! - `out` only ever holds whole signals; the writer closes the open frame
 //!   (`FrameEncoder::finish`) under the lock before it takes the buffer.
 //!
-//! Signals sent: `TcKeyReq`. Taken: `TcKeyConf`, `TcKeyRef` (routed by
-//! transaction id), `ErrorReport` (logged; the connection is then lost).
+//! - A commit whose answer the node marks `ack_wanted` is acknowledged
+//!   (`TcCommitAck`, batched with the next write) whether or not anyone
+//!   still waits for it: the node keeps a commit marker until then.
+//! - When the connection fails, a waiting `Commit` is handed to
+//!   [`Shared`], which answers it from the takeover's reports (or with
+//!   `CommitOutcomeUnknown` at its deadline); anything else fails with
+//!   `NodeFailureAbort`.
+//!
+//! Signals sent: `TcKeyReq`, `TcCommitAck`. Taken: `TcKeyConf`, `TcKeyRef`
+//! (routed by transaction id), `TcKeyFailConf`, `TcNodeFailRep` (to
+//! [`Shared`]), `ErrorReport` (logged; the connection is then lost).
 
 use crate::cluster::ClusterOptions;
 use crate::error::from_wire;
+use crate::outcomes::Shared;
 use shoal_types::{ErrorCode, ShoalError, TransId};
 use shoal_wire::{
-    ExecType, FrameDecoder, FrameEncoder, Hello, HelloReply, KeyOp, Signal, TcKeyConf, TcKeyRef,
-    TcKeyReq, FRAME_BYTES_MAX, FRAME_HEADER_BYTES, SIGNALS_PER_FRAME_MAX,
+    ExecType, FrameDecoder, FrameEncoder, Hello, HelloReply, KeyOp, Signal, TcCommitAck, TcKeyConf,
+    TcKeyRef, TcKeyReq, COMMIT_ACKS_MAX, FRAME_BYTES_MAX, FRAME_HEADER_BYTES,
+    SIGNALS_PER_FRAME_MAX,
 };
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -58,6 +69,12 @@ pub(crate) const OPS_PER_REQUEST_MAX: usize = 0xFFFE;
 pub(crate) enum Reply {
     Conf(TcKeyConf),
     Ref(TcKeyRef),
+    /// The coordinator failed before answering a commit; the node that
+    /// took its transactions over reported how it ended (the answer's
+    /// results, such as rows read, are lost with it).
+    TakenOver {
+        committed: bool,
+    },
 }
 
 pub(crate) type ReplyResult = Result<Reply, ShoalError>;
@@ -99,9 +116,8 @@ struct ConnState {
     out: Vec<u8>,
     encoder: FrameEncoder,
     pending: PendingMap,
-    /// The id the next transaction begun on this connection gets: ids grow
-    /// in the order first requests are sent, as the node requires.
-    next_trans: u64,
+    /// Commits to acknowledge with the next write.
+    acks: Vec<TransId>,
     closed: bool,
     close_reason: String,
     /// Advanced by the sweeper; stamps requests for the receive timeout.
@@ -111,7 +127,10 @@ struct ConnState {
 /// A connection to one data node, shared by every transaction using it.
 pub(crate) struct Connection {
     node_id: u16,
+    /// The node's start number (from its handshake reply).
+    incarnation: u32,
     addr: String,
+    shared: Arc<Shared>,
     /// Mirrors `ConnState::closed` for lock-free routing decisions; the
     /// flag under the lock is the authority.
     alive: AtomicBool,
@@ -150,6 +169,7 @@ impl Connection {
         addr: &str,
         hello: &Hello,
         opts: &ClusterOptions,
+        shared: Arc<Shared>,
     ) -> Result<Arc<Connection>, ShoalError> {
         let node_id = hello.target_node_id;
         let what = |e: String| cluster_failure(format!("data node {node_id} at {addr}: {e}"));
@@ -204,13 +224,15 @@ impl Connection {
         }
         let conn = Arc::new(Connection {
             node_id,
+            incarnation: reply.incarnation,
             addr: addr.to_string(),
+            shared,
             alive: AtomicBool::new(true),
             state: Mutex::new(ConnState {
                 out: Vec::with_capacity(READ_CHUNK_BYTES),
                 encoder: FrameEncoder::new(frame_bytes_max, signals_max),
                 pending: PendingMap::default(),
-                next_trans: 0,
+                acks: Vec::new(),
                 closed: false,
                 close_reason: String::new(),
                 tick: 0,
@@ -220,6 +242,7 @@ impl Connection {
             reader: Mutex::new(None),
             writer: Mutex::new(None),
         });
+        conn.shared.register(node_id, conn.incarnation, &conn);
         let (rd, wr) = stream.into_split();
         let decoder = FrameDecoder::new(frame_bytes_max, signals_max);
         let writer = tokio::spawn(write_loop(conn.clone(), wr));
@@ -246,6 +269,11 @@ impl Connection {
 
     pub(crate) fn node_id(&self) -> u16 {
         self.node_id
+    }
+
+    /// The start of the node this connection reaches.
+    pub(crate) fn incarnation(&self) -> u32 {
+        self.incarnation
     }
 
     /// False once the connection has failed or was closed.
@@ -293,10 +321,9 @@ impl Connection {
                     self.node_id, st.close_reason
                 )));
             }
-            let trans = *trans.get_or_insert_with(|| {
-                st.next_trans += 1;
-                TransId(st.next_trans)
-            });
+            // Taken under the lock: on this connection, ids grow in the
+            // order first requests are sent, as the node requires.
+            let trans = *trans.get_or_insert_with(|| self.shared.next_trans());
             let sig = Signal::TcKeyReq(TcKeyReq {
                 trans,
                 request,
@@ -344,9 +371,10 @@ impl Connection {
         self.notify.notify_one();
     }
 
-    /// Closes the connection for good and fails every waiting request:
-    /// a `Commit` with `CommitOutcomeUnknown`, anything else with
-    /// `NodeFailureAbort`. Idempotent.
+    /// Closes the connection for good and fails every waiting request: a
+    /// `Commit` waits for the takeover's report (or, if the application
+    /// closed the connection, fails with `CommitOutcomeUnknown` at once),
+    /// anything else fails with `NodeFailureAbort`. Idempotent.
     pub(crate) fn fail(&self, reason: &str, expected: bool) {
         let pending = {
             let mut st = lock(&self.state);
@@ -369,8 +397,18 @@ impl Connection {
         };
         if !pending.is_empty() {
             let detail = format!("connection to data node {} closed: {reason}", self.node_id);
-            for (_, p) in pending {
+            for (trans, p) in pending {
                 let code = match p.exec {
+                    ExecType::Commit if !expected => {
+                        self.shared.await_outcome(
+                            self.node_id,
+                            self.incarnation,
+                            trans,
+                            p.tx,
+                            reason,
+                        );
+                        continue;
+                    }
                     ExecType::Commit => ErrorCode::CommitOutcomeUnknown,
                     ExecType::NoCommit | ExecType::Rollback => ErrorCode::NodeFailureAbort,
                 };
@@ -399,40 +437,90 @@ impl Connection {
     /// Routes received signals to their transactions. Returns why the
     /// connection must close, if it must.
     fn deliver(&self, signals: &mut Vec<Signal>) -> Result<(), String> {
-        let mut st = lock(&self.state);
-        for sig in signals.drain(..) {
-            let (trans, request, reply) = match sig {
-                Signal::TcKeyConf(c) => (c.trans, c.request, Reply::Conf(c)),
-                Signal::TcKeyRef(r) => (r.trans, r.request, Reply::Ref(r)),
-                Signal::ErrorReport(e) => {
-                    tracing::error!(
-                        node = self.node_id,
-                        code = e.code,
-                        "data node reported a protocol error: {}",
-                        e.detail
-                    );
-                    return Err(format!("data node reported error {}: {}", e.code, e.detail));
+        let mut reports = Vec::new();
+        let result = self.route_replies(signals, &mut reports);
+        // Reports are handled outside this connection's lock: one may
+        // close another connection.
+        for report in reports {
+            match report {
+                Signal::TcKeyFailConf(f) if f.committed => {
+                    self.shared.committed(f.node, f.incarnation, f.trans)
                 }
-                Signal::TcKeyReq(_) | Signal::Node(_) => {
-                    return Err(format!("data node sent a client a {}", sig.name()))
+                Signal::TcKeyFailConf(_) => {}
+                Signal::TcNodeFailRep(f) => {
+                    if let Some(gone) = self.shared.complete(f.node, f.incarnation, &f.committed) {
+                        gone.fail(
+                            &format!(
+                                "the cluster declared data node {} (start {}) failed",
+                                f.node, f.incarnation
+                            ),
+                            false,
+                        );
+                    }
                 }
-            };
-            let waiting = st.pending.get(&trans).map(|p| p.request);
-            match waiting.filter(|&r| r == request) {
-                Some(_) => {
-                    let p = st.pending.remove(&trans).expect("checked");
-                    // The receiver is gone if the caller stopped waiting.
-                    let _ = p.tx.send(Ok(reply));
-                }
-                None => tracing::trace!(
-                    node = self.node_id,
-                    ?trans,
-                    request,
-                    "reply for a request nobody waits for (rolled back on drop, or timed out)"
-                ),
+                _ => unreachable!("only reports are collected"),
             }
         }
-        Ok(())
+        result
+    }
+
+    fn route_replies(
+        &self,
+        signals: &mut Vec<Signal>,
+        reports: &mut Vec<Signal>,
+    ) -> Result<(), String> {
+        let mut st = lock(&self.state);
+        let acks_before = st.acks.len();
+        let result = (|| {
+            for sig in signals.drain(..) {
+                let (trans, request, reply) = match sig {
+                    Signal::TcKeyConf(c) => {
+                        if c.ack_wanted {
+                            st.acks.push(c.trans);
+                        }
+                        (c.trans, c.request, Reply::Conf(c))
+                    }
+                    Signal::TcKeyRef(r) => (r.trans, r.request, Reply::Ref(r)),
+                    report @ (Signal::TcKeyFailConf(_) | Signal::TcNodeFailRep(_)) => {
+                        reports.push(report);
+                        continue;
+                    }
+                    Signal::ErrorReport(e) => {
+                        tracing::error!(
+                            node = self.node_id,
+                            code = e.code,
+                            "data node reported a protocol error: {}",
+                            e.detail
+                        );
+                        return Err(format!("data node reported error {}: {}", e.code, e.detail));
+                    }
+                    Signal::TcKeyReq(_) | Signal::TcCommitAck(_) | Signal::Node(_) => {
+                        return Err(format!("data node sent a client a {}", sig.name()))
+                    }
+                };
+                let waiting = st.pending.get(&trans).map(|p| p.request);
+                match waiting.filter(|&r| r == request) {
+                    Some(_) => {
+                        let p = st.pending.remove(&trans).expect("checked");
+                        // The receiver is gone if the caller stopped waiting.
+                        let _ = p.tx.send(Ok(reply));
+                    }
+                    None => tracing::trace!(
+                        node = self.node_id,
+                        ?trans,
+                        request,
+                        "reply for a request nobody waits for (rolled back on drop, or timed out)"
+                    ),
+                }
+            }
+            Ok(())
+        })();
+        let wake = st.acks.len() > acks_before;
+        drop(st);
+        if wake {
+            self.notify.notify_one();
+        }
+        result
     }
 }
 
@@ -486,6 +574,19 @@ async fn write_loop(conn: Arc<Connection>, mut wr: OwnedWriteHalf) {
         let closed = {
             let mut guard = lock(&conn.state);
             let st = &mut *guard;
+            if !st.acks.is_empty() && !st.closed {
+                let acks = std::mem::take(&mut st.acks);
+                // Each acknowledgement fits one frame.
+                let per_signal = COMMIT_ACKS_MAX
+                    .min((conn.request_bytes_max - 16) / 8)
+                    .max(1);
+                for chunk in acks.chunks(per_signal) {
+                    let sig = Signal::TcCommitAck(TcCommitAck {
+                        trans: chunk.to_vec(),
+                    });
+                    st.encoder.push(&mut st.out, &sig);
+                }
+            }
             st.encoder.finish(&mut st.out);
             std::mem::swap(&mut st.out, &mut buf);
             st.closed

@@ -27,6 +27,11 @@
 //!   once, so bad values fail before anything is sent) and sends them with
 //!   one `TcKeyReq` per [`Transaction::execute`].
 //!
+//! - When a data node fails, [`outcomes`] tells a commit that lost its
+//!   answer how it ended, from the report of the node that took the failed
+//!   coordinator's transactions over; the cluster reconnects to data nodes
+//!   as they (re)start.
+//!
 //! Invariants:
 //! - A transaction talks to exactly one data node (its coordinator), chosen
 //!   at its first execute.
@@ -45,6 +50,7 @@
 pub mod cluster;
 pub mod conn;
 pub mod error;
+mod outcomes;
 pub mod record;
 pub mod row;
 pub mod transaction;

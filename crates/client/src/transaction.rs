@@ -428,6 +428,34 @@ impl Transaction {
                     None => Ok(()),
                 }
             }
+            Ok(Reply::TakenOver { committed: true }) => {
+                // The coordinator failed after the commit; the answer's
+                // results went with it: reads of this execute have no row.
+                let e = ShoalError::with_detail(
+                    ErrorCode::NodeFailureAbort,
+                    "the commit went through, but its coordinator failed before sending the rows read",
+                );
+                for slot in &mut self.ops[first..first + count] {
+                    if slot.is_read {
+                        slot.error.get_or_insert_with(|| e.clone());
+                    }
+                }
+                self.state = TransactionState::Committed;
+                Ok(())
+            }
+            Ok(Reply::TakenOver { committed: false }) => {
+                self.state = TransactionState::Aborted;
+                let e = ShoalError::with_detail(
+                    ErrorCode::NodeFailureAbort,
+                    format!(
+                        "data node {} failed before committing; the node that took over its transactions aborted this one: retry it",
+                        conn.node_id()
+                    ),
+                );
+                self.fail_ops(first, &e);
+                self.state = TransactionState::Aborted;
+                Err(e)
+            }
             Ok(Reply::Ref(r)) => {
                 self.state = TransactionState::Aborted;
                 let mut e = from_wire(r.code, &r.detail);

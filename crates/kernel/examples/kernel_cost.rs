@@ -44,17 +44,27 @@ fn main() {
     let mut nodes: Vec<DataNode> = [1u16, 2]
         .iter()
         .map(|&node_id| {
-            let mut n = DataNode::new(KernelConfig {
-                node_id,
-                data_memory_bytes: 2 << 30,
-                max_concurrent_transactions: 1 << 20,
-                max_concurrent_operations: 1 << 22,
-                ..KernelConfig::default()
-            });
+            let mut n = DataNode::new(
+                KernelConfig {
+                    node_id,
+                    data_nodes: vec![1, 2],
+                    node_groups: if replicas == 2 {
+                        vec![vec![1, 2]]
+                    } else {
+                        vec![vec![1], vec![2]]
+                    },
+                    data_memory_bytes: 2 << 30,
+                    max_concurrent_transactions: 1 << 20,
+                    max_concurrent_operations: 1 << 22,
+                    ..KernelConfig::default()
+                },
+                0,
+            );
             n.create_table(&def);
             n
         })
         .collect();
+    let now = shoal_kernel::testkit::form_cluster(&mut nodes, 0);
     let key = |k: u32| {
         let mut out = Vec::new();
         layout
@@ -75,7 +85,7 @@ fn main() {
         let start = Instant::now();
         let mut k = 0;
         while k < rows {
-            let mut queue: VecDeque<BlockSignal> = VecDeque::new();
+            let mut queue: VecDeque<(u16, BlockSignal)> = VecDeque::new();
             let mut out = Vec::new();
             let mut answers = 0;
             for _ in 0..batch.min(rows - k) {
@@ -107,18 +117,19 @@ fn main() {
                 };
                 next_trans[n] += 1;
                 nodes[n]
-                    .client_signal(0, 1, Signal::TcKeyReq(req), &mut out)
+                    .client_signal(now, 1, Signal::TcKeyReq(req), &mut out)
                     .unwrap();
                 k += 1;
+                let mut from = primary;
                 loop {
                     for o in out.drain(..) {
                         match o {
-                            Output::ToNode { signal, .. } => queue.push_back(signal),
+                            Output::ToNode { signal, .. } => queue.push_back((from, signal)),
                             Output::Send { .. } => answers += 1,
                             _ => {}
                         }
                     }
-                    let Some(mut sig) = queue.pop_front() else {
+                    let Some((sender, mut sig)) = queue.pop_front() else {
                         break;
                     };
                     if wire {
@@ -126,8 +137,9 @@ fn main() {
                         sig.encode_body(&mut body);
                         sig = BlockSignal::decode(sig.gsn(), &body).unwrap();
                     }
-                    let to = sig.destination();
-                    nodes[to as usize - 1].node_signal(0, sig, &mut out);
+                    let to = sig.destination_node();
+                    from = to;
+                    nodes[to as usize - 1].node_signal(now, sender, sig, &mut out);
                 }
             }
             let _ = answers;

@@ -1,9 +1,25 @@
 //! The data node settings the blocks need (a subset of the node's config).
 
+/// Switches that break a protocol on purpose, so a test can show the
+/// simulator's checks catch the breakage (the checker's self-test). All
+/// off in every real configuration.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Faults {
+    /// Never take over a failed coordinator's transactions.
+    pub skip_takeover: bool,
+    /// Run operations whose route is from another distribution version.
+    pub ignore_dist_version: bool,
+}
+
 #[derive(Clone, Debug)]
 pub struct KernelConfig {
     /// This data node's id (fragments with a replica here are stored here).
     pub node_id: u16,
+    /// This start of the node (mgmd counts them).
+    pub incarnation: u32,
+    /// Every configured data node, and the node groups.
+    pub data_nodes: Vec<u16>,
+    pub node_groups: Vec<Vec<u16>>,
     pub data_memory_bytes: usize,
     pub max_concurrent_transactions: usize,
     pub max_concurrent_operations: usize,
@@ -12,22 +28,43 @@ pub struct KernelConfig {
     pub deadlock_timeout_ms: u64,
     /// An open transaction idle longer than this is aborted (0 = never).
     pub transaction_inactive_timeout_ms: u64,
-    /// Emit [`crate::Output::CommitPoint`] when TC decides to commit (for
-    /// the simulator's checker; the runtime leaves it off).
+    /// Data nodes send heartbeats this often; four missed: failed.
+    pub heartbeat_interval_ms: u64,
+    /// How long the president waits for the arbitrator.
+    pub arbitration_timeout_ms: u64,
+    /// An initial start waits this long for every configured node.
+    pub start_partial_timeout_ms: u64,
+    /// The rate a restarting node's fragments are copied at (0: no limit).
+    pub copy_bytes_per_sec: u64,
+    /// The largest answer a client may get to one request (its frames'
+    /// limit, less the headers).
+    pub max_answer_bytes: usize,
+    /// Emit [`crate::Output::CommitPoint`] and friends (for the
+    /// simulator's checker; the runtime leaves it off).
     pub report_commit_points: bool,
+    pub faults: Faults,
 }
 
 impl Default for KernelConfig {
     fn default() -> Self {
         KernelConfig {
             node_id: 1,
+            incarnation: 1,
+            data_nodes: vec![1],
+            node_groups: vec![vec![1]],
             data_memory_bytes: 512 << 20,
             max_concurrent_transactions: 4096,
             max_concurrent_operations: 32_768,
             max_operations_per_transaction: 8192,
             deadlock_timeout_ms: 1200,
             transaction_inactive_timeout_ms: 0,
+            heartbeat_interval_ms: 1500,
+            arbitration_timeout_ms: 7500,
+            start_partial_timeout_ms: 30_000,
+            copy_bytes_per_sec: 64 << 20,
+            max_answer_bytes: (8 << 20) - 64,
             report_commit_points: false,
+            faults: Faults::default(),
         }
     }
 }

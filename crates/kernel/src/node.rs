@@ -1,18 +1,28 @@
 //! One data node's blocks wired together. The driver (runtime or
-//! simulator) hands it client signals, disconnects, schema changes and
-//! clock ticks; it runs every resulting local signal to completion and
-//! returns what to send to clients.
+//! simulator) hands it client signals, signals from other data nodes,
+//! link events, schema changes, the arbitrator's answers and clock ticks;
+//! it delivers every resulting signal to its block (local ones run to
+//! completion here) and returns what the driver must do: send to clients
+//! and to other nodes, ask the arbitrator, close a link, stop.
+//!
+//! Signals are addressed to a block on a node (`BlockSignal::destination`).
+//! A signal from another node goes through only if membership takes it
+//! from that node (a node dropped from the view, or one not yet in it, is
+//! not listened to). Answers for a failed coordinator go to the node that
+//! took it over. A signal for another node leaves with the incarnation of
+//! that node this one knows, so it never reaches a later start of it.
 
 use crate::config::KernelConfig;
+use crate::dih::{Dih, DihEvent};
 use crate::lqh::Lqh;
-use crate::route::TableRoute;
-use crate::signal::BlockSignal;
+use crate::qmgr::{Qmgr, QmgrConfig, QmgrEvent};
+use crate::signal::{Block, BlockSignal, ClusterSignal, TxnRef, View};
 use crate::tc::Tc;
 use shoal_types::distribution::FragmentId;
 use shoal_types::TransId;
 use shoal_types::{ErrorCode, ShoalError, TableDef, TableId};
 use shoal_wire::{OpResult, Signal};
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 /// A client connection, numbered by the driver.
 pub type ConnId = u64;
@@ -21,26 +31,58 @@ pub type ConnId = u64;
 pub enum Output {
     /// A signal for a client connection.
     Send { conn: ConnId, signal: Signal },
-    /// A signal for the blocks of another data node.
-    ToNode { node: u16, signal: BlockSignal },
+    /// A signal for another data node, in the incarnation this node knows
+    /// (a link to any other start of it must not carry it).
+    ToNode {
+        node: u16,
+        incarnation: u32,
+        signal: BlockSignal,
+    },
+    /// Ask the arbitrator whether `survivors` may go on after `view`;
+    /// answer with [`DataNode::arbitration_result`].
+    Arbitrate { view: u64, survivors: Vec<u16> },
+    /// Close the link to this node (the cluster dropped it).
+    CloseLink { node: u16 },
+    /// This node must stop (declared failed, lost the arbitration, its
+    /// side of a split cannot survive). It takes no more input.
+    ShutDown { reason: String },
+    /// A line for the node's log (membership and restart steps).
+    Log(String),
     /// TC decided to commit this transaction (every operation prepared on
-    /// every replica); the client hears `Committed` once the replicas
-    /// confirm. Only with `KernelConfig::report_commit_points`: the
-    /// simulator's model commits here.
+    /// every replica). Only with `KernelConfig::report_commit_points`.
     CommitPoint {
         conn: ConnId,
         trans: TransId,
+        txn: TxnRef,
         results: Vec<OpResult>,
     },
+    /// The first replica committed this transaction: from here on it
+    /// commits everywhere (the simulator's model commits here). Only with
+    /// `report_commit_points`.
+    ReplicaCommitted {
+        txn: TxnRef,
+        api_node: u16,
+        trans: TransId,
+    },
+    /// TC decided to abort the transaction (the aborts go out now). Only
+    /// with `report_commit_points`.
+    AbortDecided { txn: TxnRef },
+    /// The transaction ended aborted (every live replica dropped it). Only
+    /// with `report_commit_points`.
+    AbortDone { txn: TxnRef },
+    /// The takeover of coordinator `node` (in `incarnation`) is finished:
+    /// every transaction of it not committed by the takeover (its
+    /// `CommitDone` came before) is aborted. Only with
+    /// `report_commit_points`.
+    TakeoverFinished { node: u16, incarnation: u32 },
     /// Every replica confirmed the commit of this transaction (whether or
     /// not its client is still there to hear it). Only with
-    /// `KernelConfig::report_commit_points`: between `CommitPoint` and this,
-    /// readers may see the data before or after the commit.
+    /// `report_commit_points`: between the first replica's commit and
+    /// this, readers may see the data before or after the commit.
     CommitDone {
         conn: ConnId,
         trans: TransId,
-        /// The transaction's handle, to look it up on the replicas.
-        txn: crate::signal::TxnRef,
+        txn: TxnRef,
     },
 }
 
@@ -51,38 +93,117 @@ pub struct NodeStats {
     pub rows: u64,
     pub transactions: u64,
     pub operations: u64,
+    /// Records and lock waits at LQH.
+    pub lqh_records: u64,
+    /// Committed transactions whose client has not acknowledged the answer.
+    pub unacked_commits: u64,
+}
+
+/// Where the node is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeRole {
+    /// Not in a cluster yet.
+    Joining,
+    /// A member copying its fragments: `done` of `total` copied.
+    Starting { done: u64, total: u64 },
+    /// A member holding all its data, serving.
+    Started,
+    /// Shut down.
+    Stopped,
 }
 
 pub struct DataNode {
     node_id: u16,
+    cfg: KernelConfig,
+    qmgr: Qmgr,
+    dih: Dih,
     tc: Tc,
     lqh: Lqh,
+    /// Signals from this node's own blocks, to deliver.
     queue: VecDeque<BlockSignal>,
+    /// A failed coordinator's answers go to the node taking it over.
+    redirect: BTreeMap<u16, u16>,
 }
 
 impl DataNode {
-    pub fn new(cfg: KernelConfig) -> Self {
+    pub fn new(cfg: KernelConfig, now_ms: u64) -> Self {
+        let qmgr = Qmgr::new(
+            QmgrConfig {
+                node_id: cfg.node_id,
+                incarnation: cfg.incarnation,
+                data_nodes: cfg.data_nodes.clone(),
+                node_groups: cfg.node_groups.clone(),
+                heartbeat_interval_ms: cfg.heartbeat_interval_ms,
+                arbitration_timeout_ms: cfg.arbitration_timeout_ms,
+                start_partial_timeout_ms: cfg.start_partial_timeout_ms,
+            },
+            now_ms,
+        );
         DataNode {
             node_id: cfg.node_id,
+            qmgr,
+            dih: Dih::new(cfg.node_id),
             tc: Tc::new(cfg.clone()),
-            lqh: Lqh::new(cfg),
+            lqh: Lqh::new(cfg.clone()),
+            cfg,
             queue: VecDeque::new(),
+            redirect: BTreeMap::new(),
         }
+    }
+
+    pub fn node_id(&self) -> u16 {
+        self.node_id
+    }
+
+    pub fn incarnation(&self) -> u32 {
+        self.cfg.incarnation
+    }
+
+    /// The view in force (number 0 before joining).
+    pub fn view(&self) -> &View {
+        self.qmgr.view()
+    }
+
+    pub fn role(&self) -> NodeRole {
+        if self.qmgr.is_stopped() {
+            NodeRole::Stopped
+        } else if !self.qmgr.is_member() {
+            NodeRole::Joining
+        } else if self.qmgr.is_started() {
+            NodeRole::Started
+        } else {
+            let (done, total) = self.dih.start_progress().unwrap_or((0, 0));
+            NodeRole::Starting { done, total }
+        }
+    }
+
+    /// The distribution state (routes, versions).
+    pub fn dih(&self) -> &Dih {
+        &self.dih
     }
 
     /// Adds a table (mgmd's schema event). Re-adding a known id is a no-op.
     pub fn create_table(&mut self, def: &TableDef) {
         if !self.lqh.has_table(def.id) {
-            let route = TableRoute::new(def, self.node_id);
-            self.lqh.create_table(def, route.fragments_on(self.node_id));
-            self.tc.add_table(def.id, route);
+            self.dih.create_table(def);
+            let local = self
+                .dih
+                .table(def.id)
+                .map(|t| t.fragments_on(self.node_id))
+                .unwrap_or_default();
+            self.lqh.create_table(def, local);
         }
     }
 
     pub fn drop_table(&mut self, now_ms: u64, id: TableId, out: &mut Vec<Output>) {
-        self.tc.drop_table(id);
+        self.dih.drop_table(id);
         self.lqh.drop_table(id, &mut self.queue);
         self.run(now_ms, out);
+    }
+
+    /// A client connection finished its handshake as API node `api_node`.
+    pub fn client_connected(&mut self, conn: ConnId, api_node: u16) {
+        self.tc.client_connected(conn, api_node);
     }
 
     /// A signal from a client. An error means the client broke the protocol
@@ -96,8 +217,14 @@ impl DataNode {
     ) -> Result<(), ShoalError> {
         match signal {
             Signal::TcKeyReq(req) => {
-                self.tc.client_req(now_ms, conn, req, &mut self.queue, out);
+                let started = self.qmgr.is_started();
+                self.tc
+                    .client_req(now_ms, conn, req, &self.dih, started, &mut self.queue, out);
                 self.run(now_ms, out);
+                Ok(())
+            }
+            Signal::TcCommitAck(ack) => {
+                self.tc.commit_acks(conn, &ack.trans);
                 Ok(())
             }
             other => Err(ShoalError::with_detail(
@@ -112,24 +239,72 @@ impl DataNode {
         self.run(now_ms, out);
     }
 
-    /// The link to data node `node` went down: nothing more comes from
-    /// that incarnation of it. Its transaction handles start over if it
-    /// restarts, so what LQH remembers of its finished transactions (to
-    /// drop repeats) is forgotten. (Taking over its transactions is the
-    /// next step of the roadmap.)
-    pub fn peer_link_lost(&mut self, node: u16) {
-        self.lqh.forget_coordinator(node);
+    /// Whether the driver may open a link with data node `node` in
+    /// `incarnation`; `Err` says why not (for the handshake refusal).
+    pub fn link_allowed(
+        &self,
+        node: u16,
+        incarnation: u32,
+    ) -> Result<(), crate::qmgr::LinkRefusal> {
+        self.qmgr.link_allowed(node, incarnation)
+    }
+
+    /// A link to data node `node` (in `incarnation`) is up. The connecting
+    /// side calls this after the handshake reply (which names the peer's
+    /// incarnation), the accepting side after [`DataNode::link_allowed`].
+    pub fn peer_linked(&mut self, now_ms: u64, node: u16, incarnation: u32, out: &mut Vec<Output>) {
+        let mut events = Vec::new();
+        self.qmgr
+            .peer_linked(now_ms, node, incarnation, &mut self.queue, &mut events);
+        self.qmgr_events(now_ms, events, out);
+        self.run(now_ms, out);
+    }
+
+    /// The link to data node `node` went down.
+    pub fn peer_link_lost(&mut self, now_ms: u64, node: u16, out: &mut Vec<Output>) {
+        let mut events = Vec::new();
+        self.qmgr
+            .peer_link_lost(now_ms, node, &mut self.queue, &mut events);
+        self.qmgr_events(now_ms, events, out);
+        self.run(now_ms, out);
+    }
+
+    /// A peer refused this node's link because the cluster declared it
+    /// failed: stop (and restart to rejoin).
+    pub fn declared_failed(&mut self, why: String, out: &mut Vec<Output>) {
+        let mut events = Vec::new();
+        self.qmgr.declared_failed(why, &mut events);
+        self.qmgr_events(0, events, out);
+    }
+
+    /// The arbitrator's answer to [`Output::Arbitrate`].
+    pub fn arbitration_result(&mut self, now_ms: u64, granted: bool, out: &mut Vec<Output>) {
+        let mut events = Vec::new();
+        self.qmgr
+            .arbitration_result(now_ms, granted, &mut self.queue, &mut events);
+        self.qmgr_events(now_ms, events, out);
+        self.run(now_ms, out);
     }
 
     /// Periodic timer (the driver calls it every few milliseconds).
     pub fn tick(&mut self, now_ms: u64, out: &mut Vec<Output>) {
+        if self.qmgr.is_stopped() {
+            return;
+        }
         for token in self.lqh.expired_waits(now_ms) {
-            self.lqh.expire_wait(now_ms, token, &mut self.queue);
+            self.lqh
+                .expire_wait(now_ms, token, &self.dih, &mut self.queue);
             // The failed transaction aborts and releases its locks before
             // the next expired wait is considered.
             self.run(now_ms, out);
         }
         self.tc.tick(now_ms, &mut self.queue, out);
+        self.qmgr.note_dist_version(self.dih.dist_version());
+        let mut events = Vec::new();
+        self.qmgr.tick(now_ms, &mut self.queue, &mut events);
+        self.qmgr_events(now_ms, events, out);
+        self.lqh.copy_tick(now_ms, &self.dih, &mut self.queue);
+        self.president_duties(now_ms, out);
         self.run(now_ms, out);
     }
 
@@ -146,7 +321,7 @@ impl DataNode {
 
     /// The committed rows of a local fragment (see `Lqh::fragment_image`),
     /// or `None` if this node holds no replica of it.
-    pub fn fragment_image(&self, table: TableId, frag: FragmentId) -> Option<Vec<Vec<u8>>> {
+    pub fn fragment_image(&self, table: TableId, frag: FragmentId) -> Option<Vec<(u32, Vec<u8>)>> {
         self.lqh.fragment_image(table, frag)
     }
 
@@ -157,27 +332,254 @@ impl DataNode {
             rows: self.lqh.row_count() as u64,
             transactions: self.tc.transaction_count() as u64,
             operations: self.lqh.ops_in_use() as u64,
+            lqh_records: self.lqh.records_in_use() as u64,
+            unacked_commits: self.tc.unacked_count() as u64,
         }
     }
 
+    /// The LQH records in use, one line each (see `NodeStats::lqh_records`).
+    pub fn describe_lqh_records(&self) -> Vec<String> {
+        self.lqh.describe_records()
+    }
+
     /// A signal from another data node's blocks.
-    pub fn node_signal(&mut self, now_ms: u64, signal: BlockSignal, out: &mut Vec<Output>) {
-        debug_assert_eq!(signal.destination(), self.node_id, "misrouted {signal:?}");
-        self.queue.push_back(signal);
+    pub fn node_signal(
+        &mut self,
+        now_ms: u64,
+        from: u16,
+        signal: BlockSignal,
+        out: &mut Vec<Output>,
+    ) {
+        if self.route(&signal).node != self.node_id || !self.qmgr.accepts(from, &signal) {
+            return;
+        }
+        self.qmgr.heard_from(from, now_ms);
+        self.deliver(now_ms, from, signal, out);
         self.run(now_ms, out);
     }
 
-    /// Delivers queued signals to run completion: local ones to this
-    /// node's blocks, the others out to their nodes.
+    /// Delivers queued local signals to run completion.
     fn run(&mut self, now_ms: u64, out: &mut Vec<Output>) {
+        self.note_first_commits(out);
         while let Some(sig) = self.queue.pop_front() {
-            let node = sig.destination();
-            if node != self.node_id {
-                out.push(Output::ToNode { node, signal: sig });
-            } else if sig.for_lqh() {
-                self.lqh.handle(now_ms, sig, &mut self.queue);
+            self.deliver(now_ms, self.node_id, sig, out);
+            self.note_first_commits(out);
+        }
+    }
+
+    /// Reports replicas' first commits in the order they happened among
+    /// the other outputs (simulator only).
+    #[inline]
+    fn note_first_commits(&mut self, out: &mut Vec<Output>) {
+        if self.cfg.report_commit_points {
+            for (txn, api_node, trans) in self.lqh.take_first_commits() {
+                out.push(Output::ReplicaCommitted {
+                    txn,
+                    api_node,
+                    trans,
+                });
+            }
+        }
+    }
+
+    /// Where a signal goes: its destination, except that answers for a
+    /// failed coordinator go to the node taking it over.
+    fn route(&self, sig: &BlockSignal) -> crate::signal::BlockAddr {
+        let mut dest = sig.destination();
+        if dest.block == Block::Tc {
+            if let Some(&to) = self.redirect.get(&dest.node) {
+                dest.node = to;
+            }
+        }
+        dest
+    }
+
+    /// One signal to its block: here, or out to its node.
+    fn deliver(&mut self, now_ms: u64, from: u16, sig: BlockSignal, out: &mut Vec<Output>) {
+        if self.qmgr.is_stopped() {
+            return;
+        }
+        let dest = self.route(&sig);
+        if dest.node != self.node_id {
+            if let Some(incarnation) = self.qmgr.incarnation_of(dest.node) {
+                out.push(Output::ToNode {
+                    node: dest.node,
+                    incarnation,
+                    signal: sig,
+                });
+            }
+            return;
+        }
+        match dest.block {
+            Block::Tc => self
+                .tc
+                .handle(now_ms, from, sig, &self.dih, &mut self.queue, out),
+            Block::Lqh => {
+                if let BlockSignal::Cluster(ClusterSignal::TakeoverReq {
+                    failed, takeover, ..
+                }) = &sig
+                {
+                    self.redirect.insert(*failed, *takeover);
+                }
+                self.lqh
+                    .handle(now_ms, from, sig, &self.dih, &mut self.queue)
+            }
+            Block::Qmgr => {
+                let BlockSignal::Cluster(c) = sig else {
+                    unreachable!("only cluster signals go to QMGR")
+                };
+                if let ClusterSignal::TakeoverDone {
+                    failed,
+                    incarnation,
+                    ..
+                } = c
+                {
+                    self.qmgr.takeover_done(failed, incarnation);
+                    self.lqh.forget_coordinator(failed);
+                    out.push(Output::Log(format!(
+                        "the transactions of failed data node {failed} (start {incarnation}) are taken over"
+                    )));
+                    return;
+                }
+                self.qmgr.note_dist_version(self.dih.dist_version());
+                let mut events = Vec::new();
+                self.qmgr
+                    .handle(now_ms, from, c, &mut self.queue, &mut events);
+                self.qmgr_events(now_ms, events, out);
+            }
+            Block::Dih => {
+                let BlockSignal::Cluster(c) = sig else {
+                    unreachable!("only cluster signals go to DIH")
+                };
+                let mut events = Vec::new();
+                self.dih.handle(from, c, &mut self.queue, &mut events);
+                self.dih_events(now_ms, events, out);
+            }
+        }
+    }
+
+    fn qmgr_events(&mut self, now_ms: u64, events: Vec<QmgrEvent>, out: &mut Vec<Output>) {
+        for e in events {
+            match e {
+                QmgrEvent::ViewCommitted { old, new } => {
+                    self.view_committed(now_ms, &old, &new, out)
+                }
+                QmgrEvent::ShutDown(reason) => {
+                    self.queue.clear();
+                    out.push(Output::ShutDown { reason });
+                }
+                QmgrEvent::Arbitrate { view, survivors } => {
+                    out.push(Output::Arbitrate { view, survivors })
+                }
+                QmgrEvent::CloseLink(node) => out.push(Output::CloseLink { node }),
+                QmgrEvent::Note(line) => out.push(Output::Log(line)),
+            }
+        }
+    }
+
+    fn view_committed(&mut self, now_ms: u64, old: &View, new: &View, out: &mut Vec<Output>) {
+        let failed: Vec<u16> = old
+            .members
+            .iter()
+            .filter(|m| new.member(m.node).map(|n| n.incarnation) != Some(m.incarnation))
+            .map(|m| m.node)
+            .collect();
+        let joined: Vec<u16> = new
+            .members
+            .iter()
+            .filter(|m| old.member(m.node).map(|o| o.incarnation) != Some(m.incarnation))
+            .map(|m| m.node)
+            .collect();
+        out.push(Output::Log(format!(
+            "view {}: members {:?}, president {}{}{}",
+            new.number,
+            new.members
+                .iter()
+                .map(|m| if m.started {
+                    m.node.to_string()
+                } else {
+                    format!("{} (starting)", m.node)
+                })
+                .collect::<Vec<_>>(),
+            new.president().unwrap_or(0),
+            if failed.is_empty() {
+                String::new()
             } else {
-                self.tc.handle(now_ms, sig, &mut self.queue, out);
+                format!("; failed {failed:?}")
+            },
+            if joined.is_empty() || old.number == 0 {
+                String::new()
+            } else {
+                format!("; joined {joined:?}")
+            },
+        )));
+        self.dih.view_changed(new);
+        self.tc
+            .set_members(new.members.iter().map(|m| m.node).collect());
+        if !failed.is_empty() {
+            self.lqh.copies_to_failed(&failed);
+            self.tc
+                .nodes_failed(&failed, &self.dih, &mut self.queue, out);
+        }
+        for j in joined {
+            self.redirect.remove(&j);
+        }
+        self.president_duties(now_ms, out);
+    }
+
+    /// The president takes over failed coordinators and drives a
+    /// restarting node's copy.
+    fn president_duties(&mut self, now_ms: u64, out: &mut Vec<Output>) {
+        let president = self.qmgr.is_president();
+        if president && !self.cfg.faults.skip_takeover {
+            let pending: Vec<(u16, u32)> = self.qmgr.pending_takeovers().iter().copied().collect();
+            for (node, incarnation) in pending {
+                if !self.tc.is_taking_over(node) {
+                    out.push(Output::Log(format!(
+                        "taking over the transactions of failed data node {node} (start {incarnation})"
+                    )));
+                    self.tc.start_takeover(node, incarnation, &mut self.queue);
+                }
+            }
+        }
+        let mut events = Vec::new();
+        self.dih
+            .president_tick(president, &mut self.queue, &mut events);
+        self.dih_events(now_ms, events, out);
+    }
+
+    fn dih_events(&mut self, now_ms: u64, events: Vec<DihEvent>, out: &mut Vec<Output>) {
+        for e in events {
+            match e {
+                DihEvent::NodeCopied(node) => {
+                    out.push(Output::Log(format!(
+                        "every fragment is copied to data node {node}; it starts"
+                    )));
+                    self.qmgr.note_dist_version(self.dih.dist_version());
+                    let mut qe = Vec::new();
+                    self.qmgr
+                        .request_started(now_ms, node, &mut self.queue, &mut qe);
+                    self.qmgr_events(now_ms, qe, out);
+                }
+                DihEvent::RestartFailed { node, why } => {
+                    out.push(Output::Log(format!(
+                        "the restart of data node {node} failed ({why}); it starts over"
+                    )));
+                    let mut qe = Vec::new();
+                    self.qmgr.fail_node(now_ms, node, &mut self.queue, &mut qe);
+                    self.qmgr_events(now_ms, qe, out);
+                }
+                DihEvent::FragmentCopied {
+                    node,
+                    table,
+                    frag,
+                    rows,
+                    bytes,
+                    done,
+                    total,
+                } => out.push(Output::Log(format!(
+                    "copied fragment {frag} of table {table} to data node {node}: {rows} rows, {bytes} bytes ({done}/{total})"
+                ))),
             }
         }
     }

@@ -4,4 +4,7 @@
 //! [`crate::DataNode::node_signal`]. They are defined (with their wire
 //! encoding for node-to-node links) in `shoal_wire::node`.
 
-pub use shoal_wire::node::{first_txn_ref, tc_node_of, BlockSignal, Chain, FragKey, TxnRef};
+pub use shoal_wire::node::{
+    first_txn_ref, tc_incarnation_of, tc_node_of, Block, BlockAddr, BlockSignal, Chain,
+    ClusterSignal, CopyRow, FragKey, FragReplicaState, JoinRefusal, Member, TxnRef, View, ROW_NONE,
+};

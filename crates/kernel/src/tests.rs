@@ -47,8 +47,11 @@ struct Harness {
 impl Harness {
     fn new(cfg: KernelConfig) -> Harness {
         let def = table();
-        let mut node = DataNode::new(cfg);
+        let mut node = DataNode::new(cfg, 0);
         node.create_table(&def);
+        // Alone, the node forms its cluster at its first tick.
+        node.tick(1_000, &mut Vec::new());
+        assert_eq!(node.role(), crate::NodeRole::Started);
         let layout = RowLayout::new(&def);
         Harness {
             node,
@@ -460,13 +463,14 @@ fn client_may_not_send_node_signals() {
         trans: TransId(1),
         request: 0,
         state: TransState::Committed,
+        ack_wanted: false,
         results: vec![],
     });
     let err = h.node.client_signal(h.now, 1, bogus, &mut out).unwrap_err();
     assert_eq!(err.code, ErrorCode::ProtocolViolation);
     // Nor a node-to-node signal (it could abort anyone's transaction).
     let forged = Signal::Node(crate::signal::BlockSignal::AbortReq {
-        txn: crate::signal::first_txn_ref(1),
+        txn: crate::signal::first_txn_ref(1, 1),
         node: 1,
     });
     let err = h
@@ -496,8 +500,9 @@ fn rows_spread_over_fragments_and_a_key_prefix_keeps_them_together() {
     def.options.distribution_key_columns = Some(1);
     def.distribution = Some(DistributionSpec::single_node(1, 8));
     let layout = RowLayout::new(&def);
-    let mut node = DataNode::new(KernelConfig::default());
+    let mut node = DataNode::new(KernelConfig::default(), 0);
     node.create_table(&def);
+    node.tick(10, &mut Vec::new());
     let op = |customer: u64, order: u64, op: OpType| {
         let mut key = Vec::new();
         layout
@@ -560,7 +565,7 @@ fn rows_spread_over_fragments_and_a_key_prefix_keeps_them_together() {
         .unwrap();
     let c = conf(&out);
     assert!(c.results.iter().all(|r| r.code == 0 && !r.data.is_empty()));
-    let route = crate::route::TableRoute::new(&def, 1);
+    let route = node.dih().table(def.id).unwrap();
     for cust in 0..40u64 {
         let frags: std::collections::BTreeSet<_> = (0..=cust)
             .map(|o| route.fragment_of(&op(cust, o, OpType::Read).key))
@@ -584,14 +589,20 @@ fn replicas_keep_what_a_takeover_needs() {
     let mut nodes: Vec<DataNode> = [1u16, 2]
         .iter()
         .map(|&node_id| {
-            let mut n = DataNode::new(KernelConfig {
-                node_id,
-                ..KernelConfig::default()
-            });
+            let mut n = DataNode::new(
+                KernelConfig {
+                    node_id,
+                    data_nodes: vec![1, 2],
+                    node_groups: vec![vec![1, 2]],
+                    ..KernelConfig::default()
+                },
+                0,
+            );
             n.create_table(&def);
             n
         })
         .collect();
+    crate::testkit::form_cluster(&mut nodes, 0);
     let h = Harness::new(KernelConfig::default());
     // The one fragment's primary is node 1: a write runs 1 -> 2.
     let send = |nodes: &mut Vec<DataNode>, request, exec, ops| {
@@ -611,22 +622,25 @@ fn replicas_keep_what_a_takeover_needs() {
     let run =
         |nodes: &mut Vec<DataNode>, mut out: Vec<Output>, stop: &dyn Fn(&BlockSignal) -> bool| {
             let mut client = Vec::new();
-            let mut queue: std::collections::VecDeque<BlockSignal> = Default::default();
+            let mut queue: std::collections::VecDeque<(u16, BlockSignal)> = Default::default();
+            let mut from = 1;
             loop {
                 for o in out.drain(..) {
                     match o {
-                        Output::ToNode { signal, .. } => queue.push_back(signal),
-                        other => client.push(other),
+                        Output::ToNode { signal, .. } => queue.push_back((from, signal)),
+                        Output::Send { .. } => client.push(o),
+                        _ => {}
                     }
                 }
-                let Some(sig) = queue.pop_front() else {
+                let Some((sender, sig)) = queue.pop_front() else {
                     return (client, None);
                 };
                 if stop(&sig) {
                     return (client, Some(sig));
                 }
-                let to = sig.destination();
-                nodes[to as usize - 1].node_signal(0, sig, &mut out);
+                let to = sig.destination_node();
+                from = to;
+                nodes[to as usize - 1].node_signal(0, sender, sig, &mut out);
             }
         };
     let out = send(
@@ -672,7 +686,7 @@ fn replicas_keep_what_a_takeover_needs() {
     // The rest: primary commits, client hears, backups complete.
     let mut out = Vec::new();
     let held = held.expect("the backup's confirmation");
-    nodes[0].node_signal(0, held, &mut out);
+    nodes[0].node_signal(0, 2, held, &mut out);
     let (client, _) = run(&mut nodes, out, &|_| false);
     assert_eq!(conf(&client).state, TransState::Committed);
     assert!(nodes[0].replica_transactions(1).is_empty());

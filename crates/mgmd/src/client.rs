@@ -372,7 +372,7 @@ impl DataNodeSession {
     /// `Ok(false)` = another side won, shut down. Waits at most the
     /// config's `arbitration_timeout_ms`; an error (no answer, mgmd gone)
     /// must be treated as a refusal.
-    pub async fn arbitrate(&mut self, view: u32, survivors: Vec<u16>) -> Result<bool, ShoalError> {
+    pub async fn arbitrate(&mut self, view: u64, survivors: Vec<u16>) -> Result<bool, ShoalError> {
         let timeout = Duration::from_millis(self.config.arbitration_timeout_ms);
         match self
             .conn

@@ -231,7 +231,7 @@ pub enum Request {
     /// `view` is the last view both sides agreed on, `survivors` the
     /// side's started nodes (the asking node among them). Answer:
     /// `Response::Arbitration`, sent only after a grant is on disk.
-    Arbitrate { view: u32, survivors: Vec<u16> },
+    Arbitrate { view: u64, survivors: Vec<u16> },
 }
 
 impl Request {

@@ -923,7 +923,7 @@ impl Shared {
     async fn arbitrate(
         &self,
         asker: u16,
-        view: u32,
+        view: u64,
         survivors: Vec<u16>,
     ) -> Result<bool, ShoalError> {
         if survivors.len() > usize::from(NODE_ID_MAX) {

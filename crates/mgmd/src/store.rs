@@ -70,7 +70,7 @@ struct ArbitrationFile {
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct GrantRecord {
-    view: u32,
+    view: u64,
     survivors: BTreeSet<u16>,
     /// When it was granted (for an operator reading the file).
     #[serde(default)]

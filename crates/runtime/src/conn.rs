@@ -1,6 +1,12 @@
 //! One connection of the data node — to a client, or a link to another
 //! data node: handshake state, receive buffer and frame decoder, send
 //! buffer and frame encoder.
+//!
+//! Both buffers are bounded: a read takes at most a budget of bytes before
+//! the event loop serves other connections (the rest is read on a later
+//! turn), so the receive buffer holds at most one partial frame plus one
+//! budget; the send buffer is capped by the event loop, which closes a
+//! connection whose peer does not read.
 
 use mio::net::TcpStream;
 use shoal_wire::{FrameDecoder, FrameEncoder, Signal, WireError};
@@ -9,8 +15,6 @@ use std::net::SocketAddr;
 
 /// Bytes read per `read` call at most.
 const READ_CHUNK_BYTES: usize = 256 * 1024;
-/// A client whose unsent answers exceed this is not reading: close it.
-pub const OUTPUT_BACKLOG_MAX_BYTES: usize = 64 << 20;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
@@ -24,9 +28,15 @@ pub enum Phase {
 /// Who is at the other end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Role {
+    /// Not known until the handshake.
+    Unknown,
     Client,
-    /// Data node with this id.
-    Peer(u16),
+    /// Data node `node` in its start `incarnation` (0 until its reply
+    /// names it, on a link this node opened).
+    Peer {
+        node: u16,
+        incarnation: u32,
+    },
 }
 
 pub struct Conn {
@@ -34,6 +44,9 @@ pub struct Conn {
     pub peer: SocketAddr,
     pub phase: Phase,
     pub role: Role,
+    /// When the connection was opened or accepted (the handshake must end
+    /// in time).
+    pub opened_ms: u64,
     inbuf: Vec<u8>,
     in_start: usize,
     decoder: FrameDecoder,
@@ -45,8 +58,11 @@ pub struct Conn {
 }
 
 pub enum ReadOutcome {
-    /// Got bytes (maybe none); the connection is open.
-    Open,
+    /// Read everything the socket had; the connection is open.
+    Drained,
+    /// Stopped at the budget: more may be waiting (read again later, the
+    /// socket will not signal it again).
+    Budget,
     /// The peer closed its side or the socket failed.
     Closed(String),
 }
@@ -55,6 +71,7 @@ impl Conn {
     pub fn new(
         stream: TcpStream,
         peer: SocketAddr,
+        now_ms: u64,
         max_frame_bytes: usize,
         max_signals: usize,
     ) -> Self {
@@ -62,7 +79,8 @@ impl Conn {
             stream,
             peer,
             phase: Phase::Handshake,
-            role: Role::Client,
+            role: Role::Unknown,
+            opened_ms: now_ms,
             inbuf: Vec::with_capacity(64 * 1024),
             in_start: 0,
             decoder: FrameDecoder::new(max_frame_bytes, max_signals),
@@ -74,15 +92,24 @@ impl Conn {
         }
     }
 
-    /// Reads everything available (edge-triggered readiness).
-    pub fn read_available(&mut self) -> ReadOutcome {
+    pub fn is_peer(&self) -> bool {
+        matches!(self.role, Role::Peer { .. })
+    }
+
+    /// Reads what is available, at most `budget` bytes.
+    pub fn read_available(&mut self, budget: usize) -> ReadOutcome {
+        let mut taken = 0;
         loop {
+            if taken >= budget {
+                return ReadOutcome::Budget;
+            }
             if self.in_start > 0 && self.in_start == self.inbuf.len() {
                 self.inbuf.clear();
                 self.in_start = 0;
             }
             let len = self.inbuf.len();
-            self.inbuf.resize(len + READ_CHUNK_BYTES, 0);
+            let chunk = READ_CHUNK_BYTES.min(budget - taken);
+            self.inbuf.resize(len + chunk, 0);
             match self.stream.read(&mut self.inbuf[len..]) {
                 Ok(0) => {
                     self.inbuf.truncate(len);
@@ -90,13 +117,14 @@ impl Conn {
                 }
                 Ok(n) => {
                     self.inbuf.truncate(len + n);
-                    if n < READ_CHUNK_BYTES {
-                        return ReadOutcome::Open;
+                    taken += n;
+                    if n < chunk {
+                        return ReadOutcome::Drained;
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.inbuf.truncate(len);
-                    return ReadOutcome::Open;
+                    return ReadOutcome::Drained;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => self.inbuf.truncate(len),
                 Err(e) => {
@@ -135,9 +163,20 @@ impl Conn {
         }
     }
 
-    pub fn push_signal(&mut self, signal: &Signal) {
+    /// Queues a signal; `Err` if it cannot fit any frame this connection
+    /// may carry (nothing is queued then).
+    pub fn push_signal(&mut self, signal: &Signal) -> Result<(), String> {
+        let bytes = signal.encoded_len();
+        if bytes > self.encoder.max_signal_bytes() {
+            return Err(format!(
+                "a {} of {bytes} bytes does not fit a frame of at most {} bytes",
+                signal.name(),
+                self.encoder.max_signal_bytes()
+            ));
+        }
         self.encoder.push(&mut self.outbuf, signal);
         self.dirty = true;
+        Ok(())
     }
 
     pub fn push_raw(&mut self, bytes: &[u8]) {
@@ -160,6 +199,11 @@ impl Conn {
                 Ok(n) => self.out_pos += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.want_write = true;
+                    // Keep the buffer from growing forever at the front.
+                    if self.out_pos > 1 << 20 {
+                        self.outbuf.drain(..self.out_pos);
+                        self.out_pos = 0;
+                    }
                     return Ok(());
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

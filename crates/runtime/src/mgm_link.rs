@@ -1,7 +1,7 @@
 //! The data node's link to mgmd, on its own thread with a small tokio
 //! runtime: registers the node, forwards schema events and mgmd's stop
-//! requests to the event loop (waking it), and sends acks and status
-//! reports back.
+//! requests to the event loop (waking it), asks the arbitrator on the
+//! node's behalf, and sends acks and status reports back.
 
 use shoal_mgmd::{DataNodeConfig, DataNodeSession, MgmClient, MgmEvent, NodeStatus};
 use shoal_types::{ShoalError, TableDef};
@@ -22,6 +22,10 @@ pub enum LinkEvent {
     /// The other data nodes' listen addresses, as far as mgmd knows them
     /// (a node that has not reported its port yet is missing).
     Peers(Vec<(u16, String, u16)>),
+    /// The arbitrator's answer (no answer, or no mgmd, is a refusal).
+    Arbitration {
+        granted: bool,
+    },
 }
 
 /// From the event loop to the link.
@@ -31,11 +35,18 @@ pub enum LinkRequest {
         result: Result<(), ShoalError>,
     },
     Status(NodeStatus),
+    /// Ask the arbitrator whether `survivors` may go on after `view`.
+    Arbitrate {
+        view: u64,
+        survivors: Vec<u16>,
+    },
 }
 
 pub struct Registration {
     pub node_id: u16,
     pub cluster_id: u64,
+    /// This start of the node (mgmd counts them).
+    pub incarnation: u32,
     pub config: DataNodeConfig,
     pub tables: Vec<TableDef>,
 }
@@ -99,6 +110,7 @@ async fn serve(
     let _ = reg_tx.send(Ok(Registration {
         node_id: session.node_id(),
         cluster_id: session.cluster_id(),
+        incarnation: session.incarnation(),
         config: session.config().clone(),
         tables: session.initial_tables().to_vec(),
     }));
@@ -107,8 +119,9 @@ async fn serve(
         let _ = waker.wake();
     };
     let mut mgmd_alive = true;
-    // Peer addresses are polled until every other data node is known,
-    // then now and then (a restarted node may come back on a new port).
+    // Peer addresses are polled often until every other data node is
+    // known, then now and then: a restarted node may come back on a new
+    // port.
     let peers_wanted = session.config().cluster_data_nodes.len().saturating_sub(1);
     let own_id = session.node_id();
     let mut peers_known = 0usize;
@@ -118,16 +131,18 @@ async fn serve(
         tokio::select! {
             _ = poll.tick(), if mgmd_alive && peers_wanted > 0 => {
                 polls += 1;
-                if peers_known == peers_wanted && polls % 20 != 0 {
+                if peers_known == peers_wanted && polls % 10 != 0 {
                     continue;
                 }
                 match session.data_nodes().await {
                     Ok(nodes) => {
                         let peers: Vec<(u16, String, u16)> = nodes
                             .into_iter()
-                            .filter(|n| n.node_id != own_id && n.port != 0)
-                            .filter(|n| n.status.as_ref().is_some_and(|s| s.listen_port != 0))
-                            .map(|n| (n.node_id, n.host, n.port))
+                            .filter(|n| n.node_id != own_id)
+                            .filter_map(|n| {
+                                let port = n.status.as_ref().map_or(0, |s| s.listen_port);
+                                (port != 0).then_some((n.node_id, n.host, port))
+                            })
                             .collect();
                         peers_known = peers.len();
                         notify(LinkEvent::Peers(peers));
@@ -148,6 +163,9 @@ async fn serve(
             },
             req = req_rx.recv() => match req {
                 None => return,
+                Some(LinkRequest::Arbitrate { .. }) if !mgmd_alive => {
+                    notify(LinkEvent::Arbitration { granted: false });
+                }
                 Some(_) if !mgmd_alive => {}
                 Some(LinkRequest::Ack { event_id, result }) => {
                     if let Err(e) = session.ack_event(event_id, result).await {
@@ -158,6 +176,16 @@ async fn serve(
                     if let Err(e) = session.report_status(status).await {
                         tracing::warn!("status report to mgmd failed: {e}");
                     }
+                }
+                Some(LinkRequest::Arbitrate { view, survivors }) => {
+                    let granted = match session.arbitrate(view, survivors).await {
+                        Ok(granted) => granted,
+                        Err(e) => {
+                            tracing::warn!("asking the arbitrator (mgmd) failed, taken as a refusal: {e}");
+                            false
+                        }
+                    };
+                    notify(LinkEvent::Arbitration { granted });
                 }
             },
         }

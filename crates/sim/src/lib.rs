@@ -9,7 +9,9 @@
 //!
 //! - [`model`]: committed images per key, in commit order.
 //! - [`txn`]: a client transaction and the checks of its answers.
-//! - [`world`]: the event loop, network and final checks.
+//! - [`world`]: the event loop, network, faults, clients and checks.
+
+#![forbid(unsafe_code)]
 
 pub mod model;
 pub mod txn;

@@ -3,27 +3,32 @@
 //!     cargo run --release -p shoal-sim -- --seed 42            # replay one seed
 //!     cargo run --release -p shoal-sim -- --seeds 1000         # 1000 seeds from a random start
 //!     cargo run --release -p shoal-sim -- --seed 7 --seeds 50 --txns 20000
-//!     cargo run --release -p shoal-sim -- --seeds 100 --nodes 4 --replicas 2
+//!     cargo run --release -p shoal-sim -- --seeds 100 --nodes 4 --replicas 2 --failures
+//!     cargo run --release -p shoal-sim -- --seeds 60 --break skip-takeover   # must fail
 //!
 //! Without `--nodes`/`--replicas`, each seed picks its cluster shape (1–4
-//! data nodes, 1 or 2 replicas, read from backup or not) and its load
-//! (15 transactions at once over 32 keys, or 1000 over 1024: `--wide`)
-//! from the seed.
+//! data nodes, 1 to 3 replicas, read from backup or not), its load (15
+//! transactions at once over 32 keys, or 1000 over 1024: `--wide`) and
+//! whether data nodes fail (every shape whose node groups have two or more
+//! replicas).
 
 use std::process::ExitCode;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
+use shoal_kernel::Faults;
 use shoal_sim::{run, SimOptions};
 
-const USAGE: &str =
-    "usage: shoal-sim [--seed N] [--seeds COUNT] [--txns PER_SEED] [--nodes N --replicas R]
-  --seed N       first seed (default: random, printed)
-  --seeds COUNT  how many consecutive seeds to run (default 1)
-  --txns M       transactions per seed (default 5000)
-  --nodes N      data nodes, 1-8 (default: chosen by each seed)
-  --replicas R   replicas, 1-4, dividing N (default: chosen by each seed)
-  --read-backup  the table reads from backups (with --nodes/--replicas)
-  --wide         1000 transactions at once over 1024 keys (with --nodes/--replicas)";
+const USAGE: &str = "usage: shoal-sim [--seed N] [--seeds COUNT] [--txns PER_SEED] [--nodes N --replicas R] [--failures] [--break WHAT]
+  --seed N        first seed (default: random, printed)
+  --seeds COUNT   how many consecutive seeds to run (default 1)
+  --txns M        transactions per seed (default 5000)
+  --nodes N       data nodes, 1-8 (default: chosen by each seed)
+  --replicas R    replicas, 1-4, dividing N (default: chosen by each seed)
+  --read-backup   the table reads from backups (with --nodes/--replicas)
+  --wide          1000 transactions at once over 1024 keys (with --nodes/--replicas)
+  --failures      crash, freeze, cut and split data nodes (with --nodes/--replicas)
+  --break WHAT    break a protocol on purpose (skip-takeover, ignore-dist-version):
+                  the checks must catch it, so the run is expected to fail";
 
 struct Args {
     seed: Option<u64>,
@@ -32,38 +37,51 @@ struct Args {
     shape: Option<(u16, u16)>,
     read_backup: bool,
     wide: bool,
+    failures: bool,
+    faults: Faults,
 }
 
 fn parse_args() -> Result<Args, String> {
-    let mut seed = None;
-    let mut seeds = 1;
-    let mut txns = 5000;
-    let mut nodes = None;
-    let mut replicas = None;
-    let mut read_backup = false;
-    let mut wide = false;
+    let mut a = Args {
+        seed: None,
+        seeds: 1,
+        txns: 5000,
+        shape: None,
+        read_backup: false,
+        wide: false,
+        failures: false,
+        faults: Faults::default(),
+    };
+    let (mut nodes, mut replicas) = (None, None);
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
-        let mut value = |name: &str| -> Result<u64, String> {
-            let v = args
-                .next()
-                .ok_or_else(|| format!("{name} needs a value\n{USAGE}"))?;
+        let mut text = |name: &str| -> Result<String, String> {
+            args.next()
+                .ok_or_else(|| format!("{name} needs a value\n{USAGE}"))
+        };
+        let number = |name: &str, v: String| -> Result<u64, String> {
             v.parse()
                 .map_err(|_| format!("{name}: {v:?} is not a number\n{USAGE}"))
         };
         match flag.as_str() {
-            "--seed" => seed = Some(value("--seed")?),
-            "--seeds" => seeds = value("--seeds")?,
-            "--txns" => txns = value("--txns")?,
-            "--nodes" => nodes = Some(value("--nodes")?),
-            "--replicas" => replicas = Some(value("--replicas")?),
-            "--read-backup" => read_backup = true,
-            "--wide" => wide = true,
+            "--seed" => a.seed = Some(number("--seed", text("--seed")?)?),
+            "--seeds" => a.seeds = number("--seeds", text("--seeds")?)?,
+            "--txns" => a.txns = number("--txns", text("--txns")?)?,
+            "--nodes" => nodes = Some(number("--nodes", text("--nodes")?)?),
+            "--replicas" => replicas = Some(number("--replicas", text("--replicas")?)?),
+            "--read-backup" => a.read_backup = true,
+            "--wide" => a.wide = true,
+            "--failures" => a.failures = true,
+            "--break" => match text("--break")?.as_str() {
+                "skip-takeover" => a.faults.skip_takeover = true,
+                "ignore-dist-version" => a.faults.ignore_dist_version = true,
+                other => return Err(format!("--break {other:?}: unknown\n{USAGE}")),
+            },
             "-h" | "--help" => return Err(USAGE.to_string()),
             other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
         }
     }
-    let shape = match (nodes, replicas) {
+    a.shape = match (nodes, replicas) {
         (None, None) => None,
         (Some(n), Some(r)) if (1..=8).contains(&n) && (1..=4).contains(&r) && n % r == 0 => {
             Some((n as u16, r as u16))
@@ -75,52 +93,49 @@ fn parse_args() -> Result<Args, String> {
         }
         _ => return Err(format!("give --nodes and --replicas together\n{USAGE}")),
     };
-    Ok(Args {
-        seed,
-        seeds,
-        txns,
-        shape,
-        read_backup,
-        wide,
-    })
+    Ok(a)
 }
 
 fn main() -> ExitCode {
-    let Args {
-        seed,
-        seeds,
-        txns,
-        shape,
-        read_backup,
-        wide,
-    } = match parse_args() {
+    let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {
             eprintln!("{e}");
             return ExitCode::from(2);
         }
     };
-    let first = seed.unwrap_or_else(|| {
+    let first = args.seed.unwrap_or_else(|| {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos() as u64)
             .unwrap_or(0)
     });
-    println!("running {seeds} seed(s) from {first}, {txns} transactions each");
+    let seeds = args.seeds;
+    println!(
+        "running {seeds} seed(s) from {first}, {} transactions each",
+        args.txns
+    );
     let started = Instant::now();
     for i in 0..seeds {
         let seed = first.wrapping_add(i);
-        let opts = match shape {
+        let mut opts = match args.shape {
             Some((data_nodes, replicas)) => SimOptions {
                 seed,
-                transactions: txns,
+                transactions: args.txns,
                 data_nodes,
                 replicas,
-                read_backup,
-                wide,
+                read_backup: args.read_backup,
+                wide: args.wide,
+                failures: args.failures,
+                faults: Faults::default(),
             },
-            None => SimOptions::shape_for_seed(seed, txns),
+            None => SimOptions::shape_for_seed(seed, args.txns),
         };
+        opts.faults = args.faults.clone();
+        if opts.faults != Faults::default() && args.shape.is_none() {
+            // A broken protocol shows under failures.
+            opts.failures = opts.replicas >= 2;
+        }
         match run(&opts) {
             Ok(report) => {
                 if seeds <= 20 || (i + 1) % 100 == 0 || i + 1 == seeds {

@@ -67,6 +67,15 @@ impl Model {
         }
     }
 
+    /// Takes back commit `seq` (its replicas all failed before any other
+    /// held it, and the takeover aborted it). No later commit wrote its
+    /// keys: they were locked until its end.
+    pub fn uncommit(&mut self, seq: u64) {
+        for h in &mut self.history {
+            h.retain(|(s, _)| *s != seq);
+        }
+    }
+
     /// Rows that exist now.
     pub fn row_count(&self) -> u64 {
         (0..self.history.len() as u32)

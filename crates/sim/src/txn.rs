@@ -81,6 +81,14 @@ pub enum Outcome {
 
 pub struct Txn {
     pub trans: TransId,
+    /// Order of creation over all clients (progress checks).
+    pub serial: u64,
+    /// The coordinator: its connection, node and incarnation (chosen at
+    /// the first request).
+    pub coordinator: Option<(u64, u16, u32)>,
+    /// Its coordinator failed with its commit in flight: the client waits
+    /// until this time for the node taking over to say what happened.
+    pub awaiting_takeover: Option<u64>,
     pub requests_sent: u32,
     pub in_flight: Option<Request>,
     /// The last answer's outcome, until the client receives it.
@@ -90,20 +98,30 @@ pub struct Txn {
     /// Its commit point was seen, with these results: the confirmation
     /// must carry the same.
     pub commit_point: Option<Vec<OpResult>>,
+    /// The committed answer asked for an acknowledgement.
+    pub ack_wanted: bool,
+    /// Its commit point was seen, but the only replicas that committed it
+    /// died before anyone heard: it ends aborted.
+    pub taken_back: bool,
     /// Keys this transaction locked or wrote, with the image it sees.
     known: BTreeMap<u32, Image>,
     written: BTreeSet<u32>,
 }
 
 impl Txn {
-    pub fn new(trans: TransId) -> Txn {
+    pub fn new(trans: TransId, serial: u64) -> Txn {
         Txn {
             trans,
+            serial,
+            coordinator: None,
+            awaiting_takeover: None,
             requests_sent: 0,
             in_flight: None,
             undelivered: None,
             idled_long: false,
             commit_point: None,
+            ack_wanted: false,
+            taken_back: false,
             known: BTreeMap::new(),
             written: BTreeSet::new(),
         }
@@ -294,6 +312,12 @@ impl Txn {
             .ok_or("a refusal with no request in flight")?;
         let since = req.arrived_at_seq.ok_or("refused before it arrived")?;
         let code = r.code;
+        // Failures and restarts: the transaction was aborted, whatever it
+        // did (it used a node that failed, a route changed under it, or
+        // its coordinator is not started).
+        if code == ErrorCode::NodeFailed as u16 || code == ErrorCode::DistributionChanged as u16 {
+            return Ok(Outcome::Failed(code));
+        }
         if req.after_long_idle {
             return if code == ErrorCode::InactiveTimeout as u16 && r.op_index == NO_OP {
                 Ok(Outcome::Failed(code))
@@ -301,12 +325,12 @@ impl Txn {
                 Err(format!("after a long idle period expected error 237 (inactive timeout), got {code} at op {}: {}", r.op_index, r.detail))
             };
         }
-        if code == ErrorCode::TooManyTransactions as u16 {
+        if code == ErrorCode::TooManyTransactions as u16 || code == ErrorCode::NodeNotReady as u16 {
             return if req.first && r.op_index == NO_OP {
                 Ok(Outcome::Failed(code))
             } else {
                 Err(format!(
-                    "error 233 for a transaction that already existed: {}",
+                    "error {code} for a transaction that already existed: {}",
                     r.detail
                 ))
             };

@@ -1,17 +1,20 @@
 //! The randomized simulator test: many transactions per seed against the
 //! model, for a bounded set of seeds (CI). Environment knobs:
 //! - `SHOAL_SIM_SEED=N`: run only seed N (replay a failure);
-//! - `SHOAL_SIM_SEEDS=COUNT`: how many seeds (default 50);
+//! - `SHOAL_SIM_SEEDS=COUNT`: how many seeds (default 120);
 //! - `SHOAL_SIM_TXNS=M`: transactions per seed (default 5000);
 //! - `SHOAL_SIM_NODES=N` and `SHOAL_SIM_REPLICAS=R`: the cluster shape
 //!   (default: each seed picks one of 1–4 data nodes with 1 or 2 replicas,
 //!   whether the table reads from backups, and a narrow or wide load);
-//!   with them, `SHOAL_SIM_READ_BACKUP=1` turns read-from-backup on and
-//!   `SHOAL_SIM_WIDE=1` runs 1000 transactions at once over 1024 keys.
+//!   with them, `SHOAL_SIM_READ_BACKUP=1` turns read-from-backup on,
+//!   `SHOAL_SIM_WIDE=1` runs 1000 transactions at once over 1024 keys, and
+//!   `SHOAL_SIM_FAILURES=1` crashes, freezes, cuts and splits data nodes
+//!   (by default every shape with two or more replicas gets failures).
 //!
 //! Many more seeds: `cargo run --release -p shoal-sim -- --seeds 1000`.
 
-use shoal_sim::{run, SimOptions};
+use shoal_kernel::Faults;
+use shoal_sim::{run, SimOptions, SimReport};
 
 fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().map(|v| {
@@ -29,7 +32,7 @@ fn random_transactions_match_the_model() {
     let txns = env_u64("SHOAL_SIM_TXNS").unwrap_or(5000);
     let seeds: Vec<u64> = match env_u64("SHOAL_SIM_SEED") {
         Some(seed) => vec![seed],
-        None => (0..env_u64("SHOAL_SIM_SEEDS").unwrap_or(50))
+        None => (0..env_u64("SHOAL_SIM_SEEDS").unwrap_or(120))
             .map(|i| FIRST_SEED + i)
             .collect(),
     };
@@ -43,17 +46,14 @@ fn random_transactions_match_the_model() {
                 replicas: r as u16,
                 read_backup: std::env::var_os("SHOAL_SIM_READ_BACKUP").is_some(),
                 wide: std::env::var_os("SHOAL_SIM_WIDE").is_some(),
+                failures: std::env::var_os("SHOAL_SIM_FAILURES").is_some(),
+                faults: Faults::default(),
             },
             _ => SimOptions::shape_for_seed(seed, txns),
         };
         let report = run(&opts).unwrap_or_else(|failure| panic!("{failure}"));
         eprintln!("{report}");
-        totals.committed += report.committed;
-        totals.rolled_back += report.rolled_back;
-        totals.disconnects += report.disconnects;
-        for (code, n) in report.failed {
-            *totals.failed.entry(code).or_default() += n;
-        }
+        add_up(&mut totals, report);
     }
     // The workload must actually reach the interesting paths.
     assert!(totals.committed > 0 && totals.rolled_back > 0, "{totals:?}");
@@ -71,7 +71,82 @@ fn random_transactions_match_the_model() {
             );
         }
         assert!(totals.disconnects > 0, "no disconnects: {totals:?}");
+        // And every kind of failure, and what the cluster does about it.
+        for (n, what) in [
+            (totals.crashes, "crashes"),
+            (totals.freezes, "freezes"),
+            (totals.cuts, "cut links"),
+            (totals.splits, "splits"),
+            (totals.shutdowns, "nodes stopping themselves"),
+            (totals.rejoined, "restarted nodes rejoining"),
+            (totals.takeover_committed, "commits reported by a takeover"),
+            (totals.takeover_aborted, "aborts reported by a takeover"),
+        ] {
+            assert!(n > 0, "no {what} in any seed: {totals:?}");
+        }
+        for (code, what) in [
+            (4025u16, "transactions aborted for a failed node"),
+            (1204, "routes refused for a distribution change"),
+        ] {
+            assert!(
+                totals.failed.contains_key(&code),
+                "no {what} ({code}) in any seed: {totals:?}"
+            );
+        }
     }
+}
+
+fn add_up(totals: &mut SimReport, report: SimReport) {
+    totals.committed += report.committed;
+    totals.rolled_back += report.rolled_back;
+    totals.disconnects += report.disconnects;
+    for (code, n) in report.failed {
+        *totals.failed.entry(code).or_default() += n;
+    }
+    totals.crashes += report.crashes;
+    totals.freezes += report.freezes;
+    totals.cuts += report.cuts;
+    totals.splits += report.splits;
+    totals.shutdowns += report.shutdowns;
+    totals.restarts += report.restarts;
+    totals.rejoined += report.rejoined;
+    totals.takeover_committed += report.takeover_committed;
+    totals.takeover_aborted += report.takeover_aborted;
+    totals.unknown += report.unknown;
+}
+
+/// The checker's self-test: with a protocol broken on purpose, some seed
+/// among the first few with failures must fail.
+fn first_failing_seed(faults: Faults) -> Option<(u64, String)> {
+    (0..40)
+        .map(|i| FIRST_SEED + i)
+        .map(|seed| SimOptions {
+            faults: faults.clone(),
+            ..SimOptions::shape_for_seed(seed, 2000)
+        })
+        .filter(|opts| opts.failures)
+        .take(12)
+        .find_map(|opts| run(&opts).err().map(|f| (opts.seed, f.to_string())))
+}
+
+#[test]
+fn the_checker_catches_a_coordinator_failure_left_unhandled() {
+    let caught = first_failing_seed(Faults {
+        skip_takeover: true,
+        ..Faults::default()
+    });
+    let (seed, why) = caught.expect("no seed failed with takeovers switched off");
+    eprintln!("seed {seed:#x} caught it: {why}");
+}
+
+#[test]
+fn the_checker_catches_operations_on_stale_routes() {
+    let caught = first_failing_seed(Faults {
+        ignore_dist_version: true,
+        ..Faults::default()
+    });
+    let (seed, why) = caught.expect("no seed failed with route versions ignored");
+    eprintln!("seed {seed:#x} caught it: {why}");
 }
 
 #[test]
@@ -84,6 +159,8 @@ fn a_seed_replays_exactly() {
         replicas: 2,
         read_backup: true,
         wide: false,
+        failures: true,
+        faults: Faults::default(),
     };
     let a = run(&opts).unwrap_or_else(|f| panic!("{f}"));
     let b = run(&opts).unwrap_or_else(|f| panic!("{f}"));

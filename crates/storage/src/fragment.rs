@@ -112,7 +112,21 @@ impl Fragment {
             self.layout.fixed_size,
             "fixed part has the wrong size"
         );
-        let mut charge = self.rows.insert_charge(var.len())?;
+        let charge = self.rows.insert_charge(var.len())?;
+        self.charge_with_index_growth(mem, charge)?;
+        let id = self.rows.insert_charged(fixed, var, true);
+        self.index.insert(hash, id);
+        Ok(id)
+    }
+
+    /// Charges `charge` bytes plus whatever growth the index needs for one
+    /// more row, all or nothing, and installs that growth.
+    fn charge_with_index_growth(
+        &mut self,
+        mem: &mut Memory,
+        charge: usize,
+    ) -> Result<(), OutOfMemory> {
+        let mut charge = charge;
         let growth = if self.index.needs_growth() {
             let free = mem.free_bytes().saturating_sub(charge);
             let growth = self
@@ -131,9 +145,51 @@ impl Fragment {
         if let Some(growth) = growth {
             self.index.install(growth);
         }
-        let id = self.rows.insert_charged(fixed, var, true);
-        self.index.insert(hash, id);
-        Ok(id)
+        Ok(())
+    }
+
+    /// Stores a new row at row id `row`, flagged tentative, and indexes it
+    /// under `hash`: a backup replica keeping the row under the id its
+    /// primary chose. `row` must be free ([`Fragment::is_free`]) and no
+    /// row with this key may exist (the caller looked). Charges, all or
+    /// nothing, the pages up to `row`, the var part and the index growth.
+    pub fn insert_tentative_at(
+        &mut self,
+        mem: &mut Memory,
+        hash: u64,
+        row: RowId,
+        fixed: &[u8],
+        var: &[u8],
+    ) -> Result<(), OutOfMemory> {
+        assert_eq!(
+            fixed.len(),
+            self.layout.fixed_size,
+            "fixed part has the wrong size"
+        );
+        let charge = self.rows.insert_charge_at(row, var.len())?;
+        self.charge_with_index_growth(mem, charge)?;
+        self.rows.insert_charged_at(row, fixed, var, true);
+        self.index.insert(hash, row);
+        Ok(())
+    }
+
+    /// Whether row id `row` holds no row.
+    #[inline]
+    pub fn is_free(&self, row: RowId) -> bool {
+        self.rows.is_free(row)
+    }
+
+    /// One past the highest row id in use or ever used: scans in row-id
+    /// order stop here.
+    #[inline]
+    pub fn id_end(&self) -> RowId {
+        self.rows.id_end()
+    }
+
+    /// Appends the encoded primary key of row `row` to `out`.
+    pub fn key_of(&self, row: RowId, out: &mut Vec<u8>) {
+        let (fixed, var) = self.rows.row(row);
+        self.layout.key_of_row(fixed, var, out);
     }
 
     /// Clears the tentative flag (the inserting transaction committed).

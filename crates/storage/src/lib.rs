@@ -15,6 +15,8 @@
 //! runtime drive it alike. Redo and checkpoints (durability issue) will
 //! read rows by row id in row-id order, which the page layout keeps cheap.
 
+#![forbid(unsafe_code)]
+
 mod fragment;
 mod index;
 mod key;

@@ -317,6 +317,12 @@ impl LockManager {
         queue.holders.contains(owner).then_some(queue.mode)
     }
 
+    /// Whether any owner holds or waits for a lock on `row`.
+    #[inline]
+    pub fn is_locked(&self, row: RowId) -> bool {
+        self.rows.contains_key(&row)
+    }
+
     /// Rows with a holder or a waiter.
     #[inline]
     pub fn locked_rows(&self) -> usize {

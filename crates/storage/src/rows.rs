@@ -6,8 +6,11 @@
 //!   tentative; it is the only per-row overhead of the store.
 //! - Row id = `page_no * slots_per_page + slot`. Ids below `high_water`
 //!   have been handed out at least once; a free one is on the free list,
-//!   linked through the first 4 bytes of its slot (so slots are at least
-//!   4 bytes wide and the free list costs no memory of its own).
+//!   doubly linked through the first 8 bytes of its slot (next, then
+//!   previous; so slots are at least 8 bytes wide and the free list costs
+//!   no memory of its own). Doubly linked because a backup replica stores
+//!   each row at the id its primary chose ([`RowStore::insert_charged_at`]),
+//!   which takes an arbitrary slot off the list in O(1).
 //! - Pages are charged when allocated and kept until the fragment is
 //!   dropped, as in NDB: their slots are reused, not returned.
 //! - A var part lives in its own allocation in [`VarHeap`]; its handle is
@@ -169,7 +172,7 @@ impl RowStore {
         if let Some(at) = var_handle_offset {
             assert!(at + 4 <= fixed_size, "var handle outside the fixed part");
         }
-        let slot_bytes = 1 + fixed_size.max(4);
+        let slot_bytes = 1 + fixed_size.max(8);
         let slots_per_page = PAGE_BYTES / slot_bytes;
         assert!(
             slots_per_page > 0,
@@ -300,6 +303,80 @@ impl RowStore {
 
     /// Stores a row. The caller has charged `insert_charge(var.len())`.
     pub(crate) fn insert_charged(&mut self, fixed: &[u8], var: &[u8], tentative: bool) -> RowId {
+        self.check_row_shape(fixed, var);
+        let id = if self.free_head != ROW_NONE {
+            let id = self.free_head;
+            self.unlink_free(id);
+            id
+        } else {
+            if self.needs_page() {
+                // Zeroed memory comes from the OS lazily; the zero flag
+                // byte is FLAG_FREE, so untouched slots read as free.
+                self.pages.push(vec![0u8; PAGE_BYTES].into_boxed_slice());
+            }
+            self.high_water += 1;
+            self.high_water - 1
+        };
+        self.store_at(id, fixed, var, tentative);
+        id
+    }
+
+    /// Bytes an insert at row id `id` with a var part of `var_len` bytes
+    /// will charge: the var part, and the pages up to `id` not allocated
+    /// yet. Fails like [`RowStore::insert_charge`] past the last row id.
+    pub(crate) fn insert_charge_at(&self, id: RowId, var_len: usize) -> Result<usize, OutOfMemory> {
+        if id == ROW_NONE {
+            return Err(OutOfMemory {
+                requested_bytes: PAGE_BYTES,
+                free_bytes: 0,
+            });
+        }
+        let pages_needed =
+            (self.page_div.div_rem(id).0 as usize + 1).saturating_sub(self.pages.len());
+        Ok(var_charge(var_len) + pages_needed * PAGE_BYTES)
+    }
+
+    /// Whether row id `id` holds no row (never used, or freed).
+    #[inline]
+    pub(crate) fn is_free(&self, id: RowId) -> bool {
+        id >= self.high_water || self.flag(id) == FLAG_FREE
+    }
+
+    /// Stores a row at row id `id`, which must be free (the id a primary
+    /// replica chose, so every replica keeps the row under the same id).
+    /// The caller has charged `insert_charge_at(id, var.len())`. Ids
+    /// skipped between the old high water and `id` go on the free list.
+    pub(crate) fn insert_charged_at(
+        &mut self,
+        id: RowId,
+        fixed: &[u8],
+        var: &[u8],
+        tentative: bool,
+    ) {
+        self.check_row_shape(fixed, var);
+        assert!(self.is_free(id), "row id {id} is in use");
+        assert_ne!(id, ROW_NONE, "row id {id} is reserved");
+        let pages_needed = self.page_div.div_rem(id).0 as usize + 1;
+        while self.pages.len() < pages_needed {
+            self.pages.push(vec![0u8; PAGE_BYTES].into_boxed_slice());
+        }
+        if id >= self.high_water {
+            // The ids in between become free ids like any freed one.
+            while self.high_water < id {
+                let skipped = self.high_water;
+                self.high_water += 1;
+                self.link_free(skipped);
+            }
+            self.high_water = id + 1;
+        } else {
+            self.unlink_free(id);
+        }
+        self.store_at(id, fixed, var, tentative);
+    }
+
+    /// Panics unless `fixed` has the table's fixed size and a var part is
+    /// given only to a table with var columns (a bug in the caller).
+    fn check_row_shape(&self, fixed: &[u8], var: &[u8]) {
         assert_eq!(
             fixed.len(),
             self.fixed_size,
@@ -311,21 +388,10 @@ impl RowStore {
                 "var part given for a table without var columns"
             );
         }
-        let id = if self.free_head != ROW_NONE {
-            let id = self.free_head;
-            let (page, at) = self.locate(id);
-            let link = &self.pages[page][at + 1..at + 5];
-            self.free_head = u32::from_le_bytes(link.try_into().expect("4 bytes"));
-            id
-        } else {
-            if self.needs_page() {
-                // Zeroed memory comes from the OS lazily; the zero flag
-                // byte is FLAG_FREE, so untouched slots read as free.
-                self.pages.push(vec![0u8; PAGE_BYTES].into_boxed_slice());
-            }
-            self.high_water += 1;
-            self.high_water - 1
-        };
+    }
+
+    /// Writes a row into the free slot `id` (already off the free list).
+    fn store_at(&mut self, id: RowId, fixed: &[u8], var: &[u8], tentative: bool) {
         let handle = self.var.alloc(var);
         let var_handle_offset = self.var_handle_offset;
         let (page, at) = self.locate(id);
@@ -340,7 +406,58 @@ impl RowStore {
             slot[1 + off..1 + off + 4].copy_from_slice(&handle.to_le_bytes());
         }
         self.live_rows += 1;
-        id
+    }
+
+    /// The free-list links of free slot `id`: (next, previous).
+    #[inline]
+    fn free_links(&self, id: RowId) -> (u32, u32) {
+        let (page, at) = self.locate(id);
+        let s = &self.pages[page][at..at + 9];
+        debug_assert_eq!(s[0], FLAG_FREE, "row {id} is not free");
+        (
+            u32::from_le_bytes(s[1..5].try_into().expect("4 bytes")),
+            u32::from_le_bytes(s[5..9].try_into().expect("4 bytes")),
+        )
+    }
+
+    #[inline]
+    fn set_free_links(&mut self, id: RowId, next: Option<u32>, prev: Option<u32>) {
+        let (page, at) = self.locate(id);
+        let s = &mut self.pages[page][at..at + 9];
+        s[0] = FLAG_FREE;
+        if let Some(next) = next {
+            s[1..5].copy_from_slice(&next.to_le_bytes());
+        }
+        if let Some(prev) = prev {
+            s[5..9].copy_from_slice(&prev.to_le_bytes());
+        }
+    }
+
+    /// Puts free slot `id` at the head of the free list.
+    fn link_free(&mut self, id: RowId) {
+        let head = self.free_head;
+        self.set_free_links(id, Some(head), Some(ROW_NONE));
+        if head != ROW_NONE {
+            self.set_free_links(head, None, Some(id));
+        }
+        self.free_head = id;
+    }
+
+    /// Takes free slot `id` off the free list, wherever it is on it.
+    fn unlink_free(&mut self, id: RowId) {
+        let (next, prev) = self.free_links(id);
+        if prev == ROW_NONE {
+            debug_assert_eq!(
+                self.free_head, id,
+                "a free slot without a previous is the head"
+            );
+            self.free_head = next;
+        } else {
+            self.set_free_links(prev, Some(next), None);
+        }
+        if next != ROW_NONE {
+            self.set_free_links(next, None, Some(prev));
+        }
     }
 
     /// Overwrites a row's fixed part and, if `var` is given, its var part.
@@ -388,12 +505,15 @@ impl RowStore {
     pub(crate) fn remove(&mut self, mem: &mut Memory, id: RowId) {
         let handle = self.var_handle(self.fixed(id));
         mem.release(self.var.free(handle));
-        let free_head = self.free_head;
-        let slot = self.live_slot_mut(id);
-        slot[0] = FLAG_FREE;
-        slot[1..5].copy_from_slice(&free_head.to_le_bytes());
-        self.free_head = id;
+        self.live_slot_mut(id);
+        self.link_free(id);
         self.live_rows -= 1;
+    }
+
+    /// One past the highest row id ever used: a scan in row-id order ends here.
+    #[inline]
+    pub(crate) fn id_end(&self) -> RowId {
+        self.high_water
     }
 
     /// The first row in use with id `>= from`, for scans in row-id order.
@@ -454,7 +574,7 @@ mod tests {
         let mut mem = Memory::new(4 * PAGE_BYTES);
         let mut rows = RowStore::new(8, None);
         let per_page = rows.slots_per_page as usize;
-        assert_eq!(per_page, PAGE_BYTES / 9);
+        assert_eq!(per_page, PAGE_BYTES / 9); // 8-byte rows: 9-byte slots
         let mut ids = Vec::new();
         for i in 0..per_page + 1 {
             let charge = rows.insert_charge(0).unwrap();
@@ -490,6 +610,94 @@ mod tests {
         assert_eq!(rows.charged_bytes(), 2 * PAGE_BYTES);
         rows.release_all(&mut mem);
         assert_eq!(mem.used_bytes(), 0);
+    }
+
+    /// The free ids below the high water, walking the list both ways.
+    fn free_list(rows: &RowStore) -> Vec<RowId> {
+        let mut ids = Vec::new();
+        let mut prev = ROW_NONE;
+        let mut at = rows.free_head;
+        while at != ROW_NONE {
+            let (next, back) = rows.free_links(at);
+            assert_eq!(back, prev, "previous link of {at}");
+            ids.push(at);
+            prev = at;
+            at = next;
+        }
+        ids
+    }
+
+    #[test]
+    fn insert_at_takes_any_free_id() {
+        let mut mem = Memory::new(8 * PAGE_BYTES);
+        let mut rows = RowStore::new(8, None);
+        let per_page = rows.slots_per_page;
+        // Far ahead: pages up to it are charged, the ids skipped are free.
+        let far = per_page + 3;
+        let charge = rows.insert_charge_at(far, 0).unwrap();
+        assert_eq!(charge, 2 * PAGE_BYTES);
+        mem.try_charge(charge).unwrap();
+        rows.insert_charged_at(far, &[9; 8], &[], true);
+        assert!(!rows.is_free(far) && rows.is_tentative(far));
+        assert_eq!(rows.id_end(), far + 1);
+        let mut free = free_list(&rows);
+        free.sort_unstable();
+        assert_eq!(free, (0..far).collect::<Vec<_>>());
+        // From the middle of the free list.
+        assert_eq!(rows.insert_charge_at(5, 0).unwrap(), 0);
+        rows.insert_charged_at(5, &[5; 8], &[], false);
+        assert!(!free_list(&rows).contains(&5));
+        assert_eq!(free_list(&rows).len() as u32, far - 1);
+        // Plain inserts still take free ids (never 5 or `far`).
+        for _ in 0..far - 1 {
+            let id = rows.insert_charged(&[1; 8], &[], false);
+            assert!(id != 5 && id != far);
+        }
+        assert!(free_list(&rows).is_empty());
+        assert_eq!(rows.insert_charged(&[1; 8], &[], false), far + 1);
+        assert_eq!(rows.live_rows() as u32, far + 2);
+        assert!(rows.insert_charge_at(ROW_NONE, 0).is_err());
+    }
+
+    #[test]
+    fn the_free_list_matches_a_model() {
+        // Random inserts, inserts at chosen ids and removes keep the free
+        // list exactly the free ids below the high water.
+        let mut mem = Memory::new(64 * PAGE_BYTES);
+        let mut rows = RowStore::new(8, None);
+        let mut live = std::collections::BTreeSet::new();
+        let mut x = 0x2545_F491u32;
+        for _ in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            match x % 3 {
+                0 => {
+                    mem.try_charge(rows.insert_charge(0).unwrap()).unwrap();
+                    assert!(live.insert(rows.insert_charged(&[0; 8], &[], false)));
+                }
+                1 => {
+                    let id = (x >> 8) % 3000;
+                    if rows.is_free(id) {
+                        mem.try_charge(rows.insert_charge_at(id, 0).unwrap())
+                            .unwrap();
+                        rows.insert_charged_at(id, &[0; 8], &[], false);
+                        assert!(live.insert(id));
+                    }
+                }
+                _ => {
+                    if let Some(&id) = live.iter().nth((x >> 8) as usize % live.len().max(1)) {
+                        rows.remove(&mut mem, id);
+                        live.remove(&id);
+                    }
+                }
+            }
+        }
+        let mut free = free_list(&rows);
+        free.sort_unstable();
+        let expected: Vec<RowId> = (0..rows.id_end()).filter(|id| !live.contains(id)).collect();
+        assert_eq!(free, expected);
+        assert_eq!(rows.live_rows(), live.len());
     }
 
     #[test]

@@ -75,7 +75,7 @@ pub fn survival(
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Grant {
     /// The view both sides agreed on before they split.
-    pub view: u32,
+    pub view: u64,
     pub survivors: BTreeSet<u16>,
 }
 
@@ -106,7 +106,7 @@ impl Arbitrator {
     }
 
     /// Answers a side's request: `true` lets it survive.
-    pub fn request(&mut self, view: u32, survivors: &BTreeSet<u16>) -> bool {
+    pub fn request(&mut self, view: u64, survivors: &BTreeSet<u16>) -> bool {
         match &self.granted {
             Some(g) if view < g.view => false,
             Some(g) if view == g.view => survivors.is_subset(&g.survivors),

@@ -106,6 +106,10 @@ error_codes! {
     ClusterFailure = 4009, Temporary, "Cluster failure: no data node reachable";
     /// The connection to the data node broke before the transaction finished; it was aborted.
     NodeFailureAbort = 4010, Temporary, "Connection to the data node lost; transaction aborted";
+    /// A data node the transaction used failed; the transaction was aborted.
+    NodeFailed = 4025, Temporary, "Node failure caused abort of transaction; retry";
+    /// The fragment's replicas or primary changed while the operation was on its way.
+    DistributionChanged = 1204, Temporary, "Temporary failure, distribution changed; retry";
     /// The connection broke after a commit was requested: the outcome is unknown.
     CommitOutcomeUnknown = 4012, UnknownResult, "Connection lost after commit was requested; outcome unknown";
     /// The client gave up waiting for the data node.
@@ -120,6 +124,8 @@ error_codes! {
     RequestTooLarge = 5004, Permanent, "Request exceeds a configured limit";
     /// The node is shutting down or not started yet.
     NodeNotReady = 5005, Temporary, "Data node not started or shutting down";
+    /// The cluster declared this data node failed; it must restart to rejoin.
+    NodeDeclaredFailed = 5006, Temporary, "Data node was declared failed by the cluster; it restarts to rejoin";
     /// mgmd refused the node id (unknown to the config, or already in use).
     NodeIdRefused = 6001, Permanent, "Node id refused by the management server";
     /// The management server could not be reached or answered wrongly.

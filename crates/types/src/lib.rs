@@ -4,6 +4,8 @@
 //! Every other crate (wire, storage, kernel, mgmd, client) speaks in these
 //! types, so they stay free of I/O and cheap to construct.
 
+#![forbid(unsafe_code)]
+
 pub mod arbitration;
 pub mod distribution;
 pub mod error;

@@ -12,10 +12,10 @@ use crate::frame::{WireError, FRAME_BYTES_MAX, FRAME_BYTES_MIN, SIGNALS_PER_FRAM
 use crate::signals::{put_u16, put_u32, truncate_at_char_boundary, Reader};
 
 pub const MAGIC: u32 = u32::from_le_bytes(*b"SHOL");
-pub const PROTOCOL_VERSION: u16 = 2;
+pub const PROTOCOL_VERSION: u16 = 3;
 pub const HELLO_BYTES: usize = 24;
 /// The fixed part of a [`HelloReply`], before its detail bytes.
-pub const HELLO_REPLY_FIXED_BYTES: usize = 18;
+pub const HELLO_REPLY_FIXED_BYTES: usize = 22;
 /// The longest detail a [`HelloReply`] carries; longer ones are cut at a
 /// character boundary when encoded and rejected when decoded.
 pub const HELLO_DETAIL_BYTES_MAX: usize = 1024;
@@ -48,6 +48,10 @@ pub struct Hello {
     pub node_id: u16,
     /// The node id the sender expects to reach.
     pub target_node_id: u16,
+    /// A data node's start number (mgmd counts each start of a node id):
+    /// a link belongs to one incarnation of its peer, and a restarted
+    /// node is a new incarnation. API nodes send 0.
+    pub incarnation: u32,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,6 +61,9 @@ pub struct HelloReply {
     pub node_id: u16,
     pub max_frame_bytes: u32,
     pub max_signals_per_frame: u32,
+    /// The answering data node's start number: a client tells a restarted
+    /// node from the incarnation it knew (0 in a rejection).
+    pub incarnation: u32,
     pub detail: String,
 }
 
@@ -69,7 +76,14 @@ impl Hello {
             cluster_id,
             node_id,
             target_node_id,
+            incarnation: 0,
         }
+    }
+
+    /// The same Hello from a data node in its `incarnation`.
+    pub fn with_incarnation(mut self, incarnation: u32) -> Self {
+        self.incarnation = incarnation;
+        self
     }
 
     /// Whether the accepting side should take this Hello: same protocol
@@ -82,7 +96,7 @@ impl Hello {
     }
 
     /// `u32 magic | u16 protocol_version | u8 node_type | u8 reserved |
-    /// u64 cluster_id | u16 node_id | u16 target_node_id | u32 reserved`.
+    /// u64 cluster_id | u16 node_id | u16 target_node_id | u32 incarnation`.
     pub fn encode(&self) -> [u8; HELLO_BYTES] {
         let mut out = [0u8; HELLO_BYTES];
         out[0..4].copy_from_slice(&MAGIC.to_le_bytes());
@@ -91,6 +105,7 @@ impl Hello {
         out[8..16].copy_from_slice(&self.cluster_id.to_le_bytes());
         out[16..18].copy_from_slice(&self.node_id.to_le_bytes());
         out[18..20].copy_from_slice(&self.target_node_id.to_le_bytes());
+        out[20..24].copy_from_slice(&self.incarnation.to_le_bytes());
         out
     }
 
@@ -111,14 +126,7 @@ impl Hello {
         let cluster_id = r.u64("cluster_id")?;
         let node_id = r.u16("node_id")?;
         let target_node_id = r.u16("target_node_id")?;
-        let at = r.pos;
-        let reserved = r.u32("reserved")?;
-        if reserved != 0 {
-            return Err(r.malformed_at(
-                at,
-                format_args!("reserved field is {reserved:#010x}, must be 0"),
-            ));
-        }
+        let incarnation = r.u32("incarnation")?;
         r.finish()?;
         Ok(Hello {
             protocol_version,
@@ -126,6 +134,7 @@ impl Hello {
             cluster_id,
             node_id,
             target_node_id,
+            incarnation,
         })
     }
 }
@@ -133,12 +142,18 @@ impl Hello {
 impl HelloReply {
     /// An accepting reply that announces the limits of frames sent to
     /// `node_id`.
-    pub fn accepted(node_id: u16, max_frame_bytes: u32, max_signals_per_frame: u32) -> Self {
+    pub fn accepted(
+        node_id: u16,
+        max_frame_bytes: u32,
+        max_signals_per_frame: u32,
+        incarnation: u32,
+    ) -> Self {
         HelloReply {
             status: HELLO_STATUS_ACCEPTED,
             node_id,
             max_frame_bytes,
             max_signals_per_frame,
+            incarnation,
             detail: String::new(),
         }
     }
@@ -155,6 +170,7 @@ impl HelloReply {
             node_id,
             max_frame_bytes: 0,
             max_signals_per_frame: 0,
+            incarnation: 0,
             detail: detail.into(),
         }
     }
@@ -166,7 +182,8 @@ impl HelloReply {
     }
 
     /// Appends `u32 magic | u16 status | u16 node_id | u32 max_frame_bytes |
-    /// u32 max_signals_per_frame | u16 detail_len | detail` to `out`. A
+    /// u32 max_signals_per_frame | u32 incarnation | u16 detail_len |
+    /// detail` to `out`. A
     /// detail above [`HELLO_DETAIL_BYTES_MAX`] is cut at a character
     /// boundary.
     pub fn encode(&self, out: &mut Vec<u8>) {
@@ -177,6 +194,7 @@ impl HelloReply {
         put_u16(out, self.node_id);
         put_u32(out, self.max_frame_bytes);
         put_u32(out, self.max_signals_per_frame);
+        put_u32(out, self.incarnation);
         put_u16(out, detail.len() as u16);
         out.extend_from_slice(detail.as_bytes());
     }
@@ -218,10 +236,11 @@ impl HelloReply {
                 ));
             }
         }
+        let incarnation = r.u32("incarnation")?;
         let detail_len = usize::from(r.u16("detail_len")?);
         if detail_len > HELLO_DETAIL_BYTES_MAX {
             return Err(r.malformed_at(
-                16,
+                20,
                 format_args!("detail_len {detail_len} above {HELLO_DETAIL_BYTES_MAX}"),
             ));
         }
@@ -235,6 +254,7 @@ impl HelloReply {
                 node_id,
                 max_frame_bytes,
                 max_signals_per_frame,
+                incarnation,
                 detail,
             },
             r.pos,
@@ -260,7 +280,7 @@ mod tests {
     use super::*;
 
     fn hello() -> Hello {
-        Hello::new(NodeType::Api, 0xDEAD_BEEF_0011_2233, 200, 3)
+        Hello::new(NodeType::DataNode, 0xDEAD_BEEF_0011_2233, 200, 3).with_incarnation(0x0102_0304)
     }
 
     fn malformed<T: std::fmt::Debug>(result: Result<T, WireError>) -> String {
@@ -274,9 +294,9 @@ mod tests {
     fn hello_layout_is_byte_exact() {
         let bytes = hello().encode();
         let mut expected = b"SHOL".to_vec();
-        expected.extend_from_slice(&[2, 0, 1, 0]);
+        expected.extend_from_slice(&[3, 0, 2, 0]);
         expected.extend_from_slice(&0xDEAD_BEEF_0011_2233u64.to_le_bytes());
-        expected.extend_from_slice(&[200, 0, 3, 0, 0, 0, 0, 0]);
+        expected.extend_from_slice(&[200, 0, 3, 0, 4, 3, 2, 1]);
         assert_eq!(bytes.to_vec(), expected);
         assert_eq!(Hello::decode(&bytes), Ok(hello()));
     }
@@ -290,15 +310,13 @@ mod tests {
         let mut bad = good;
         bad[6] = 3;
         assert!(malformed(Hello::decode(&bad)).contains("node_type value 3"));
-        for offset in [7, 20, 23] {
-            let mut bad = good;
-            bad[offset] = 1;
-            let msg = malformed(Hello::decode(&bad));
-            assert!(
-                msg.contains("reserved") && msg.contains(&format!("offset {}", offset.min(20))),
-                "{msg}"
-            );
-        }
+        let mut bad = good;
+        bad[7] = 1;
+        let msg = malformed(Hello::decode(&bad));
+        assert!(
+            msg.contains("reserved") && msg.contains("offset 7"),
+            "{msg}"
+        );
         assert!(malformed(Hello::decode(&good[..23])).contains("23 bytes"));
         let mut long = good.to_vec();
         long.push(0);
@@ -320,7 +338,7 @@ mod tests {
     #[test]
     fn hello_reply_round_trips_byte_at_a_time() {
         let replies = [
-            HelloReply::accepted(3, 65536, 512),
+            HelloReply::accepted(3, 65536, 512, 7),
             HelloReply::rejected(3, 5003, "cluster id 7, expected 8 — ✗"),
         ];
         for reply in replies {
@@ -345,7 +363,8 @@ mod tests {
         HelloReply::rejected(9, 5003, "no").encode(&mut bytes);
         let mut expected = b"SHOL".to_vec();
         expected.extend_from_slice(&5003u16.to_le_bytes());
-        expected.extend_from_slice(&[9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, b'n', b'o']);
+        expected.extend_from_slice(&[9, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        expected.extend_from_slice(&[0, 0, 0, 0, 2, 0, b'n', b'o']);
         assert_eq!(bytes, expected);
     }
 
@@ -363,19 +382,19 @@ mod tests {
             b
         };
         let bad_limits = [
-            HelloReply::accepted(1, 0, 10),
-            HelloReply::accepted(1, FRAME_BYTES_MAX as u32 + 1, 10),
-            HelloReply::accepted(1, 4096, 0),
-            HelloReply::accepted(1, 4096, SIGNALS_PER_FRAME_MAX as u32 + 1),
+            HelloReply::accepted(1, 0, 10, 1),
+            HelloReply::accepted(1, FRAME_BYTES_MAX as u32 + 1, 10, 1),
+            HelloReply::accepted(1, 4096, 0, 1),
+            HelloReply::accepted(1, 4096, SIGNALS_PER_FRAME_MAX as u32 + 1, 1),
         ];
         for reply in &bad_limits {
             assert!(malformed(HelloReply::decode(&encode(reply))).contains("outside"));
         }
         let mut long = encode(&HelloReply::rejected(1, 5003, ""));
-        long[16..18].copy_from_slice(&1025u16.to_le_bytes());
+        long[20..22].copy_from_slice(&1025u16.to_le_bytes());
         assert!(malformed(HelloReply::decode(&long)).contains("detail_len 1025"));
         let mut bad_utf8 = encode(&HelloReply::rejected(1, 5003, "ab"));
-        bad_utf8[19] = 0xC0;
+        bad_utf8[23] = 0xC0;
         assert!(malformed(HelloReply::decode(&bad_utf8)).contains("UTF-8"));
     }
 

@@ -6,6 +6,8 @@
 //! trusts a length it has not checked against the bytes it holds and the
 //! negotiated limits; malformed input is an error, never a panic.
 
+#![forbid(unsafe_code)]
+
 pub mod frame;
 pub mod handshake;
 pub mod node;
@@ -23,6 +25,6 @@ pub use signals::{
     GSN_TC_KEY_REF, GSN_TC_KEY_REQ, OP_FLAGS_KNOWN, OP_IGNORE_ERROR, SIGNAL_DETAIL_BYTES_MAX,
 };
 pub use signals::{
-    ErrorReport, ExecType, KeyOp, LockMode, OpResult, OpType, Signal, TcKeyConf, TcKeyRef,
-    TcKeyReq, TransState,
+    ErrorReport, ExecType, KeyOp, LockMode, OpResult, OpType, Signal, TcCommitAck, TcKeyConf,
+    TcKeyFailConf, TcKeyRef, TcKeyReq, TcNodeFailRep, TransState, COMMIT_ACKS_MAX,
 };

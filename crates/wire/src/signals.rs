@@ -21,6 +21,12 @@ pub const GSN_TC_KEY_CONF: u16 = 2;
 pub const GSN_TC_KEY_REF: u16 = 3;
 /// GSN of [`ErrorReport`].
 pub const GSN_ERROR_REPORT: u16 = 4;
+/// GSN of [`TcCommitAck`].
+pub const GSN_TC_COMMIT_ACK: u16 = 5;
+/// GSN of [`TcKeyFailConf`].
+pub const GSN_TC_KEY_FAIL_CONF: u16 = 6;
+/// GSN of [`TcNodeFailRep`].
+pub const GSN_TC_NODE_FAIL_REP: u16 = 7;
 /// GSNs from here on are reserved for node-to-node signals.
 pub const GSN_NODE_SIGNALS_FIRST: u16 = 16;
 
@@ -160,8 +166,49 @@ pub struct TcKeyConf {
     /// The number of the request this answers.
     pub request: u32,
     pub state: TransState,
+    /// `Committed` only: the replicas keep a commit marker for the
+    /// transaction until the client acknowledges this answer with a
+    /// [`TcCommitAck`] (so a coordinator taking over can report the
+    /// commit if this answer is lost with its node).
+    pub ack_wanted: bool,
     /// One per operation of the request that this answers, in order.
     pub results: Vec<OpResult>,
+}
+
+/// `TcKeyConf` flag bit: [`TcKeyConf::ack_wanted`].
+pub const CONF_ACK_WANTED: u8 = 1;
+
+/// Client → its transactions' coordinator: these committed transactions'
+/// answers arrived; their commit markers may go (NDB's TC_COMMIT_ACK).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TcCommitAck {
+    pub trans: Vec<TransId>,
+}
+
+/// Most transactions one [`TcCommitAck`] names.
+pub const COMMIT_ACKS_MAX: usize = 8192;
+
+/// A data node → a client: the coordinator of transaction `trans` (data
+/// node `node`, in `incarnation`) failed, and the node that took over its
+/// transactions found this outcome (NDB's TCKEY_FAILCONF / FAILREF).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TcKeyFailConf {
+    pub node: u16,
+    pub incarnation: u32,
+    pub trans: TransId,
+    pub committed: bool,
+}
+
+/// A data node → a client: every transaction that coordinator `node` (in
+/// `incarnation`) held has been taken over. Those of this client (its API
+/// node) that committed are listed; every other one is aborted. The list
+/// is complete on its own: a client that connected after some
+/// [`TcKeyFailConf`]s went out still learns every outcome.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TcNodeFailRep {
+    pub node: u16,
+    pub incarnation: u32,
+    pub committed: Vec<TransId>,
 }
 
 /// The transaction failed and is aborted.
@@ -189,6 +236,9 @@ pub enum Signal {
     TcKeyConf(TcKeyConf),
     TcKeyRef(TcKeyRef),
     ErrorReport(ErrorReport),
+    TcCommitAck(TcCommitAck),
+    TcKeyFailConf(TcKeyFailConf),
+    TcNodeFailRep(TcNodeFailRep),
     /// Between data nodes only; a client sending one is a protocol
     /// violation.
     Node(crate::node::BlockSignal),
@@ -213,6 +263,9 @@ impl Signal {
             Signal::TcKeyConf(_) => GSN_TC_KEY_CONF,
             Signal::TcKeyRef(_) => GSN_TC_KEY_REF,
             Signal::ErrorReport(_) => GSN_ERROR_REPORT,
+            Signal::TcCommitAck(_) => GSN_TC_COMMIT_ACK,
+            Signal::TcKeyFailConf(_) => GSN_TC_KEY_FAIL_CONF,
+            Signal::TcNodeFailRep(_) => GSN_TC_NODE_FAIL_REP,
             Signal::Node(n) => n.gsn(),
         }
     }
@@ -243,6 +296,9 @@ impl Signal {
             }
             Signal::TcKeyRef(r) => TC_KEY_REF_FIXED_BYTES + detail_prefix(&r.detail).len(),
             Signal::ErrorReport(r) => ERROR_REPORT_FIXED_BYTES + detail_prefix(&r.detail).len(),
+            Signal::TcCommitAck(a) => 2 + 8 * a.trans.len(),
+            Signal::TcKeyFailConf(_) => 2 + 4 + 8 + 1 + 1,
+            Signal::TcNodeFailRep(f) => 2 + 4 + 4 + 8 * f.committed.len(),
             Signal::Node(n) => n.body_len(),
         }
     }
@@ -295,6 +351,32 @@ impl Signal {
                 put_u16(out, r.code);
                 put_detail(out, &r.detail);
             }
+            Signal::TcCommitAck(a) => {
+                assert!(
+                    a.trans.len() <= COMMIT_ACKS_MAX,
+                    "TcCommitAck of {} transactions",
+                    a.trans.len()
+                );
+                put_u16(out, a.trans.len() as u16);
+                for t in &a.trans {
+                    put_u64(out, t.0);
+                }
+            }
+            Signal::TcKeyFailConf(f) => {
+                put_u16(out, f.node);
+                put_u32(out, f.incarnation);
+                put_u64(out, f.trans.0);
+                out.push(u8::from(f.committed));
+                out.push(0);
+            }
+            Signal::TcNodeFailRep(f) => {
+                put_u16(out, f.node);
+                put_u32(out, f.incarnation);
+                put_u32(out, f.committed.len() as u32);
+                for t in &f.committed {
+                    put_u64(out, t.0);
+                }
+            }
             Signal::Node(n) => n.encode_body(out),
         }
     }
@@ -307,7 +389,41 @@ impl Signal {
             GSN_TC_KEY_CONF => decode_tc_key_conf(body).map(Signal::TcKeyConf),
             GSN_TC_KEY_REF => decode_tc_key_ref(body).map(Signal::TcKeyRef),
             GSN_ERROR_REPORT => decode_error_report(body).map(Signal::ErrorReport),
-            GSN_NODE_SIGNALS_FIRST..=crate::node::GSN_NODE_SIGNALS_LAST => {
+            GSN_TC_COMMIT_ACK => decode_commit_ack(body).map(Signal::TcCommitAck),
+            GSN_TC_KEY_FAIL_CONF => {
+                let mut r = Reader::new(body, "TcKeyFailConf");
+                let node = r.u16("node")?;
+                let incarnation = r.u32("incarnation")?;
+                let trans = TransId(r.u64("trans")?);
+                let committed = crate::node::read_flag(&mut r, "committed")?;
+                r.reserved_u8("reserved")?;
+                r.finish()?;
+                Ok(Signal::TcKeyFailConf(TcKeyFailConf {
+                    node,
+                    incarnation,
+                    trans,
+                    committed,
+                }))
+            }
+            GSN_TC_NODE_FAIL_REP => {
+                let mut r = Reader::new(body, "TcNodeFailRep");
+                let node = r.u16("node")?;
+                let incarnation = r.u32("incarnation")?;
+                let count = r.u32("count")? as usize;
+                r.check_count(count, 8, "count")?;
+                let committed = (0..count)
+                    .map(|_| r.u64("trans").map(TransId))
+                    .collect::<Result<Vec<_>, _>>()?;
+                r.finish()?;
+                Ok(Signal::TcNodeFailRep(TcNodeFailRep {
+                    node,
+                    incarnation,
+                    committed,
+                }))
+            }
+            GSN_NODE_SIGNALS_FIRST..=crate::node::GSN_NODE_SIGNALS_LAST
+                if gsn_name(gsn).is_some() =>
+            {
                 crate::node::BlockSignal::decode(gsn, body).map(Signal::Node)
             }
             _ => Err(WireError::UnknownSignal(gsn)),
@@ -322,6 +438,9 @@ pub fn gsn_name(gsn: u16) -> Option<&'static str> {
         GSN_TC_KEY_CONF => Some("TcKeyConf"),
         GSN_TC_KEY_REF => Some("TcKeyRef"),
         GSN_ERROR_REPORT => Some("ErrorReport"),
+        GSN_TC_COMMIT_ACK => Some("TcCommitAck"),
+        GSN_TC_KEY_FAIL_CONF => Some("TcKeyFailConf"),
+        GSN_TC_NODE_FAIL_REP => Some("TcNodeFailRep"),
         crate::node::GSN_LQH_KEY_REQ => Some("LqhKeyReq"),
         crate::node::GSN_LQH_KEY_CONF => Some("LqhKeyConf"),
         crate::node::GSN_LQH_KEY_REF => Some("LqhKeyRef"),
@@ -331,6 +450,26 @@ pub fn gsn_name(gsn: u16) -> Option<&'static str> {
         crate::node::GSN_COMPLETE_CONF => Some("CompleteConf"),
         crate::node::GSN_ABORT_REQ => Some("AbortReq"),
         crate::node::GSN_ABORT_CONF => Some("AbortConf"),
+        crate::node::cluster::GSN_TAKEOVER_REQ => Some("TakeoverReq"),
+        crate::node::cluster::GSN_TAKEOVER_TXN => Some("TakeoverTxn"),
+        crate::node::cluster::GSN_TAKEOVER_CONF => Some("TakeoverConf"),
+        crate::node::cluster::GSN_TAKEOVER_DONE => Some("TakeoverDone"),
+        crate::node::cluster::GSN_HEARTBEAT => Some("Heartbeat"),
+        crate::node::cluster::GSN_JOIN_REQ => Some("JoinReq"),
+        crate::node::cluster::GSN_JOIN_REF => Some("JoinRef"),
+        crate::node::cluster::GSN_VIEW_PREPARE => Some("ViewPrepare"),
+        crate::node::cluster::GSN_VIEW_PREPARE_CONF => Some("ViewPrepareConf"),
+        crate::node::cluster::GSN_VIEW_PREPARE_REF => Some("ViewPrepareRef"),
+        crate::node::cluster::GSN_VIEW_COMMIT => Some("ViewCommit"),
+        crate::node::cluster::GSN_FAIL_REPORT => Some("FailReport"),
+        crate::node::cluster::GSN_CLUSTER_SHUTDOWN => Some("ClusterShutdown"),
+        crate::node::cluster::GSN_FRAG_STATE => Some("FragState"),
+        crate::node::cluster::GSN_COPY_FRAG_REQ => Some("CopyFragReq"),
+        crate::node::cluster::GSN_COPY_ROWS => Some("CopyRows"),
+        crate::node::cluster::GSN_COPY_ROWS_CONF => Some("CopyRowsConf"),
+        crate::node::cluster::GSN_COPY_FRAG_CONF => Some("CopyFragConf"),
+        crate::node::cluster::GSN_COPY_FRAG_REF => Some("CopyFragRef"),
+        crate::node::cluster::GSN_FRAG_STATE_CONF => Some("FragStateConf"),
         _ => None,
     }
 }
@@ -411,7 +550,7 @@ fn encode_tc_key_conf(conf: &TcKeyConf, out: &mut Vec<u8>) {
     put_u64(out, conf.trans.0);
     put_u32(out, conf.request);
     out.push(conf.state as u8);
-    out.push(0);
+    out.push(if conf.ack_wanted { CONF_ACK_WANTED } else { 0 });
     put_u16(out, result_count);
     for (i, result) in conf.results.iter().enumerate() {
         let data_len = u32::try_from(result.data.len()).unwrap_or_else(|_| {
@@ -454,7 +593,15 @@ fn decode_tc_key_conf(body: &[u8]) -> Result<TcKeyConf, WireError> {
     let trans = TransId(r.u64("trans")?);
     let request = r.u32("request")?;
     let state = r.enum_u8("state", TransState::from_u8)?;
-    r.reserved_u8("reserved")?;
+    let flags_at = r.pos;
+    let flags = r.u8("flags")?;
+    if flags & !CONF_ACK_WANTED != 0 || (flags != 0 && state != TransState::Committed) {
+        return Err(r.malformed_at(
+            flags_at,
+            format_args!("flags {flags:#04x} with state {state:?}"),
+        ));
+    }
+    let ack_wanted = flags & CONF_ACK_WANTED != 0;
     let result_count = usize::from(r.u16("result_count")?);
     r.check_count(result_count, OP_RESULT_FIXED_BYTES, "result_count")?;
     let mut results = Vec::with_capacity(result_count);
@@ -471,8 +618,27 @@ fn decode_tc_key_conf(body: &[u8]) -> Result<TcKeyConf, WireError> {
         trans,
         request,
         state,
+        ack_wanted,
         results,
     })
+}
+
+fn decode_commit_ack(body: &[u8]) -> Result<TcCommitAck, WireError> {
+    let mut r = Reader::new(body, "TcCommitAck");
+    let at = r.pos;
+    let count = usize::from(r.u16("count")?);
+    if count > COMMIT_ACKS_MAX {
+        return Err(r.malformed_at(
+            at,
+            format_args!("{count} transactions, at most {COMMIT_ACKS_MAX}"),
+        ));
+    }
+    r.check_count(count, 8, "count")?;
+    let trans = (0..count)
+        .map(|_| r.u64("trans").map(TransId))
+        .collect::<Result<Vec<_>, _>>()?;
+    r.finish()?;
+    Ok(TcCommitAck { trans })
 }
 
 fn decode_tc_key_ref(body: &[u8]) -> Result<TcKeyRef, WireError> {
@@ -780,6 +946,7 @@ mod tests {
                 trans: TransId(u64::MAX),
                 request: u32::MAX,
                 state: TransState::Aborted,
+                ack_wanted: false,
                 results: vec![
                     OpResult {
                         code: 0,
@@ -802,6 +969,27 @@ mod tests {
                 code: 5001,
                 detail: String::new(),
             }),
+            Signal::TcKeyConf(TcKeyConf {
+                trans: TransId(6),
+                request: 1,
+                state: TransState::Committed,
+                ack_wanted: true,
+                results: vec![],
+            }),
+            Signal::TcCommitAck(TcCommitAck {
+                trans: vec![TransId(1), TransId(u64::MAX)],
+            }),
+            Signal::TcKeyFailConf(TcKeyFailConf {
+                node: 3,
+                incarnation: 9,
+                trans: TransId(44),
+                committed: true,
+            }),
+            Signal::TcNodeFailRep(TcNodeFailRep {
+                node: 3,
+                incarnation: 9,
+                committed: vec![TransId(5), TransId(7)],
+            }),
         ];
         for signal in signals {
             let body = body_of(&signal);
@@ -823,7 +1011,14 @@ mod tests {
             Signal::decode(past, &[]),
             Err(WireError::UnknownSignal(past))
         );
-        assert_eq!(Signal::decode(5, &[]), Err(WireError::UnknownSignal(5)));
+        // Gaps in the numbering are unknown too (a body that names a node
+        // first is read far enough to see the number is not assigned).
+        for gsn in [8, 15, 29, 31, 41, 47] {
+            assert!(
+                matches!(Signal::decode(gsn, &[1, 0]), Err(WireError::UnknownSignal(g)) if g == gsn),
+                "GSN {gsn}"
+            );
+        }
     }
 
     #[test]

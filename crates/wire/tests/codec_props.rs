@@ -87,6 +87,7 @@ fn signal() -> impl Strategy<Value = Signal> {
                     trans: TransId(trans),
                     request,
                     state,
+                    ack_wanted: state == TransState::Committed && trans % 2 == 0,
                     results
                 })
             ),
@@ -108,6 +109,33 @@ fn signal() -> impl Strategy<Value = Signal> {
             }),
         (any::<u16>(), detail())
             .prop_map(|(code, detail)| Signal::ErrorReport(ErrorReport { code, detail })),
+        prop::collection::vec(any::<u64>(), 0..6).prop_map(|t| Signal::TcCommitAck(
+            shoal_wire::TcCommitAck {
+                trans: t.into_iter().map(TransId).collect()
+            }
+        )),
+        (any::<u16>(), any::<u32>(), any::<u64>(), any::<bool>()).prop_map(
+            |(node, incarnation, trans, committed)| Signal::TcKeyFailConf(
+                shoal_wire::TcKeyFailConf {
+                    node,
+                    incarnation,
+                    trans: TransId(trans),
+                    committed
+                }
+            )
+        ),
+        (
+            any::<u16>(),
+            any::<u32>(),
+            prop::collection::vec(any::<u64>().prop_map(TransId), 0..8)
+        )
+            .prop_map(|(node, incarnation, committed)| Signal::TcNodeFailRep(
+                shoal_wire::TcNodeFailRep {
+                    node,
+                    incarnation,
+                    committed
+                }
+            )),
     ]
 }
 
@@ -341,6 +369,7 @@ proptest! {
         cluster_id in any::<u64>(),
         node_id in any::<u16>(),
         target_node_id in any::<u16>(),
+        incarnation in any::<u32>(),
     ) {
         let hello = Hello {
             protocol_version: version,
@@ -348,6 +377,7 @@ proptest! {
             cluster_id,
             node_id,
             target_node_id,
+            incarnation,
         };
         prop_assert_eq!(Hello::decode(&hello.encode()), Ok(hello));
     }
@@ -360,8 +390,9 @@ proptest! {
         max_signals in 1u32..=shoal_wire::SIGNALS_PER_FRAME_MAX as u32,
         detail in "\\PC{0,40}",
         tail in prop::collection::vec(any::<u8>(), 0..8),
+        incarnation in any::<u32>(),
     ) {
-        let reply = HelloReply { status, node_id, max_frame_bytes: max_frame, max_signals_per_frame: max_signals, detail };
+        let reply = HelloReply { status, node_id, max_frame_bytes: max_frame, max_signals_per_frame: max_signals, incarnation, detail };
         let mut bytes = Vec::new();
         reply.encode(&mut bytes);
         let len = bytes.len();
@@ -378,16 +409,73 @@ proptest! {
 /// it never panics.
 mod node_signals {
     use super::*;
-    use shoal_wire::node::{first_txn_ref, BlockSignal, Chain};
+    use shoal_wire::node::{
+        first_txn_ref, BlockSignal, Chain, ClusterSignal, CopyRow, Member, View,
+    };
 
     fn samples(key: Vec<u8>, data: Vec<u8>) -> Vec<BlockSignal> {
-        let txn = first_txn_ref(2) + 7;
+        let txn = first_txn_ref(2, 5) + 7;
+        let view = View {
+            number: 4,
+            dist_version: 9,
+            members: vec![
+                Member {
+                    node: 1,
+                    incarnation: 2,
+                    started: true,
+                },
+                Member {
+                    node: 3,
+                    incarnation: 1,
+                    started: false,
+                },
+            ],
+        };
         vec![
+            BlockSignal::Cluster(ClusterSignal::ViewPrepare {
+                to: 3,
+                view: view.clone(),
+            }),
+            BlockSignal::Cluster(ClusterSignal::ViewPrepareConf {
+                to: 1,
+                number: 4,
+                committed: view.clone(),
+                dist_version: 8,
+                prepared: Some(view),
+            }),
+            BlockSignal::Cluster(ClusterSignal::TakeoverTxn {
+                to: 1,
+                reporter: 3,
+                txn,
+                api_node: 60,
+                trans: TransId(9),
+                committed: false,
+                frags: vec![(TableId(4), 1)],
+            }),
+            BlockSignal::Cluster(ClusterSignal::CopyRows {
+                to: 3,
+                table: TableId(4),
+                frag: 1,
+                seq: 2,
+                from_row: 0,
+                to_row: 64,
+                rows: vec![CopyRow {
+                    row: 9,
+                    fixed: key.clone(),
+                    var: data.clone(),
+                }],
+                last: false,
+            }),
             BlockSignal::LqhKeyReq {
                 txn,
                 op_no: 3,
                 low_water: txn - 1,
                 frag: 1,
+                frag_version: 7,
+                row: 12,
+                row_new: false,
+                api_node: 60,
+                trans: TransId(9),
                 op: KeyOp {
                     op: OpType::Write,
                     lock: LockMode::Exclusive,

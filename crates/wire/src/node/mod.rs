@@ -1,14 +1,22 @@
-//! Signals between the blocks of data nodes (TC ↔ LQH), and their wire
-//! encoding for node-to-node links (GSN 16 and up; docs/PROTOCOL.md §6).
+//! Signals between the blocks of data nodes, and their wire encoding for
+//! node-to-node links (GSN 16 and up; docs/PROTOCOL.md §6): the
+//! transaction signals between TC and LQH here, the cluster signals
+//! (membership, distribution, node-restart copy, takeover) in
+//! [`cluster`].
 //!
-//! Where a signal goes follows from the signal itself
-//! ([`BlockSignal::destination`]): an operation to the replica at `hop` of
-//! its chain, TC's orders to the node they name, and every answer to the
-//! node of the transaction's coordinator, which is encoded in the
-//! transaction handle ([`tc_node_of`]).
+//! A signal is addressed to a block instance on a node
+//! ([`BlockSignal::destination`]), and where it goes follows from the
+//! signal itself: an operation to the replica at `hop` of its chain, TC's
+//! orders to the node they name, every answer to the node of the
+//! transaction's coordinator (encoded in the transaction handle,
+//! [`tc_node_of`]), and cluster signals to the node they name.
+
+pub mod cluster;
+
+pub use cluster::{ClusterSignal, CopyRow, FragReplicaState, JoinRefusal, Member, View};
 
 use shoal_types::distribution::FragmentId;
-use shoal_types::{ErrorCode, ShoalError, TableId};
+use shoal_types::{ErrorCode, ShoalError, TableId, TransId};
 
 use crate::frame::WireError;
 use crate::signals::{
@@ -17,8 +25,10 @@ use crate::signals::{
 };
 
 /// A transaction's handle shared by TC and every LQH it uses, and the lock
-/// owner. Unique in the cluster: the coordinator's node id is in the top 16
-/// bits.
+/// owner. Unique in the cluster: the coordinator's node id is in the top 8
+/// bits, the low 8 bits of its incarnation in the next 8 (a restarted
+/// node's transactions never collide with its old ones), a counter in the
+/// low 48 (280 trillion transactions per incarnation).
 pub type TxnRef = u64;
 
 /// A fragment of a table.
@@ -27,12 +37,53 @@ pub type FragKey = (TableId, FragmentId);
 /// The node whose TC coordinates `txn`.
 #[inline]
 pub fn tc_node_of(txn: TxnRef) -> u16 {
-    (txn >> 48) as u16
+    (txn >> 56) as u16
 }
 
-/// The first transaction handle a TC on `node` hands out.
-pub fn first_txn_ref(node: u16) -> TxnRef {
-    (u64::from(node) << 48) | 1
+/// The low 8 bits of the incarnation of the coordinator of `txn`.
+#[inline]
+pub fn tc_incarnation_of(txn: TxnRef) -> u8 {
+    (txn >> 48) as u8
+}
+
+/// The first transaction handle a TC on `node` (1..=255) in `incarnation`
+/// hands out.
+pub fn first_txn_ref(node: u16, incarnation: u32) -> TxnRef {
+    assert!((1..=255).contains(&node), "node id {node} outside 1..=255");
+    (u64::from(node) << 56) | (u64::from(incarnation as u8) << 48) | 1
+}
+
+/// The blocks of a data node (NDB's names; docs/GLOSSARY.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Block {
+    /// Transaction coordinator.
+    Tc,
+    /// Local query handler: the fragments stored on the node.
+    Lqh,
+    /// Membership: heartbeats, views, arbitration.
+    Qmgr,
+    /// Distribution: replicas, primaries, node-restart control.
+    Dih,
+}
+
+/// Where a signal goes: a block instance on a node. One instance of each
+/// block per node today; several LQH instances (one per LDM thread) can
+/// come without changing the signals.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct BlockAddr {
+    pub node: u16,
+    pub block: Block,
+    pub instance: u8,
+}
+
+impl BlockAddr {
+    pub const fn new(node: u16, block: Block) -> BlockAddr {
+        BlockAddr {
+            node,
+            block,
+            instance: 0,
+        }
+    }
 }
 
 pub const GSN_LQH_KEY_REQ: u16 = 16;
@@ -45,7 +96,7 @@ pub const GSN_COMPLETE_CONF: u16 = 22;
 pub const GSN_ABORT_REQ: u16 = 23;
 pub const GSN_ABORT_CONF: u16 = 24;
 /// The last GSN this version defines.
-pub const GSN_NODE_SIGNALS_LAST: u16 = GSN_ABORT_CONF;
+pub const GSN_NODE_SIGNALS_LAST: u16 = cluster::GSN_CLUSTER_LAST;
 
 /// Most replicas a chain may name (NDB's NoOfReplicas limit).
 pub const CHAIN_NODES_MAX: usize = 4;
@@ -105,6 +156,20 @@ pub enum BlockSignal {
         low_water: TxnRef,
         /// The fragment of `op.table` the key belongs to.
         frag: FragmentId,
+        /// The fragment's distribution version the chain was built from:
+        /// a replica whose version differs refuses the operation (a route
+        /// from before a failure or a restart step must not be acted on).
+        frag_version: u32,
+        /// The row id the primary gave the row (every replica keeps a row
+        /// under the same id); `ROW_NONE` from TC and for reads.
+        row: u32,
+        /// The primary created the row at `row` (an insert, or a write of
+        /// a missing key); else `row` held the row already.
+        row_new: bool,
+        /// The client: its API node id and its transaction id, so a
+        /// coordinator taking over can tell it the outcome.
+        api_node: u16,
+        trans: TransId,
         op: KeyOp,
         /// The replicas, primary first.
         chain: Chain,
@@ -160,35 +225,60 @@ pub enum BlockSignal {
     /// TC → LQH on `node`: drop the transaction's changes and waits there,
     /// release its locks.
     AbortReq { txn: TxnRef, node: u16 },
-    /// LQH → TC.
-    AbortConf { txn: TxnRef, node: u16 },
+    /// LQH → TC. `committed`: a commit had reached this replica already
+    /// (its last replica decided, `commit_at_last`), so it committed
+    /// instead: the transaction is committed.
+    AbortConf {
+        txn: TxnRef,
+        node: u16,
+        committed: bool,
+    },
+    /// Membership, distribution, copy and takeover.
+    Cluster(ClusterSignal),
 }
 
+/// `LqhKeyReq::row` of an operation whose row id is not known (yet).
+pub const ROW_NONE: u32 = u32::MAX;
+
 impl BlockSignal {
-    /// The node whose blocks take this signal.
-    pub fn destination(&self) -> u16 {
+    /// The block instance that takes this signal.
+    pub fn destination(&self) -> BlockAddr {
         match self {
-            BlockSignal::LqhKeyReq { chain, hop, .. } => chain[*hop as usize],
+            BlockSignal::LqhKeyReq { chain, hop, .. } => {
+                BlockAddr::new(chain[*hop as usize], Block::Lqh)
+            }
             BlockSignal::CommitReq { node, .. }
             | BlockSignal::CompleteReq { node, .. }
-            | BlockSignal::AbortReq { node, .. } => *node,
+            | BlockSignal::AbortReq { node, .. } => BlockAddr::new(*node, Block::Lqh),
             BlockSignal::LqhKeyConf { txn, .. }
             | BlockSignal::LqhKeyRef { txn, .. }
             | BlockSignal::CommitConf { txn, .. }
             | BlockSignal::CompleteConf { txn, .. }
-            | BlockSignal::AbortConf { txn, .. } => tc_node_of(*txn),
+            | BlockSignal::AbortConf { txn, .. } => BlockAddr::new(tc_node_of(*txn), Block::Tc),
+            BlockSignal::Cluster(c) => {
+                let block = match c {
+                    ClusterSignal::TakeoverReq { .. }
+                    | ClusterSignal::CopyFragReq { .. }
+                    | ClusterSignal::CopyRows { .. }
+                    | ClusterSignal::CopyRowsConf { .. } => Block::Lqh,
+                    ClusterSignal::TakeoverTxn { .. } | ClusterSignal::TakeoverConf { .. } => {
+                        Block::Tc
+                    }
+                    ClusterSignal::FragState { .. }
+                    | ClusterSignal::FragStateConf { .. }
+                    | ClusterSignal::CopyFragConf { .. }
+                    | ClusterSignal::CopyFragRef { .. } => Block::Dih,
+                    _ => Block::Qmgr,
+                };
+                BlockAddr::new(c.to(), block)
+            }
         }
     }
 
-    /// Whether LQH (rather than TC) takes this signal.
-    pub fn for_lqh(&self) -> bool {
-        matches!(
-            self,
-            BlockSignal::LqhKeyReq { .. }
-                | BlockSignal::CommitReq { .. }
-                | BlockSignal::CompleteReq { .. }
-                | BlockSignal::AbortReq { .. }
-        )
+    /// The node whose blocks take this signal.
+    #[inline]
+    pub fn destination_node(&self) -> u16 {
+        self.destination().node
     }
 
     pub fn gsn(&self) -> u16 {
@@ -202,6 +292,7 @@ impl BlockSignal {
             BlockSignal::CompleteConf { .. } => GSN_COMPLETE_CONF,
             BlockSignal::AbortReq { .. } => GSN_ABORT_REQ,
             BlockSignal::AbortConf { .. } => GSN_ABORT_CONF,
+            BlockSignal::Cluster(c) => c.gsn(),
         }
     }
 
@@ -210,7 +301,7 @@ impl BlockSignal {
         const TXN_NODE: usize = 8 + 2;
         match self {
             BlockSignal::LqhKeyReq { op, chain, .. } => {
-                8 + 4 + 8 + 4 + 1 + 1 + 1 + 1 + 2 * chain.len() + key_op_len(op)
+                8 + 4 + 8 + 4 + 4 + 4 + 2 + 8 + 1 + 1 + 1 + 1 + 2 * chain.len() + key_op_len(op)
             }
             BlockSignal::LqhKeyConf { result, .. } => 8 + 4 + 1 + 1 + 2 + 4 + result.data.len(),
             BlockSignal::LqhKeyRef { error, .. } => {
@@ -218,9 +309,9 @@ impl BlockSignal {
             }
             BlockSignal::CommitReq { frags, .. } => TXN_NODE + 1 + 1 + 4 + 8 * frags.len(),
             BlockSignal::CommitConf { .. } | BlockSignal::CompleteReq { .. } => TXN_NODE + 1 + 1,
-            BlockSignal::CompleteConf { .. }
-            | BlockSignal::AbortReq { .. }
-            | BlockSignal::AbortConf { .. } => TXN_NODE,
+            BlockSignal::CompleteConf { .. } | BlockSignal::AbortReq { .. } => TXN_NODE,
+            BlockSignal::AbortConf { .. } => TXN_NODE + 2,
+            BlockSignal::Cluster(c) => c.body_len(),
         }
     }
 
@@ -231,6 +322,11 @@ impl BlockSignal {
                 op_no,
                 low_water,
                 frag,
+                frag_version,
+                row,
+                row_new,
+                api_node,
+                trans,
                 op,
                 chain,
                 hop,
@@ -246,10 +342,14 @@ impl BlockSignal {
                 put_u32(out, *op_no);
                 put_u64(out, *low_water);
                 put_u32(out, *frag);
+                put_u32(out, *frag_version);
+                put_u32(out, *row);
+                put_u16(out, *api_node);
+                put_u64(out, trans.0);
                 out.push(*hop);
                 out.push(chain.len() as u8);
                 out.push(u8::from(*commit_at_last));
-                out.push(0);
+                out.push(u8::from(*row_new));
                 for &n in chain.iter() {
                     put_u16(out, n);
                 }
@@ -303,12 +403,21 @@ impl BlockSignal {
                 out.push(u8::from(*confirm));
                 out.push(0);
             }
-            BlockSignal::CompleteConf { txn, node }
-            | BlockSignal::AbortReq { txn, node }
-            | BlockSignal::AbortConf { txn, node } => {
+            BlockSignal::CompleteConf { txn, node } | BlockSignal::AbortReq { txn, node } => {
                 put_u64(out, *txn);
                 put_u16(out, *node);
             }
+            BlockSignal::AbortConf {
+                txn,
+                node,
+                committed,
+            } => {
+                put_u64(out, *txn);
+                put_u16(out, *node);
+                out.push(u8::from(*committed));
+                out.push(0);
+            }
+            BlockSignal::Cluster(c) => c.encode_body(out),
         }
     }
 
@@ -317,12 +426,21 @@ impl BlockSignal {
     pub fn decode(gsn: u16, body: &[u8]) -> Result<BlockSignal, WireError> {
         let name = crate::signals::gsn_name(gsn).unwrap_or("node signal");
         let mut r = Reader::new(body, name);
+        if gsn > GSN_ABORT_CONF {
+            let sig = ClusterSignal::decode(gsn, &mut r)?;
+            r.finish()?;
+            return Ok(BlockSignal::Cluster(sig));
+        }
         let txn = r.u64("txn")?;
         let sig = match gsn {
             GSN_LQH_KEY_REQ => {
                 let op_no = r.u32("op_no")?;
                 let low_water = r.u64("low_water")?;
                 let frag = r.u32("frag")?;
+                let frag_version = r.u32("frag_version")?;
+                let row = r.u32("row")?;
+                let api_node = r.u16("api_node")?;
+                let trans = TransId(r.u64("trans")?);
                 let hop_at = r.pos;
                 let hop = r.u8("hop")?;
                 let len_at = r.pos;
@@ -340,7 +458,7 @@ impl BlockSignal {
                     ));
                 }
                 let commit_at_last = read_flag(&mut r, "commit_at_last")?;
-                r.reserved_u8("reserved")?;
+                let row_new = read_flag(&mut r, "row_new")?;
                 let mut nodes = [0u16; CHAIN_NODES_MAX];
                 for n in &mut nodes[..chain_len] {
                     *n = r.u16("chain")?;
@@ -352,6 +470,11 @@ impl BlockSignal {
                     op_no,
                     low_water,
                     frag,
+                    frag_version,
+                    row,
+                    row_new,
+                    api_node,
+                    trans,
                     op,
                     chain,
                     hop,
@@ -391,12 +514,7 @@ impl BlockSignal {
                 let node = r.u16("node")?;
                 let release = read_flag(&mut r, "release")?;
                 r.reserved_u8("reserved")?;
-                let count = r.u32("frag_count")? as usize;
-                r.check_count(count, 8, "frag_count")?;
-                let mut frags = Vec::with_capacity(count);
-                for _ in 0..count {
-                    frags.push((TableId(r.u32("table")?), r.u32("frag")?));
-                }
+                let frags = cluster::read_frags(&mut r)?;
                 BlockSignal::CommitReq {
                     txn,
                     node,
@@ -424,10 +542,16 @@ impl BlockSignal {
                 txn,
                 node: r.u16("node")?,
             },
-            GSN_ABORT_CONF => BlockSignal::AbortConf {
-                txn,
-                node: r.u16("node")?,
-            },
+            GSN_ABORT_CONF => {
+                let node = r.u16("node")?;
+                let committed = read_flag(&mut r, "committed")?;
+                r.reserved_u8("reserved")?;
+                BlockSignal::AbortConf {
+                    txn,
+                    node,
+                    committed,
+                }
+            }
             _ => return Err(WireError::UnknownSignal(gsn)),
         };
         r.finish()?;
@@ -436,7 +560,7 @@ impl BlockSignal {
 }
 
 /// A `u8` that must be 0 or 1.
-fn read_flag(r: &mut Reader<'_>, field: &'static str) -> Result<bool, WireError> {
+pub(crate) fn read_flag(r: &mut Reader<'_>, field: &'static str) -> Result<bool, WireError> {
     let at = r.pos;
     match r.u8(field)? {
         0 => Ok(false),
@@ -452,13 +576,18 @@ mod tests {
     use shoal_types::SchemaVersion;
 
     fn samples() -> Vec<BlockSignal> {
-        let txn = first_txn_ref(3) + 41;
-        vec![
+        let txn = first_txn_ref(3, 9) + 41;
+        let mut all = vec![
             BlockSignal::LqhKeyReq {
                 txn,
                 op_no: 7,
                 low_water: txn - 3,
                 frag: 5,
+                frag_version: 12,
+                row: 4000,
+                row_new: true,
+                api_node: 51,
+                trans: TransId(900),
                 op: KeyOp {
                     op: OpType::Update,
                     lock: LockMode::Exclusive,
@@ -504,8 +633,14 @@ mod tests {
             },
             BlockSignal::CompleteConf { txn, node: 4 },
             BlockSignal::AbortReq { txn, node: 3 },
-            BlockSignal::AbortConf { txn, node: 3 },
-        ]
+            BlockSignal::AbortConf {
+                txn,
+                node: 3,
+                committed: true,
+            },
+        ];
+        all.extend(cluster::samples().into_iter().map(BlockSignal::Cluster));
+        all
     }
 
     #[test]
@@ -524,12 +659,27 @@ mod tests {
 
     #[test]
     fn destinations() {
-        let txn = first_txn_ref(3);
+        let txn = first_txn_ref(3, 300);
         assert_eq!(tc_node_of(txn), 3);
+        assert_eq!(tc_incarnation_of(txn), 300u32 as u8);
+        assert_eq!(tc_node_of(first_txn_ref(255, 1)), 255);
         let s = samples();
-        assert_eq!(s[0].destination(), 4, "the chain's hop");
-        assert_eq!(s[1].destination(), 3, "answers go to the coordinator");
-        assert_eq!(s[3].destination(), 4);
-        assert!(s[0].for_lqh() && !s[1].for_lqh());
+        assert_eq!(
+            s[0].destination(),
+            BlockAddr::new(4, Block::Lqh),
+            "the chain's hop"
+        );
+        assert_eq!(
+            s[1].destination(),
+            BlockAddr::new(3, Block::Tc),
+            "answers go to the coordinator"
+        );
+        assert_eq!(s[3].destination_node(), 4);
+        for sig in &s[9..] {
+            let BlockSignal::Cluster(c) = sig else {
+                unreachable!()
+            };
+            assert_eq!(sig.destination_node(), c.to(), "{sig:?}");
+        }
     }
 }

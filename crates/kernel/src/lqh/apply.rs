@@ -1,0 +1,372 @@
+//! LQH: an operation on a row it holds the lock it needs for (read,
+//! insert, update, write, delete, kept pending until commit), applying or
+//! dropping a pending change, and the checks of a request's body.
+
+use super::{err, FragEntry, Pending, PendingKind};
+use crate::signal::{BlockSignal, TxnRef};
+use shoal_storage::{Fragment, Memory, RowId};
+use shoal_types::layout::AttrSlice;
+use shoal_types::{ErrorCode, RowLayout, ShoalError};
+use shoal_wire::signals::ALL_COLUMNS;
+use shoal_wire::{KeyOp, OpResult, OpType};
+
+/// The image of a row as the operating transaction sees it.
+enum Current {
+    Missing,
+    Committed,
+    Own,
+}
+
+/// Commits or drops `txn`'s pending change of `row`, if it has one.
+/// Returns whether the row no longer exists (a rolled-back insert or a
+/// committed delete).
+pub(super) fn apply_pending(
+    entry: &mut FragEntry,
+    mem: &mut Memory,
+    txn: TxnRef,
+    row: RowId,
+    hash: u64,
+    commit: bool,
+) -> bool {
+    if entry.pending.get(&row).is_none_or(|p| p.owner != txn) {
+        return false;
+    }
+    let p = entry.pending.remove(&row).expect("checked");
+    mem.release(p.reserved_bytes);
+    match (p.kind, commit) {
+        (PendingKind::Inserted, true) => entry.frag.commit_insert(row),
+        (PendingKind::Inserted | PendingKind::InsertedThenDeleted, _)
+        | (PendingKind::Deleted, true) => {
+            entry.frag.remove(mem, hash, row);
+            return true;
+        }
+        (PendingKind::Updated { fixed, var }, true) => entry
+            .frag
+            .replace(mem, row, &fixed, var.as_deref())
+            .expect("commit memory was reserved at prepare"),
+        (PendingKind::Updated { .. } | PendingKind::Deleted, false) => {}
+    }
+    false
+}
+
+/// The answer to an operation of a transaction that already failed here
+/// (TC is aborting it).
+pub(super) fn already_failed(txn: TxnRef, op_no: u32) -> BlockSignal {
+    BlockSignal::LqhKeyRef {
+        txn,
+        op_no,
+        error: err(
+            ErrorCode::TransactionNotFound,
+            "an earlier operation of this transaction failed on this node",
+        ),
+    }
+}
+
+pub(super) fn not_found() -> ShoalError {
+    ShoalError::new(ErrorCode::TupleNotFound)
+}
+
+pub(super) fn out_of_memory(requested: usize, free: usize) -> ShoalError {
+    err(
+        ErrorCode::OutOfDataMemory,
+        format!("needed {requested} bytes, {free} bytes of data_memory free"),
+    )
+}
+
+pub(super) fn too_many_ops_err(max: usize) -> ShoalError {
+    err(
+        ErrorCode::TooManyOperations,
+        format!("max_concurrent_operations={max} reached"),
+    )
+}
+
+pub(super) fn too_many_ops(txn: TxnRef, op_no: u32, max: usize) -> BlockSignal {
+    BlockSignal::LqhKeyRef {
+        txn,
+        op_no,
+        error: too_many_ops_err(max),
+    }
+}
+
+/// Checks the parts of a request that do not depend on the row: the read
+/// column list, or the attribute list's structure.
+pub(super) fn check_request_body(layout: &RowLayout, op: &KeyOp) -> Result<(), ShoalError> {
+    match op.op {
+        OpType::Read => read_columns(&op.attrs).and_then(|cols| match cols {
+            Some(ids) => layout.check_column_ids(ids),
+            None => Ok(()),
+        }),
+        OpType::Delete => {
+            if op.attrs.is_empty() {
+                Ok(())
+            } else {
+                Err(err(ErrorCode::BadRequest, "a delete carries no attributes"))
+            }
+        }
+        _ => {
+            let (_, rest) = AttrSlice::parse(&op.attrs)?;
+            if rest.is_empty() {
+                Ok(())
+            } else {
+                Err(err(ErrorCode::BadRequest, "bytes after the attribute list"))
+            }
+        }
+    }
+}
+
+/// Parses a read's column list: `None` means all columns.
+fn read_columns(bytes: &[u8]) -> Result<Option<impl Iterator<Item = u16> + '_>, ShoalError> {
+    if bytes.len() < 2 {
+        return Err(err(ErrorCode::BadRequest, "read column list truncated"));
+    }
+    let count = u16::from_le_bytes([bytes[0], bytes[1]]);
+    if count == ALL_COLUMNS {
+        return if bytes.len() == 2 {
+            Ok(None)
+        } else {
+            Err(err(
+                ErrorCode::BadRequest,
+                "bytes after an all-columns read list",
+            ))
+        };
+    }
+    if bytes.len() != 2 + 2 * count as usize {
+        return Err(err(
+            ErrorCode::BadRequest,
+            "read column list length does not match its count",
+        ));
+    }
+    Ok(Some(
+        bytes[2..]
+            .chunks_exact(2)
+            .map(|c| u16::from_le_bytes([c[0], c[1]])),
+    ))
+}
+
+pub(super) fn read_image(layout: &RowLayout, fixed: &[u8], var: &[u8], op: &KeyOp) -> OpResult {
+    let mut data = Vec::with_capacity(64);
+    match read_columns(&op.attrs).expect("checked") {
+        Some(mut ids) => layout.read_attrs(fixed, var, Some(&mut ids), &mut data),
+        None => layout.read_attrs(fixed, var, None, &mut data),
+    }
+    OpResult { code: 0, data }
+}
+
+/// A committed read by the transaction that has uncommitted changes to the
+/// row: it sees its own writes.
+pub(super) fn read_own(
+    entry: &FragEntry,
+    layout: &RowLayout,
+    row: RowId,
+    op: &KeyOp,
+) -> Result<OpResult, ShoalError> {
+    let (cfixed, cvar) = entry.frag.row(row);
+    let Some(pending) = entry.pending.get(&row) else {
+        return Err(err(
+            ErrorCode::Internal,
+            format!("row {row} has no pending change"),
+        ));
+    };
+    match &pending.kind {
+        PendingKind::Inserted => Ok(read_image(layout, cfixed, cvar, op)),
+        PendingKind::Updated { fixed, var } => Ok(read_image(
+            layout,
+            fixed,
+            var.as_deref().unwrap_or(cvar),
+            op,
+        )),
+        PendingKind::Deleted | PendingKind::InsertedThenDeleted => Err(not_found()),
+    }
+}
+
+/// Runs an operation on a row this transaction has locked as needed.
+/// `commit_now`: the caller commits the transaction here right after (the
+/// last replica deciding, `commit_at_last`), so an update of a committed
+/// row is written in place instead of kept pending.
+pub(super) fn apply_locked(
+    entry: &mut FragEntry,
+    layout: &RowLayout,
+    mem: &mut Memory,
+    txn: TxnRef,
+    row: RowId,
+    commit_now: bool,
+    op: &KeyOp,
+) -> Result<OpResult, ShoalError> {
+    let ok = || OpResult {
+        code: 0,
+        data: Vec::new(),
+    };
+    let current = match entry.pending.get(&row) {
+        Some(p) => {
+            assert_eq!(
+                p.owner, txn,
+                "pending changes belong to the exclusive lock holder"
+            );
+            match p.kind {
+                PendingKind::Inserted | PendingKind::Updated { .. } => Current::Own,
+                PendingKind::Deleted | PendingKind::InsertedThenDeleted => Current::Missing,
+            }
+        }
+        None => {
+            assert!(
+                !entry.frag.is_tentative(row),
+                "tentative rows have a pending entry"
+            );
+            Current::Committed
+        }
+    };
+    let exists = !matches!(current, Current::Missing);
+    match op.op {
+        OpType::Read => {
+            if !exists {
+                return Err(not_found());
+            }
+            match current {
+                Current::Committed => {
+                    let (fixed, var) = entry.frag.row(row);
+                    Ok(read_image(layout, fixed, var, op))
+                }
+                _ => read_own(entry, layout, row, op),
+            }
+        }
+        OpType::Delete => {
+            if !exists {
+                return Err(not_found());
+            }
+            match entry.pending.get_mut(&row) {
+                Some(p) => {
+                    mem.release(p.reserved_bytes);
+                    p.reserved_bytes = 0;
+                    p.kind = match p.kind {
+                        PendingKind::Inserted => PendingKind::InsertedThenDeleted,
+                        _ => PendingKind::Deleted,
+                    };
+                }
+                None => {
+                    entry.pending.insert(
+                        row,
+                        Pending {
+                            owner: txn,
+                            kind: PendingKind::Deleted,
+                            reserved_bytes: 0,
+                        },
+                    );
+                }
+            }
+            Ok(ok())
+        }
+        OpType::Insert if exists => Err(ShoalError::new(ErrorCode::TupleAlreadyExists)),
+        OpType::Insert | OpType::Write if !exists => {
+            // Re-insert after this transaction deleted the row: a full new image.
+            let (attrs, _) = AttrSlice::parse(&op.attrs)?;
+            let (fixed, var) = layout.build_row(&op.key, attrs)?;
+            let p = entry
+                .pending
+                .get_mut(&row)
+                .expect("missing rows have a pending delete");
+            match p.kind {
+                PendingKind::InsertedThenDeleted => {
+                    entry
+                        .frag
+                        .replace(mem, row, &fixed, Some(&var))
+                        .map_err(|e| out_of_memory(e.requested_bytes, e.free_bytes))?;
+                    p.kind = PendingKind::Inserted;
+                }
+                _ => {
+                    let committed_var = entry.frag.row(row).1.len();
+                    reserve_growth(mem, p, committed_var, var.len())?;
+                    p.kind = PendingKind::Updated {
+                        fixed,
+                        var: Some(var),
+                    };
+                }
+            }
+            Ok(ok())
+        }
+        OpType::Update | OpType::Write => {
+            if !exists {
+                return Err(not_found());
+            }
+            let (attrs, _) = AttrSlice::parse(&op.attrs)?;
+            let (cfixed, cvar) = entry.frag.row(row);
+            match entry.pending.get_mut(&row) {
+                None if commit_now => {
+                    let (fixed, var) = layout.update_row(cfixed, cvar, attrs)?;
+                    entry
+                        .frag
+                        .replace(mem, row, &fixed, var.as_deref())
+                        .map_err(|e| out_of_memory(e.requested_bytes, e.free_bytes))?;
+                }
+                None => {
+                    let (fixed, var) = layout.update_row(cfixed, cvar, attrs)?;
+                    let mut p = Pending {
+                        owner: txn,
+                        kind: PendingKind::Deleted,
+                        reserved_bytes: 0,
+                    };
+                    if let Some(v) = &var {
+                        reserve_growth(mem, &mut p, cvar.len(), v.len())?;
+                    }
+                    p.kind = PendingKind::Updated { fixed, var };
+                    entry.pending.insert(row, p);
+                }
+                Some(p) => match &mut p.kind {
+                    PendingKind::Inserted => {
+                        let (fixed, var) = layout.update_row(cfixed, cvar, attrs)?;
+                        entry
+                            .frag
+                            .replace(mem, row, &fixed, var.as_deref())
+                            .map_err(|e| out_of_memory(e.requested_bytes, e.free_bytes))?;
+                    }
+                    PendingKind::Updated { fixed, var } => {
+                        let base_var = var.as_deref().unwrap_or(cvar);
+                        let (nfixed, nvar) = layout.update_row(fixed, base_var, attrs)?;
+                        let nvar = nvar.or_else(|| var.take());
+                        if let Some(v) = &nvar {
+                            let committed_var = cvar.len();
+                            let new_len = v.len();
+                            let mut tmp = Pending {
+                                owner: txn,
+                                kind: PendingKind::Deleted,
+                                reserved_bytes: p.reserved_bytes,
+                            };
+                            reserve_growth(mem, &mut tmp, committed_var, new_len)?;
+                            p.reserved_bytes = tmp.reserved_bytes;
+                        }
+                        p.kind = PendingKind::Updated {
+                            fixed: nfixed,
+                            var: nvar,
+                        };
+                    }
+                    PendingKind::Deleted | PendingKind::InsertedThenDeleted => {
+                        unreachable!("exists")
+                    }
+                },
+            }
+            Ok(ok())
+        }
+        OpType::Insert => unreachable!("both insert cases handled"),
+    }
+}
+
+/// Charges now what a var part growing from `old_len` to `new_len` bytes
+/// will need at commit, replacing the pending entry's earlier reservation.
+fn reserve_growth(
+    mem: &mut Memory,
+    p: &mut Pending,
+    old_len: usize,
+    new_len: usize,
+) -> Result<(), ShoalError> {
+    let need = Fragment::var_charge(new_len).saturating_sub(Fragment::var_charge(old_len));
+    mem.release(p.reserved_bytes);
+    let before = p.reserved_bytes;
+    p.reserved_bytes = 0;
+    if let Err(e) = mem.try_charge(need) {
+        mem.try_charge(before)
+            .expect("the old reservation fitted a moment ago");
+        p.reserved_bytes = before;
+        return Err(out_of_memory(e.requested_bytes, e.free_bytes));
+    }
+    p.reserved_bytes = need;
+    Ok(())
+}

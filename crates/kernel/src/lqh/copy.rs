@@ -1,0 +1,465 @@
+//! LQH: copying a fragment to a restarting replica (NDB's COPY_FRAGREQ).
+//!
+//! The source is the fragment's primary. The restarting replica already
+//! takes every write to the fragment (it is last in every write chain), so
+//! the copy only has to bring it the rows as they are now:
+//! - The source walks the fragment in row-id order, in batches, reading
+//!   each row under a shared lock (so it waits for a transaction that
+//!   changed the row, which may have begun before the replica joined the
+//!   chain, to finish) and releasing it at once. A batch says which ids it
+//!   covers: an id in the range with no row sent holds no row.
+//! - Batches travel on the same link as the operations the primary passes
+//!   on, so the target sees each row's copy and the later operations on it
+//!   in the order the primary ran them.
+//! - The target stores each row at its id, unless a transaction holds the
+//!   row there (that transaction's operations reached the target in order
+//!   after the row was copied, or created it there: the live stream is
+//!   newer than the copy).
+//! - Flow control: at most [`COPY_WINDOW`] batches unconfirmed, and a rate
+//!   limit of `copy_bytes_per_sec` (0: none).
+
+use super::{err, Lqh};
+use crate::dih::Dih;
+use crate::signal::{BlockSignal, ClusterSignal, CopyRow, FragKey};
+use shoal_storage::{LockMode as RowLock, LockOutcome, RowId, WaitToken};
+use shoal_types::distribution::FragmentId;
+use shoal_types::schema::ROW_BYTES_MAX;
+use shoal_types::{hash_key, ErrorCode, TableId};
+use std::collections::VecDeque;
+
+/// Unconfirmed batches a copy may have out at once.
+pub const COPY_WINDOW: u32 = 4;
+/// Rows per batch at most.
+pub const COPY_BATCH_ROWS: usize = 512;
+/// Bytes per batch at most (one row may exceed it alone, within a frame).
+pub const COPY_BATCH_BYTES: usize = 256 * 1024;
+
+/// A copy's totals, for the restart's progress and figures.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CopyStats {
+    pub rows: u64,
+    pub bytes: u64,
+}
+
+/// The sending side of one fragment copy.
+pub(super) struct CopyScan {
+    /// Who asked (the president), told when the target has everything.
+    requester: u16,
+    /// The lock owner this scan reads as (never a transaction handle).
+    owner: u64,
+    next_row: RowId,
+    seq: u32,
+    unconfirmed: u32,
+    /// The final batch is sent.
+    done_sending: bool,
+    /// Waiting for the lock on this row.
+    wait: Option<(WaitToken, RowId)>,
+    /// A row whose lock the scan holds after waiting (read it first).
+    granted_row: Option<RowId>,
+    /// Not before this time (rate limit).
+    next_send_ms: u64,
+    stats: CopyStats,
+}
+
+impl Lqh {
+    /// The president asks this node (the fragment's primary) to copy it
+    /// to `target`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn copy_frag_req(
+        &mut self,
+        now_ms: u64,
+        from: u16,
+        table: TableId,
+        frag: FragmentId,
+        target: u16,
+        dih: &Dih,
+        out: &mut VecDeque<BlockSignal>,
+    ) {
+        let key = (table, frag);
+        if !self.frags.contains_key(&key) {
+            out.push_back(BlockSignal::Cluster(ClusterSignal::CopyFragRef {
+                to: from,
+                table,
+                frag,
+                node: target,
+                code: ErrorCode::NoSuchTable as u16,
+                detail: format!("fragment {frag} of table {table} is not on this node"),
+            }));
+            return;
+        }
+        if self.copies.contains_key(&(key, target)) {
+            return; // a repeat
+        }
+        let owner = self.next_copy_owner;
+        self.next_copy_owner += 1;
+        self.copies.insert(
+            (key, target),
+            CopyScan {
+                requester: from,
+                owner,
+                next_row: 0,
+                seq: 0,
+                unconfirmed: 0,
+                done_sending: false,
+                wait: None,
+                granted_row: None,
+                next_send_ms: now_ms,
+                stats: CopyStats::default(),
+            },
+        );
+        self.copy_pump(now_ms, key, target, dih, out);
+    }
+
+    /// The target confirmed batch `seq`.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn copy_rows_conf(
+        &mut self,
+        now_ms: u64,
+        target: u16,
+        table: TableId,
+        frag: FragmentId,
+        seq: u32,
+        dih: &Dih,
+        out: &mut VecDeque<BlockSignal>,
+    ) {
+        let key = (table, frag);
+        let Some(scan) = self.copies.get_mut(&(key, target)) else {
+            return;
+        };
+        if seq >= scan.seq || scan.unconfirmed == 0 {
+            return; // not a batch in flight (a repeat)
+        }
+        scan.unconfirmed -= 1;
+        if scan.done_sending && scan.unconfirmed == 0 {
+            let scan = self.copies.remove(&(key, target)).expect("present");
+            out.push_back(BlockSignal::Cluster(ClusterSignal::CopyFragConf {
+                to: scan.requester,
+                table,
+                frag,
+                node: target,
+                rows: scan.stats.rows,
+                bytes: scan.stats.bytes,
+            }));
+            return;
+        }
+        self.copy_pump(now_ms, key, target, dih, out);
+    }
+
+    /// Timers: copies held back by the rate limit go on.
+    pub fn copy_tick(&mut self, now_ms: u64, dih: &Dih, out: &mut VecDeque<BlockSignal>) {
+        let due: Vec<(FragKey, u16)> = self
+            .copies
+            .iter()
+            .filter(|(_, s)| !s.done_sending && s.wait.is_none() && now_ms >= s.next_send_ms)
+            .map(|(k, _)| *k)
+            .collect();
+        for (key, target) in due {
+            self.copy_pump(now_ms, key, target, dih, out);
+        }
+    }
+
+    /// A copy's lock wait ended: granted, or its row vanished.
+    pub(super) fn copy_wait_over(
+        &mut self,
+        token: WaitToken,
+        now_ms: u64,
+        dih: &Dih,
+        out: &mut VecDeque<BlockSignal>,
+    ) {
+        let Some((key, target)) = self.copy_waits.remove(&token) else {
+            return;
+        };
+        let Some(scan) = self.copies.get_mut(&(key, target)) else {
+            return;
+        };
+        let Some((_, row)) = scan.wait.take() else {
+            return;
+        };
+        let held = self
+            .frags
+            .get(&key)
+            .is_some_and(|e| e.frag.locks.holds(row, scan.owner).is_some());
+        if held {
+            scan.granted_row = Some(row);
+        }
+        // If not held, the row vanished: the scan looks at its id again.
+        self.copy_pump(now_ms, key, target, dih, out);
+    }
+
+    /// Sends batches while the window and the rate allow.
+    fn copy_pump(
+        &mut self,
+        now_ms: u64,
+        key: FragKey,
+        target: u16,
+        _dih: &Dih,
+        out: &mut VecDeque<BlockSignal>,
+    ) {
+        let batch_bytes_max = COPY_BATCH_BYTES.min(self.cfg.max_answer_bytes / 2).max(1);
+        let rate = self.cfg.copy_bytes_per_sec;
+        loop {
+            let Some(scan) = self.copies.get_mut(&(key, target)) else {
+                return;
+            };
+            if scan.done_sending
+                || scan.wait.is_some()
+                || scan.unconfirmed >= COPY_WINDOW
+                || now_ms < scan.next_send_ms
+            {
+                return;
+            }
+            let Some(entry) = self.frags.get_mut(&key) else {
+                // The table was dropped: the copy ends (the president sees
+                // the table gone).
+                self.copies.remove(&(key, target));
+                return;
+            };
+            let from_row = scan.next_row;
+            let mut rows = Vec::new();
+            let mut bytes = 0usize;
+            let mut waiting = None;
+            while rows.len() < COPY_BATCH_ROWS && bytes < batch_bytes_max {
+                let r = scan.next_row;
+                if r >= entry.frag.id_end() {
+                    break;
+                }
+                if entry.frag.is_free(r) {
+                    scan.next_row += 1;
+                    continue;
+                }
+                let have_lock = scan.granted_row == Some(r);
+                if !have_lock {
+                    let token = self.next_token;
+                    match entry
+                        .frag
+                        .locks
+                        .acquire(r, scan.owner, RowLock::Shared, token)
+                    {
+                        LockOutcome::Granted => {}
+                        LockOutcome::Waiting => {
+                            self.next_token += 1;
+                            waiting = Some((token, r));
+                            break;
+                        }
+                    }
+                }
+                scan.granted_row = None;
+                // The committed image: nobody else holds an exclusive
+                // lock, so nothing is pending on the row.
+                let (fixed, var) = entry.frag.row(r);
+                bytes += 12 + fixed.len() + var.len();
+                rows.push(CopyRow {
+                    row: r,
+                    fixed: fixed.to_vec(),
+                    var: var.to_vec(),
+                });
+                entry.frag.locks.release(r, scan.owner, &mut self.granted);
+                scan.next_row += 1;
+            }
+            let to_row = scan.next_row;
+            let last = waiting.is_none() && to_row >= entry.frag.id_end();
+            if let Some((token, r)) = waiting {
+                scan.wait = Some((token, r));
+                self.copy_waits.insert(token, (key, target));
+                if rows.is_empty() && to_row == from_row {
+                    return;
+                }
+            }
+            let seq = scan.seq;
+            scan.seq += 1;
+            scan.unconfirmed += 1;
+            scan.done_sending = last;
+            scan.stats.rows += rows.len() as u64;
+            scan.stats.bytes += bytes as u64;
+            if let Some(pause_ms) = (bytes as u64).saturating_mul(1000).checked_div(rate) {
+                scan.next_send_ms = scan.next_send_ms.max(now_ms) + pause_ms;
+            }
+            out.push_back(BlockSignal::Cluster(ClusterSignal::CopyRows {
+                to: target,
+                table: key.0,
+                frag: key.1,
+                seq,
+                from_row,
+                to_row,
+                rows,
+                last,
+            }));
+        }
+    }
+
+    /// Ends the copies to `node` (it failed), giving back their locks.
+    pub fn copies_to_failed(&mut self, failed: &[u16]) {
+        let gone: Vec<(FragKey, u16)> = self
+            .copies
+            .keys()
+            .filter(|(_, t)| failed.contains(t))
+            .copied()
+            .collect();
+        for k in gone {
+            let scan = self.copies.remove(&k).expect("listed");
+            if let Some(entry) = self.frags.get_mut(&k.0) {
+                if let Some((token, row)) = scan.wait {
+                    entry
+                        .frag
+                        .locks
+                        .cancel_wait(row, scan.owner, &mut self.granted);
+                    self.copy_waits.remove(&token);
+                }
+                if let Some(row) = scan.granted_row {
+                    entry.frag.locks.release(row, scan.owner, &mut self.granted);
+                }
+            }
+        }
+    }
+
+    pub(super) fn drop_copies_of_table(&mut self, table: TableId) {
+        self.copies.retain(|((t, _), _), _| *t != table);
+        self.copy_waits.retain(|_, ((t, _), _)| *t != table);
+    }
+
+    // ------------------------------------------------------------------
+    // The receiving side
+
+    /// A batch of copied rows for a fragment of this (restarting) node.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn copy_rows(
+        &mut self,
+        source: u16,
+        table: TableId,
+        frag: FragmentId,
+        seq: u32,
+        from_row: u32,
+        to_row: u32,
+        rows: Vec<CopyRow>,
+        _last: bool,
+        out: &mut VecDeque<BlockSignal>,
+    ) {
+        let key = (table, frag);
+        let refuse = |out: &mut VecDeque<BlockSignal>, detail: String| {
+            out.push_back(BlockSignal::Cluster(ClusterSignal::CopyFragRef {
+                to: source,
+                table,
+                frag,
+                node: 0,
+                code: ErrorCode::Internal as u16,
+                detail,
+            }))
+        };
+        let Some(entry) = self.frags.get_mut(&key) else {
+            return refuse(out, format!("fragment {frag} of table {table} is not here"));
+        };
+        if seq < entry.copy_seq {
+            // A repeat: confirm again, change nothing.
+            out.push_back(BlockSignal::Cluster(ClusterSignal::CopyRowsConf {
+                to: source,
+                table,
+                frag,
+                seq,
+            }));
+            return;
+        }
+        if seq != entry.copy_seq || from_row != entry.copy_cursor || to_row < from_row {
+            return refuse(
+                out,
+                format!(
+                    "copy batch {seq} for rows {from_row}..{to_row}, expected batch {} from row {}",
+                    entry.copy_seq, entry.copy_cursor
+                ),
+            );
+        }
+        let fixed_size = entry.layout.fixed_size;
+        if let Some(bad) = rows.iter().find(|r| {
+            r.fixed.len() != fixed_size
+                || r.var.len() > ROW_BYTES_MAX
+                || r.row < from_row
+                || r.row >= to_row
+        }) {
+            return refuse(out, format!("malformed copied row {}", bad.row));
+        }
+        let mut next = rows.iter().peekable();
+        let mut key_buf = Vec::new();
+        for r in from_row..to_row {
+            let image = next.next_if(|row| row.row == r);
+            let busy = entry.frag.locks.is_locked(r)
+                || entry.pending.contains_key(&r)
+                || (!entry.frag.is_free(r) && entry.frag.is_tentative(r));
+            if busy {
+                // A transaction here is newer than the copy of this row.
+                continue;
+            }
+            if !entry.frag.is_free(r) {
+                key_buf.clear();
+                entry.frag.key_of(r, &mut key_buf);
+                let same_key = image.is_some_and(|img| {
+                    let mut k = Vec::new();
+                    entry.layout.key_of_row(&img.fixed, &img.var, &mut k);
+                    k == key_buf
+                });
+                if same_key {
+                    let img = image.expect("checked");
+                    if let Err(e) = entry
+                        .frag
+                        .replace(&mut self.mem, r, &img.fixed, Some(&img.var))
+                    {
+                        return refuse(
+                            out,
+                            err(ErrorCode::OutOfDataMemory, format!("{e:?}")).to_string(),
+                        );
+                    }
+                    entry.copy_bytes += (img.fixed.len() + img.var.len()) as u64;
+                    entry.copy_rows += 1;
+                    continue;
+                }
+                let hash = hash_key(&key_buf);
+                entry.frag.remove(&mut self.mem, hash, r);
+            }
+            let Some(img) = image else {
+                continue; // a gap: no row
+            };
+            key_buf.clear();
+            entry.layout.key_of_row(&img.fixed, &img.var, &mut key_buf);
+            let hash = hash_key(&key_buf);
+            if let Some(other) = entry.frag.lookup(hash, &key_buf) {
+                // The key sits at another id here: replicas disagreed.
+                if entry.frag.locks.is_locked(other) || entry.pending.contains_key(&other) {
+                    continue;
+                }
+                entry.frag.remove(&mut self.mem, hash, other);
+            }
+            if let Err(e) =
+                entry
+                    .frag
+                    .insert_tentative_at(&mut self.mem, hash, r, &img.fixed, &img.var)
+            {
+                return refuse(
+                    out,
+                    format!(
+                        "out of data memory copying row {r}: needed {} bytes, {} free",
+                        e.requested_bytes, e.free_bytes
+                    ),
+                );
+            }
+            entry.frag.commit_insert(r);
+            entry.copy_bytes += (img.fixed.len() + img.var.len()) as u64;
+            entry.copy_rows += 1;
+        }
+        entry.copy_cursor = to_row;
+        entry.copy_seq += 1;
+        out.push_back(BlockSignal::Cluster(ClusterSignal::CopyRowsConf {
+            to: source,
+            table,
+            frag,
+            seq,
+        }));
+    }
+
+    /// Rows and bytes copied into this node's replica of a fragment.
+    pub fn copied_into(&self, table: TableId, frag: FragmentId) -> CopyStats {
+        self.frags
+            .get(&(table, frag))
+            .map_or_else(CopyStats::default, |e| CopyStats {
+                rows: e.copy_rows,
+                bytes: e.copy_bytes,
+            })
+    }
+}

@@ -1,0 +1,569 @@
+//! LQH, the local query handler: runs operations on this node's fragments.
+//!
+//! It takes row locks, keeps each transaction's uncommitted changes beside
+//! the committed rows (so committed reads never see them and an abort just
+//! drops them), applies them at commit, and times out lock waits. It also
+//! copies a fragment's rows to a restarting replica, takes them in when
+//! this node is the one restarting, and reports a failed coordinator's
+//! transactions to the node taking them over.
+//!
+//! Modules: `exec` (operations, lock waits), `apply` (an operation on a
+//! locked row, request checks), `commit` (commit, complete, abort), `copy`
+//! (node-restart copy, both ends), `takeover` (failed coordinators).
+//!
+//! Invariants:
+//! - The row store holds committed images, plus *tentative* rows inserted
+//!   by open transactions. Uncommitted updates and deletes live in
+//!   `FragEntry::pending`, keyed by row id; only the transaction holding
+//!   the row's exclusive lock has a pending entry for it.
+//! - A row has the same id on every replica: the primary picks it, the
+//!   others store the row at the id the operation carries.
+//! - Memory an uncommitted update may need at commit (a longer var part)
+//!   is charged at prepare, so commit never fails for want of memory.
+//! - Operations of one transaction run in arrival order on this node:
+//!   while one waits for a lock, later ones queue behind it.
+//! - An operation runs only on the route its fragment has now: its
+//!   distribution version is checked when it runs, not only when it
+//!   arrives (one queued behind a lock wait may outlive its route).
+//!
+//! Signals taken: `LqhKeyReq`, `CommitReq`, `CompleteReq`, `AbortReq`,
+//! `CopyFragReq`, `CopyRows`, `CopyRowsConf`, `TakeoverReq`; sent:
+//! `LqhKeyReq` (to the next replica), `LqhKeyConf`, `LqhKeyRef`,
+//! `CommitConf`, `CompleteConf`, `AbortConf`, `CopyRows`, `CopyRowsConf`,
+//! `CopyFragConf`, `CopyFragRef`, `TakeoverTxn`, `TakeoverConf`.
+//! Commit, complete and abort are idempotent: a repeated or late one finds
+//! the work done (or the transaction gone) and just confirms again — what a
+//! coordinator taking over from a failed one relies on. A repeated
+//! `LqhKeyReq` is dropped: each transaction record lists the operations
+//! that reached it, and finished transactions are remembered
+//! ([`FinishedTxns`]) down to the coordinator's low-water mark.
+
+mod apply;
+mod commit;
+mod copy;
+mod exec;
+mod takeover;
+
+use crate::config::KernelConfig;
+use crate::dih::Dih;
+use crate::finished::{Finished, FinishedTxns};
+use crate::pool::{clear_keeping, Pool, Recycle};
+use crate::signal::{tc_node_of, BlockSignal, Chain, ClusterSignal, FragKey, TxnRef};
+use hashbrown::HashMap;
+use shoal_storage::{Fragment, Memory, RowId, WaitToken};
+use shoal_types::distribution::FragmentId;
+use shoal_types::{ErrorCode, RowLayout, SchemaVersion, ShoalError, TableDef, TableId, TransId};
+use shoal_wire::{KeyOp, OpResult};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
+
+pub use copy::CopyStats;
+
+/// Which operation of its transaction an operation is, its fragment, and
+/// the replicas it runs on (this node is `chain[hop]`).
+#[derive(Clone)]
+struct OpAt {
+    op_no: u32,
+    /// The coordinator's low-water mark, passed on along the chain.
+    low_water: TxnRef,
+    /// The last replica commits at once (see `BlockSignal::LqhKeyReq`).
+    commit_at_last: bool,
+    frag: FragmentId,
+    frag_version: u32,
+    /// The row id the primary chose (`ROW_NONE` until the primary ran).
+    row: u32,
+    row_new: bool,
+    chain: Chain,
+    hop: u8,
+}
+
+impl OpAt {
+    /// Whether another replica runs the operation after this node.
+    fn next_hop(&self) -> Option<u8> {
+        let next = self.hop + 1;
+        ((next as usize) < self.chain.len()).then_some(next)
+    }
+}
+
+enum PendingKind {
+    /// The row store holds this transaction's new (tentative) row.
+    Inserted,
+    /// A tentative row this transaction then deleted: removed at commit or abort.
+    InsertedThenDeleted,
+    /// New image of a committed row; `var: None` keeps the committed var part.
+    Updated {
+        fixed: Vec<u8>,
+        var: Option<Vec<u8>>,
+    },
+    /// The committed row goes away at commit.
+    Deleted,
+}
+
+struct Pending {
+    owner: TxnRef,
+    kind: PendingKind,
+    /// Memory charged at prepare for a larger var part at commit.
+    reserved_bytes: usize,
+}
+
+/// One fragment of a table held by this node.
+struct FragEntry {
+    version: SchemaVersion,
+    layout: Arc<RowLayout>,
+    frag: Fragment,
+    pending: HashMap<RowId, Pending>,
+    /// While this node's replica is being copied: rows below this id are
+    /// copied (an operation on a missing row at or above it waits for the
+    /// copy instead of failing).
+    copy_cursor: RowId,
+    /// The next copy batch expected.
+    copy_seq: u32,
+    copy_rows: u64,
+    copy_bytes: u64,
+}
+
+/// How far an operation got.
+enum Step {
+    /// Done; `row` is the row's id here (`ROW_NONE` if none), `row_new`
+    /// whether this operation created it.
+    Done {
+        result: OpResult,
+        row: u32,
+        row_new: bool,
+    },
+    /// Queued for a row lock; the caller records the wait under `token`.
+    Wait {
+        token: WaitToken,
+        row: RowId,
+        counted: bool,
+    },
+}
+
+struct WaitingOp {
+    txn: TxnRef,
+    at: OpAt,
+    op: KeyOp,
+    row: RowId,
+    since_ms: u64,
+    /// Whether this wait holds an operation record (not an upgrade).
+    counted: bool,
+}
+
+#[derive(Default)]
+struct LqhTxn {
+    /// The client (for a coordinator taking over).
+    api_node: u16,
+    trans: TransId,
+    /// Rows this transaction has locked here: (fragment, row, key hash).
+    rows: Vec<(FragKey, RowId, u64)>,
+    waiting: Option<WaitToken>,
+    /// Operations that arrived while another of this transaction waited.
+    queued: VecDeque<(OpAt, KeyOp)>,
+    /// An operation failed for good (e.g. lock timeout), or its
+    /// coordinator failed: run nothing more.
+    failed: bool,
+    /// A commit round reached this node: the transaction's changes here
+    /// are committed (its locks may still be held until complete).
+    committed: bool,
+    /// The operations that reached this node, ascending: a repeat of one
+    /// is dropped.
+    ops_seen: Vec<u32>,
+}
+
+impl Recycle for LqhTxn {
+    fn recycle(&mut self) {
+        self.api_node = 0;
+        self.trans = TransId(0);
+        clear_keeping(&mut self.rows);
+        self.waiting = None;
+        self.queued = VecDeque::new();
+        self.failed = false;
+        self.committed = false;
+        clear_keeping(&mut self.ops_seen);
+    }
+}
+
+impl LqhTxn {
+    /// Records operation `op_no`; false if it was already here.
+    fn first_sight(&mut self, op_no: u32) -> bool {
+        // Operations mostly arrive in order: check the back first.
+        match self.ops_seen.last() {
+            None => {}
+            Some(&last) if op_no > last => {}
+            Some(_) => match self.ops_seen.binary_search(&op_no) {
+                Ok(_) => return false,
+                Err(at) => {
+                    self.ops_seen.insert(at, op_no);
+                    return true;
+                }
+            },
+        }
+        self.ops_seen.push(op_no);
+        true
+    }
+}
+
+/// What a replica knows of a transaction, as a coordinator taking over
+/// from a failed one needs it (NDB's LQH_TRANSREQ/CONF): if any replica
+/// has committed, the transaction must commit everywhere; otherwise it may
+/// abort.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReplicaTxnState {
+    pub txn: TxnRef,
+    /// Rows it holds locked here.
+    pub locked_rows: usize,
+    /// Rows with an uncommitted change here.
+    pub pending_rows: usize,
+    pub committed: bool,
+}
+
+pub struct Lqh {
+    cfg: KernelConfig,
+    mem: Memory,
+    /// The fragments of each table this node holds.
+    tables: BTreeMap<TableId, Vec<FragmentId>>,
+    frags: HashMap<FragKey, FragEntry>,
+    txns: Pool<LqhTxn>,
+    /// Per coordinator node, the transactions finished here.
+    finished: BTreeMap<u16, FinishedTxns>,
+    /// Coordinators (node, low 8 bits of the incarnation) that failed:
+    /// their operations start nothing new here.
+    failed_coordinators: BTreeSet<(u16, u8)>,
+    waiting: HashMap<WaitToken, WaitingOp>,
+    next_token: WaitToken,
+    /// Operation records in use (locked rows + waiting + queued), bounded
+    /// by `max_concurrent_operations`.
+    ops_in_use: usize,
+    /// Lock waits granted, to resume.
+    granted: Vec<WaitToken>,
+    /// Lock waits on rows that vanished, to run again from the key lookup.
+    restart: Vec<WaitToken>,
+    /// Fragment copies this node sends to restarting replicas.
+    copies: BTreeMap<(FragKey, u16), copy::CopyScan>,
+    /// Lock waits of those copies.
+    copy_waits: BTreeMap<WaitToken, (FragKey, u16)>,
+    next_copy_owner: u64,
+    /// Transactions that committed here for the first time since the last
+    /// drain, with their client (for the simulator's model).
+    first_commits: Vec<(TxnRef, u16, TransId)>,
+}
+
+fn err(code: ErrorCode, detail: impl Into<String>) -> ShoalError {
+    ShoalError::with_detail(code, detail)
+}
+
+impl Lqh {
+    pub fn new(cfg: KernelConfig) -> Self {
+        Lqh {
+            mem: Memory::new(cfg.data_memory_bytes),
+            cfg,
+            tables: BTreeMap::new(),
+            frags: HashMap::new(),
+            txns: Pool::default(),
+            finished: BTreeMap::new(),
+            failed_coordinators: BTreeSet::new(),
+            waiting: HashMap::new(),
+            next_token: 1,
+            ops_in_use: 0,
+            granted: Vec::new(),
+            restart: Vec::new(),
+            copies: BTreeMap::new(),
+            copy_waits: BTreeMap::new(),
+            next_copy_owner: 1,
+            first_commits: Vec::new(),
+        }
+    }
+
+    pub fn memory(&self) -> &Memory {
+        &self.mem
+    }
+
+    pub fn row_count(&self) -> usize {
+        self.frags.values().map(|f| f.frag.row_count()).sum()
+    }
+
+    /// Transactions that first committed here since the last call.
+    pub fn take_first_commits(&mut self) -> Vec<(TxnRef, u16, TransId)> {
+        std::mem::take(&mut self.first_commits)
+    }
+
+    /// Rows per fragment of `table` held here, by fragment id.
+    pub fn fragment_rows(&self, table: TableId) -> Vec<(FragmentId, u64)> {
+        let Some(fragments) = self.tables.get(&table) else {
+            return Vec::new();
+        };
+        fragments
+            .iter()
+            .map(|&f| (f, self.frags[&(table, f)].frag.row_count() as u64))
+            .collect()
+    }
+
+    /// Every committed row of one local fragment as (row id, attribute
+    /// list of all its columns), in row-id order: equal on every replica
+    /// of the fragment once no transaction is in flight.
+    pub fn fragment_image(&self, table: TableId, frag: FragmentId) -> Option<Vec<(u32, Vec<u8>)>> {
+        let entry = self.frags.get(&(table, frag))?;
+        let mut rows = Vec::with_capacity(entry.frag.row_count());
+        let mut at = 0;
+        while let Some(id) = entry.frag.next_row(at) {
+            if !entry.frag.is_tentative(id) {
+                let (fixed, var) = entry.frag.row(id);
+                let mut data = Vec::new();
+                entry.layout.read_attrs(fixed, var, None, &mut data);
+                rows.push((id, data));
+            }
+            at = id + 1;
+        }
+        Some(rows)
+    }
+
+    /// The transactions coordinated by `tc_node` that have state here,
+    /// sorted by handle.
+    pub fn transactions_of(&self, tc_node: u16) -> Vec<ReplicaTxnState> {
+        let mut v: Vec<ReplicaTxnState> = self
+            .txns
+            .iter()
+            .filter(|(txn, _)| tc_node_of(*txn) == tc_node)
+            .map(|(txn, t)| ReplicaTxnState {
+                txn,
+                locked_rows: t.rows.len(),
+                pending_rows: t
+                    .rows
+                    .iter()
+                    .filter(|(f, row, _)| {
+                        self.frags
+                            .get(f)
+                            .and_then(|e| e.pending.get(row))
+                            .is_some_and(|p| p.owner == txn)
+                    })
+                    .count(),
+                committed: t.committed,
+            })
+            .collect();
+        v.sort_unstable_by_key(|s| s.txn);
+        v
+    }
+
+    pub fn ops_in_use(&self) -> usize {
+        self.ops_in_use
+    }
+
+    /// Transaction records and lock waits held here (0 when idle).
+    pub fn records_in_use(&self) -> usize {
+        self.txns.len() + self.waiting.len() + self.copy_waits.len()
+    }
+
+    /// One line per record in use, for a diagnosis when records leak.
+    pub fn describe_records(&self) -> Vec<String> {
+        let mut lines: Vec<String> = self
+            .txns
+            .iter()
+            .map(|(txn, t)| {
+                format!(
+                    "txn {txn:#x} (client {} trans {}): {} rows locked, waiting {:?}, {} queued, failed {}, committed {}, ops {:?}",
+                    t.api_node,
+                    t.trans.0,
+                    t.rows.len(),
+                    t.waiting,
+                    t.queued.len(),
+                    t.failed,
+                    t.committed,
+                    t.ops_seen
+                )
+            })
+            .collect();
+        let mut waits: Vec<_> = self.waiting.iter().collect();
+        waits.sort_unstable_by_key(|(token, _)| **token);
+        for (token, w) in waits {
+            lines.push(format!(
+                "wait {token}: txn {:#x} op {} row {} since {} ms",
+                w.txn, w.at.op_no, w.row, w.since_ms
+            ));
+        }
+        for (token, copy) in &self.copy_waits {
+            lines.push(format!("copy wait {token}: {copy:?}"));
+        }
+        lines.sort();
+        lines
+    }
+
+    pub fn has_table(&self, id: TableId) -> bool {
+        self.tables.contains_key(&id)
+    }
+
+    /// Adds a table with the fragments of it this node holds.
+    pub fn create_table(&mut self, def: &TableDef, local_fragments: Vec<FragmentId>) {
+        let layout = Arc::new(RowLayout::new(def));
+        for &f in &local_fragments {
+            self.frags.insert(
+                (def.id, f),
+                FragEntry {
+                    version: def.version,
+                    frag: Fragment::new(layout.clone()),
+                    layout: layout.clone(),
+                    pending: HashMap::new(),
+                    copy_cursor: 0,
+                    copy_seq: 0,
+                    copy_rows: 0,
+                    copy_bytes: 0,
+                },
+            );
+        }
+        self.tables.insert(def.id, local_fragments);
+    }
+
+    /// Drops a table: frees its rows and fails every operation waiting on it.
+    pub fn drop_table(&mut self, id: TableId, out: &mut VecDeque<BlockSignal>) {
+        let Some(fragments) = self.tables.remove(&id) else {
+            return;
+        };
+        for f in fragments {
+            let mut entry = self.frags.remove(&(id, f)).expect("listed fragment");
+            for p in entry.pending.values() {
+                self.mem.release(p.reserved_bytes);
+            }
+            entry.frag.drop_all(&mut self.mem);
+        }
+        let mut tokens: Vec<WaitToken> = self
+            .waiting
+            .iter()
+            .filter(|(_, w)| w.op.table == id)
+            .map(|(t, _)| *t)
+            .collect();
+        tokens.sort_unstable(); // deterministic order for the simulator
+        for token in tokens {
+            let w = self.waiting.remove(&token).expect("listed");
+            let error = err(ErrorCode::NoSuchTable, format!("table {id} was dropped"));
+            self.fail_wait(w, error, out);
+        }
+        self.drop_copies_of_table(id);
+    }
+
+    pub fn handle(
+        &mut self,
+        now_ms: u64,
+        from: u16,
+        sig: BlockSignal,
+        dih: &Dih,
+        out: &mut VecDeque<BlockSignal>,
+    ) {
+        match sig {
+            BlockSignal::LqhKeyReq {
+                txn,
+                op_no,
+                low_water,
+                frag,
+                frag_version,
+                row,
+                row_new,
+                api_node,
+                trans,
+                op,
+                chain,
+                hop,
+                commit_at_last,
+            } => {
+                let at = OpAt {
+                    op_no,
+                    low_water,
+                    commit_at_last,
+                    frag,
+                    frag_version,
+                    row,
+                    row_new,
+                    chain,
+                    hop,
+                };
+                self.key_req(now_ms, txn, api_node, trans, at, op, dih, out)
+            }
+            BlockSignal::CommitReq {
+                txn,
+                frags,
+                release,
+                ..
+            } => {
+                self.commit_frags(txn, &frags, release, now_ms, dih, out);
+                out.push_back(BlockSignal::CommitConf {
+                    txn,
+                    node: self.cfg.node_id,
+                    release,
+                });
+            }
+            BlockSignal::CompleteReq { txn, confirm, .. } => {
+                self.finish(txn, true, now_ms, dih, out);
+                if confirm {
+                    out.push_back(BlockSignal::CompleteConf {
+                        txn,
+                        node: self.cfg.node_id,
+                    });
+                }
+            }
+            BlockSignal::AbortReq { txn, .. } => {
+                // A replica whose last-replica decision committed the
+                // transaction cannot abort it (its coordinator did not hear
+                // the decision: the primary failed first): it finishes the
+                // commit and says so.
+                let committed = self.txns.get(&txn).is_some_and(|t| t.committed);
+                if !self.txns.contains_key(&txn) {
+                    // An operation may still be on its way here (its chain
+                    // broke at a failed node, so the abort overtook it):
+                    // remembered as over, it is dropped when it comes.
+                    self.remember_finished(txn, 0, TransId(0), false);
+                }
+                self.finish(txn, committed, now_ms, dih, out);
+                out.push_back(BlockSignal::AbortConf {
+                    txn,
+                    node: self.cfg.node_id,
+                    committed,
+                });
+            }
+            BlockSignal::Cluster(c) => match c {
+                ClusterSignal::TakeoverReq {
+                    failed,
+                    incarnation,
+                    takeover,
+                    ..
+                } => self.takeover_req(failed, incarnation, takeover, now_ms, dih, out),
+                ClusterSignal::CopyFragReq {
+                    table,
+                    frag,
+                    target,
+                    ..
+                } => self.copy_frag_req(now_ms, from, table, frag, target, dih, out),
+                ClusterSignal::CopyRows {
+                    table,
+                    frag,
+                    seq,
+                    from_row,
+                    to_row,
+                    rows,
+                    last,
+                    ..
+                } => self.copy_rows(from, table, frag, seq, from_row, to_row, rows, last, out),
+                ClusterSignal::CopyRowsConf {
+                    table, frag, seq, ..
+                } => self.copy_rows_conf(now_ms, from, table, frag, seq, dih, out),
+                other => panic!("LQH got a signal for another block: {other:?}"),
+            },
+            other => panic!("LQH got a signal meant for TC: {other:?}"),
+        }
+    }
+
+    fn remember_finished(&mut self, txn: TxnRef, api_node: u16, trans: TransId, committed: bool) {
+        self.finished
+            .entry(tc_node_of(txn))
+            .or_default()
+            .insert(Finished {
+                txn,
+                api_node,
+                trans,
+                committed,
+            });
+    }
+
+    /// Forgets what is remembered of coordinator `node`'s transactions
+    /// (its takeover is done; a new start of it numbers anew).
+    pub fn forget_coordinator(&mut self, node: u16) {
+        self.finished.remove(&node);
+    }
+}

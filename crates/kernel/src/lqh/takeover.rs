@@ -1,0 +1,121 @@
+//! LQH and a failed coordinator: stop running its operations, and report
+//! what this node holds of its transactions to the node taking over
+//! (NDB's LQH_TRANSREQ / LQH_TRANSCONF).
+
+use super::apply::already_failed;
+use super::Lqh;
+use crate::dih::Dih;
+use crate::signal::{tc_incarnation_of, tc_node_of, BlockSignal, ClusterSignal, FragKey, TxnRef};
+use std::collections::VecDeque;
+
+/// Failed coordinators remembered at most (their late operations are
+/// refused); the oldest are forgotten first.
+const FAILED_COORDINATORS_MAX: usize = 1024;
+
+impl Lqh {
+    /// The node `takeover` takes over failed coordinator `failed`: report
+    /// every record and commit marker of its transactions here, after
+    /// ending their lock waits and queued operations (none of them can
+    /// have committed anywhere: commit comes only after every operation
+    /// answered).
+    pub(super) fn takeover_req(
+        &mut self,
+        failed: u16,
+        incarnation: u32,
+        takeover: u16,
+        now_ms: u64,
+        dih: &Dih,
+        out: &mut VecDeque<BlockSignal>,
+    ) {
+        let inc8 = incarnation as u8;
+        self.failed_coordinators.insert((failed, inc8));
+        while self.failed_coordinators.len() > FAILED_COORDINATORS_MAX {
+            let first = *self.failed_coordinators.iter().next().expect("non-empty");
+            self.failed_coordinators.remove(&first);
+        }
+        let own = self.cfg.node_id;
+        let mut mine: Vec<TxnRef> = self
+            .txns
+            .iter()
+            .filter(|(t, _)| tc_node_of(*t) == failed && tc_incarnation_of(*t) == inc8)
+            .map(|(t, _)| t)
+            .collect();
+        mine.sort_unstable();
+        let mut reported = 0u32;
+        for txn in mine {
+            self.stop_waiting(txn, out);
+            let t = self.txns.get_mut(&txn).expect("listed");
+            t.failed = true;
+            if t.rows.is_empty() && !t.committed {
+                // Nothing held here (its operations failed, or were only
+                // seen): no commit round would ever reach this node for
+                // it, so it ends now, aborted.
+                self.finish(txn, false, now_ms, dih, out);
+                continue;
+            }
+            let mut frags: Vec<FragKey> = Vec::new();
+            for &(f, _, _) in &t.rows {
+                if !frags.contains(&f) {
+                    frags.push(f);
+                }
+            }
+            out.push_back(BlockSignal::Cluster(ClusterSignal::TakeoverTxn {
+                to: takeover,
+                reporter: own,
+                txn,
+                api_node: t.api_node,
+                trans: t.trans,
+                committed: t.committed,
+                frags,
+            }));
+            reported += 1;
+        }
+        // Commits whose client may not know: the markers.
+        if let Some(finished) = self.finished.get(&failed) {
+            for f in finished.commits() {
+                if tc_incarnation_of(f.txn) != inc8 || self.txns.contains_key(&f.txn) {
+                    continue;
+                }
+                out.push_back(BlockSignal::Cluster(ClusterSignal::TakeoverTxn {
+                    to: takeover,
+                    reporter: own,
+                    txn: f.txn,
+                    api_node: f.api_node,
+                    trans: f.trans,
+                    committed: true,
+                    frags: Vec::new(),
+                }));
+                reported += 1;
+            }
+        }
+        out.push_back(BlockSignal::Cluster(ClusterSignal::TakeoverConf {
+            to: takeover,
+            reporter: own,
+            failed,
+            txns: reported,
+        }));
+        self.resume_granted(now_ms, dih, out);
+    }
+
+    /// Ends `txn`'s lock wait and queued operations here (they are
+    /// answered "failed": the answers go to whoever took the coordinator
+    /// over, who ignores them).
+    fn stop_waiting(&mut self, txn: TxnRef, out: &mut VecDeque<BlockSignal>) {
+        let Some(t) = self.txns.get_mut(&txn) else {
+            return;
+        };
+        self.ops_in_use -= t.queued.len();
+        for (at, _) in t.queued.drain(..) {
+            out.push_back(already_failed(txn, at.op_no));
+        }
+        if let Some(token) = t.waiting.take() {
+            if let Some(w) = self.waiting.remove(&token) {
+                self.ops_in_use -= w.counted as usize;
+                if let Some(entry) = self.frags.get_mut(&(w.op.table, w.at.frag)) {
+                    entry.frag.locks.cancel_wait(w.row, txn, &mut self.granted);
+                }
+                out.push_back(already_failed(txn, w.at.op_no));
+            }
+        }
+    }
+}

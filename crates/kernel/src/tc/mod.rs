@@ -1,0 +1,529 @@
+//! TC, the transaction coordinator: owns the transactions clients run on
+//! this node, sends each operation to the replicas of its fragment,
+//! collects the answers and runs commit or abort on every node involved;
+//! and takes over the transactions of a coordinator that failed.
+//!
+//! Commit follows NDB's linear protocol, per transaction:
+//! 1. prepare: each write goes primary → backup(s) (`LqhKeyReq` passed
+//!    along the chain by LQH); the last replica answers TC;
+//! 2. commit, backups first: `CommitReq` (keep locks) to every node
+//!    holding a backup replica the transaction wrote, then, when all have
+//!    confirmed, `CommitReq` (release locks) to the primaries — so a
+//!    change is visible at a primary only once every replica holds it;
+//! 3. the client hears `Committed` once the primaries confirmed;
+//! 4. complete: `CompleteReq` releases the backups' locks and records
+//!    (confirmed only when the client's answer waits for it).
+//!
+//! A committed transaction's replicas keep a commit marker until the
+//! client acknowledges the answer (`TcCommitAck`): TC's low-water mark,
+//! sent with every operation, stays below every transaction whose answer
+//! is not acknowledged, and LQH remembers finished transactions down to
+//! it. A coordinator taking over asks every LQH for the records and
+//! markers of the failed coordinator's transactions, commits those any
+//! replica committed, aborts the rest, and tells each client the outcome.
+//!
+//! Modules: `request` (client requests, routing), `answer` (operation
+//! answers), `commit` (commit, complete, abort), `failure` (failed nodes,
+//! takeover).
+//!
+//! Invariants:
+//! - A transaction has at most one client request in progress.
+//! - A transaction that may hold LQH state on a node ends with a
+//!   `CommitReq`/`CompleteReq` or an `AbortReq` there before its record is
+//!   freed (unless the node failed), so no lock outlives its transaction.
+//! - No `AbortReq` is sent while an operation that runs on more than one
+//!   live node is unanswered: it could still be on its way to a backup.
+//! - Transaction records are bounded by `max_concurrent_transactions`
+//!   (taken-over ones aside); unacknowledged commits by
+//!   [`UNACKED_COMMITS_MAX`]; the list of started transactions by a
+//!   multiple of both.
+//!
+//! Signals taken: client `TcKeyReq`, `TcCommitAck`; `LqhKeyConf`,
+//! `LqhKeyRef`, `CommitConf`, `CompleteConf`, `AbortConf`, `TakeoverTxn`,
+//! `TakeoverConf`; sent: `LqhKeyReq`, `CommitReq`, `CompleteReq`,
+//! `AbortReq`, `TakeoverReq`, `TakeoverDone`, client `TcKeyConf` /
+//! `TcKeyRef` / `TcKeyFailConf` / `TcNodeFailRep`.
+
+mod answer;
+mod commit;
+mod failure;
+mod request;
+
+use crate::config::KernelConfig;
+use crate::finished::FINISHED_REMEMBERED_MAX;
+use crate::node::{ConnId, Output};
+use crate::pool::{clear_keeping, Pool, Recycle};
+use crate::signal::{first_txn_ref, Chain, FragKey, TxnRef};
+use hashbrown::HashMap;
+use shoal_types::{ShoalError, TransId};
+use shoal_wire::{ExecType, OpResult, Signal, TcKeyConf, TcKeyRef, TransState};
+use std::collections::{BTreeMap, VecDeque};
+
+pub use failure::Takeover;
+
+/// Committed transactions whose clients have not acknowledged the answer,
+/// at most (beyond it the oldest are taken as acknowledged: their
+/// replicas would forget them at the same bound anyway).
+pub const UNACKED_COMMITS_MAX: usize = FINISHED_REMEMBERED_MAX;
+
+/// What to tell the client when an abort completes.
+enum AbortReply {
+    /// The client asked for a rollback.
+    RolledBack,
+    /// The transaction failed: send this error.
+    Failed { error: ShoalError, op_index: u16 },
+    /// Nobody to tell (client gone, or taken over).
+    Silent,
+    /// Keep a tombstone: the client's next request hears this error (the
+    /// inactivity timeout, a node failure while it was open).
+    Later(ShoalError),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Wave {
+    Backups,
+    Primaries,
+}
+
+enum TxnState {
+    /// A request's operations are out at LQH.
+    Executing,
+    /// Between requests, after NoCommit.
+    Open,
+    Committing(Wave),
+    /// Committed and answered; backups still release their locks.
+    Completing,
+    Aborting(AbortReply),
+    /// Aborted while the client was not waiting; its next request hears
+    /// this error.
+    Ended(ShoalError),
+}
+
+/// What a transaction did on one node. Small vectors, not sets: a
+/// transaction touches few fragments, and this is on every write's path.
+#[derive(Default)]
+struct Part {
+    node: u16,
+    /// Fragments it locked or wrote whose primary replica is on the node.
+    primary: Vec<FragKey>,
+    /// Fragments it wrote whose backup replica is on the node.
+    backup: Vec<FragKey>,
+}
+
+/// Spare parts a transaction record keeps (one per node it may touch).
+const SPARE_PARTS_MAX: usize = 4;
+
+/// Adds `frag` to `set` unless present.
+fn add_frag(set: &mut Vec<FragKey>, frag: FragKey) {
+    if !set.contains(&frag) {
+        set.push(frag);
+    }
+}
+
+struct Txn {
+    conn: ConnId,
+    trans: TransId,
+    /// The client's API node (for a coordinator taking over).
+    api_node: u16,
+    /// The number of the request in progress (or last answered).
+    request: u32,
+    state: TxnState,
+    exec: ExecType,
+    /// The transaction-wide number of the request's first operation.
+    op_base: u32,
+    results: Vec<Option<OpResult>>,
+    /// Bytes the request's answer takes so far (bounded by
+    /// `max_answer_bytes`).
+    answer_bytes: usize,
+    /// Per operation of the request: whether its answer came.
+    answered: Vec<bool>,
+    op_flags: Vec<u8>,
+    /// Per operation of the request: the replicas it runs on.
+    op_chains: Vec<Chain>,
+    outstanding: usize,
+    /// Outstanding operations that run on more than one node.
+    outstanding_chained: usize,
+    /// The operation sent with `commit_at_last` (only its last replica
+    /// may answer "committed").
+    commit_at_last_op: Option<u32>,
+    /// An abort decided while chained operations were outstanding; sent
+    /// when the last of them answers.
+    pending_abort: Option<AbortReply>,
+    /// Nodes where the transaction may hold LQH state, in the order it
+    /// reached them.
+    parts: Vec<Part>,
+    /// Nodes whose confirmation the current commit, complete or abort
+    /// round still waits for.
+    awaiting: Vec<u16>,
+    /// Emptied parts of earlier transactions of this record, reused so
+    /// their vectors need no new allocation.
+    spare_parts: Vec<Part>,
+    /// The client's connection closed (or the coordinator that began it
+    /// failed): finish, but answer nobody.
+    client_gone: bool,
+    /// It wrote a read-from-backup table: the client hears `Committed`
+    /// after the complete round, so its next read on any replica sees it.
+    ack_after_complete: bool,
+    /// `Committed` for the client, held until complete.
+    held_reply: Option<Signal>,
+    /// The backups committed already (the last replica of its only
+    /// operation committed at once): the commit starts at the primaries.
+    backups_committed: bool,
+    /// Finished by committing (for a takeover's report).
+    committed: bool,
+    /// An abort found a replica that had committed (its last replica
+    /// decided, unheard): it ends committed.
+    found_committed: bool,
+    /// Taken over from this failed coordinator.
+    taken_over_from: Option<u16>,
+    ops_total: usize,
+    last_active_ms: u64,
+}
+
+impl Txn {
+    /// Takes `node`'s confirmation for the current round; false if the
+    /// round does not wait for it (a repeat, or a late one).
+    fn confirmed_by(&mut self, node: u16) -> bool {
+        match self.awaiting.iter().position(|&n| n == node) {
+            Some(i) => {
+                self.awaiting.swap_remove(i);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The part for `node`, added if new.
+    fn part_mut(&mut self, node: u16) -> &mut Part {
+        let at = match self.parts.iter().position(|p| p.node == node) {
+            Some(i) => i,
+            None => {
+                let mut part = self.spare_parts.pop().unwrap_or_default();
+                part.node = node;
+                self.parts.push(part);
+                self.parts.len() - 1
+            }
+        };
+        &mut self.parts[at]
+    }
+}
+
+/// A fresh record is `Open` with nothing done: a new transaction.
+impl Default for Txn {
+    fn default() -> Self {
+        Txn {
+            conn: 0,
+            trans: TransId(0),
+            api_node: 0,
+            request: 0,
+            state: TxnState::Open,
+            exec: ExecType::NoCommit,
+            op_base: 0,
+            results: Vec::new(),
+            answer_bytes: 0,
+            answered: Vec::new(),
+            op_flags: Vec::new(),
+            op_chains: Vec::new(),
+            outstanding: 0,
+            outstanding_chained: 0,
+            commit_at_last_op: None,
+            pending_abort: None,
+            parts: Vec::new(),
+            awaiting: Vec::new(),
+            spare_parts: Vec::new(),
+            client_gone: false,
+            ack_after_complete: false,
+            held_reply: None,
+            backups_committed: false,
+            committed: false,
+            found_committed: false,
+            taken_over_from: None,
+            ops_total: 0,
+            last_active_ms: 0,
+        }
+    }
+}
+
+impl Recycle for Txn {
+    fn recycle(&mut self) {
+        self.conn = 0;
+        self.trans = TransId(0);
+        self.api_node = 0;
+        self.request = 0;
+        self.state = TxnState::Open;
+        self.exec = ExecType::NoCommit;
+        self.op_base = 0;
+        clear_keeping(&mut self.results);
+        self.answer_bytes = 0;
+        clear_keeping(&mut self.answered);
+        clear_keeping(&mut self.op_flags);
+        clear_keeping(&mut self.op_chains);
+        self.outstanding = 0;
+        self.outstanding_chained = 0;
+        self.commit_at_last_op = None;
+        self.pending_abort = None;
+        // Parts go to the spares with their (emptied) vectors.
+        for mut part in self.parts.drain(..) {
+            if self.spare_parts.len() < SPARE_PARTS_MAX {
+                clear_keeping(&mut part.primary);
+                clear_keeping(&mut part.backup);
+                self.spare_parts.push(part);
+            }
+        }
+        clear_keeping(&mut self.awaiting);
+        self.client_gone = false;
+        self.ack_after_complete = false;
+        self.held_reply = None;
+        self.backups_committed = false;
+        self.committed = false;
+        self.found_committed = false;
+        self.taken_over_from = None;
+        self.ops_total = 0;
+        self.last_active_ms = 0;
+    }
+}
+
+pub struct Tc {
+    cfg: KernelConfig,
+    txns: Pool<Txn>,
+    /// Live transactions, and committed ones whose answer the client has
+    /// not acknowledged, by the client's names for them.
+    by_client: HashMap<(ConnId, TransId), TxnRef>,
+    /// Committed transactions awaiting the client's acknowledgement (their
+    /// replicas keep commit markers meanwhile).
+    unacked: HashMap<TxnRef, (ConnId, TransId)>,
+    /// Per client connection, the newest transaction id it began with.
+    newest_trans: HashMap<ConnId, TransId>,
+    /// Per client connection, its API node id (from its handshake).
+    api_nodes: HashMap<ConnId, u16>,
+    /// Transactions in the order they began; the front is the oldest that
+    /// may be unfinished or unacknowledged (others are popped lazily, and
+    /// the whole list compacted when it outgrows the live ones).
+    started: VecDeque<TxnRef>,
+    next_ref: TxnRef,
+    /// Failed coordinators this node is taking over, by node.
+    takeovers: BTreeMap<u16, Takeover>,
+    /// The members of the view in force (where takeover asks, and tells).
+    members: Vec<u16>,
+}
+
+fn conf(
+    trans: TransId,
+    request: u32,
+    state: TransState,
+    ack_wanted: bool,
+    results: Vec<OpResult>,
+) -> Signal {
+    Signal::TcKeyConf(TcKeyConf {
+        trans,
+        request,
+        state,
+        ack_wanted,
+        results,
+    })
+}
+
+fn reject(trans: TransId, request: u32, error: &ShoalError, op_index: u16) -> Signal {
+    Signal::TcKeyRef(TcKeyRef {
+        trans,
+        request,
+        code: error.code as u16,
+        op_index,
+        detail: error.detail.clone(),
+    })
+}
+
+/// `TcKeyRef::op_index` of an error that concerns no single operation.
+const NO_OP: u16 = 0xFFFF;
+
+/// Bytes of a `TcKeyConf` body before its results.
+const CONF_FIXED_BYTES: usize = 16;
+/// Bytes of one result's header.
+const RESULT_FIXED_BYTES: usize = 6;
+
+impl Tc {
+    pub fn new(cfg: KernelConfig) -> Self {
+        Tc {
+            next_ref: first_txn_ref(cfg.node_id, cfg.incarnation),
+            cfg,
+            txns: Pool::default(),
+            by_client: HashMap::new(),
+            unacked: HashMap::new(),
+            newest_trans: HashMap::new(),
+            api_nodes: HashMap::new(),
+            started: VecDeque::new(),
+            takeovers: BTreeMap::new(),
+            members: Vec::new(),
+        }
+    }
+
+    /// The members of the view in force.
+    pub fn set_members(&mut self, members: Vec<u16>) {
+        self.members = members;
+    }
+
+    pub fn transaction_count(&self) -> usize {
+        self.txns.len()
+    }
+
+    /// Committed transactions whose answers are not acknowledged yet.
+    pub fn unacked_count(&self) -> usize {
+        self.unacked.len()
+    }
+
+    /// A client connected from API node `api_node`.
+    pub fn client_connected(&mut self, conn: ConnId, api_node: u16) {
+        self.api_nodes.insert(conn, api_node);
+    }
+
+    /// The oldest transaction that may still have an operation, a record
+    /// or a commit marker at some LQH: every older one is finished
+    /// everywhere and acknowledged (a transaction that ended with a
+    /// tombstone for its client is finished too).
+    fn low_water(&mut self) -> TxnRef {
+        while let Some(&oldest) = self.started.front() {
+            let live = match self.txns.get(&oldest) {
+                Some(t) => !matches!(t.state, TxnState::Ended(_)),
+                None => self.unacked.contains_key(&oldest),
+            };
+            if live {
+                return oldest;
+            }
+            self.started.pop_front();
+        }
+        self.next_ref
+    }
+
+    /// Keeps the list of started transactions within a multiple of the
+    /// live and unacknowledged ones: one transaction left open holds the
+    /// front back, and every later one would otherwise stay listed.
+    fn compact_started(&mut self) {
+        let live = self.txns.len() + self.unacked.len();
+        if self.started.len() > 2 * live + 1024 {
+            let (txns, unacked) = (&self.txns, &self.unacked);
+            self.started
+                .retain(|r| txns.contains_key(r) || unacked.contains_key(r));
+        }
+    }
+
+    /// Frees a finished transaction's record. A commit with state on some
+    /// replica stays listed (by its client's names) until the client
+    /// acknowledges it.
+    fn remove(
+        &mut self,
+        txn: TxnRef,
+        q: &mut VecDeque<crate::signal::BlockSignal>,
+        out: &mut Vec<Output>,
+    ) {
+        let t = self.txns.get(&txn).expect("present");
+        let key = (t.conn, t.trans);
+        let keep_marker = t.committed && !t.client_gone && !t.parts.is_empty();
+        let taken_over_from = t.taken_over_from;
+        let (committed, api_node) = (t.committed, t.api_node);
+        if keep_marker {
+            self.unacked.insert(txn, key);
+            if self.unacked.len() > UNACKED_COMMITS_MAX {
+                self.forget_oldest_unacked();
+            }
+        } else if !t.client_gone {
+            self.by_client.remove(&key);
+        }
+        self.txns.remove(&txn);
+        if let Some(failed) = taken_over_from {
+            self.taken_over_finished(failed, txn, api_node, key.1, committed, q, out);
+        }
+    }
+
+    /// Takes the oldest unacknowledged commits as acknowledged until
+    /// within the bound.
+    fn forget_oldest_unacked(&mut self) {
+        let mut i = 0;
+        while self.unacked.len() > UNACKED_COMMITS_MAX && i < self.started.len() {
+            if let Some(key) = self.unacked.remove(&self.started[i]) {
+                self.by_client.remove(&key);
+            }
+            i += 1;
+        }
+    }
+
+    /// The client acknowledged these committed transactions' answers.
+    pub fn commit_acks(&mut self, conn: ConnId, trans: &[TransId]) {
+        for &t in trans {
+            if let Some(r) = self.by_client.get(&(conn, t)).copied() {
+                if self.unacked.remove(&r).is_some() {
+                    self.by_client.remove(&(conn, t));
+                }
+            }
+        }
+    }
+
+    /// The client connection closed: abort its transactions. One that is
+    /// committing finishes its commit (its outcome is unknown to the
+    /// client).
+    pub fn client_gone(
+        &mut self,
+        conn: ConnId,
+        q: &mut VecDeque<crate::signal::BlockSignal>,
+        out: &mut Vec<Output>,
+    ) {
+        let mut mine: Vec<TxnRef> = self
+            .txns
+            .iter()
+            .filter(|(_, t)| t.conn == conn && !t.client_gone && t.taken_over_from.is_none())
+            .map(|(r, _)| r)
+            .collect();
+        self.newest_trans.remove(&conn);
+        self.api_nodes.remove(&conn);
+        // Its unacknowledged commits need no marker any more.
+        self.unacked.retain(|_, (c, _)| *c != conn);
+        self.by_client.retain(|(c, _), _| *c != conn);
+        // Map order varies between processes; the simulator needs the same
+        // order on every run of a seed.
+        mine.sort_unstable();
+        for r in mine {
+            let t = self.txns.get_mut(&r).expect("listed");
+            t.client_gone = true;
+            match &t.state {
+                TxnState::Executing | TxnState::Open => {
+                    if t.pending_abort.is_some() {
+                        t.pending_abort = Some(AbortReply::Silent);
+                    } else {
+                        self.abort(r, AbortReply::Silent, q, out);
+                    }
+                }
+                TxnState::Ended(_) => self.remove(r, q, out),
+                TxnState::Aborting(_) | TxnState::Committing(_) | TxnState::Completing => {}
+            }
+        }
+    }
+
+    /// Aborts transactions left open longer than the inactivity timeout.
+    pub fn tick(
+        &mut self,
+        now_ms: u64,
+        q: &mut VecDeque<crate::signal::BlockSignal>,
+        out: &mut Vec<Output>,
+    ) {
+        let timeout = self.cfg.transaction_inactive_timeout_ms;
+        if timeout == 0 {
+            return;
+        }
+        let mut idle: Vec<TxnRef> = self
+            .txns
+            .iter()
+            .filter(|(_, t)| {
+                matches!(t.state, TxnState::Open)
+                    && now_ms.saturating_sub(t.last_active_ms) >= timeout
+            })
+            .map(|(r, _)| r)
+            .collect();
+        idle.sort_unstable(); // deterministic order (see client_gone)
+        for r in idle {
+            let error = ShoalError::with_detail(
+                shoal_types::ErrorCode::InactiveTimeout,
+                format!("idle longer than transaction_inactive_timeout_ms={timeout}"),
+            );
+            self.abort(r, AbortReply::Later(error), q, out);
+        }
+    }
+}

@@ -1,0 +1,334 @@
+//! The fault plan: one fault at a time, each undone after a while — a data
+//! node crashes (and its supervisor restarts it), two nodes of different
+//! node groups crash at the same moment, a node freezes and thaws, a link
+//! is cut and healed, the cluster splits in two (the arbitrator reachable
+//! from one side or neither) and heals. A fault never takes the last
+//! started node of a node group on purpose; a split may, and the cluster
+//! must then stop rather than run on both sides.
+
+use rand::rngs::SmallRng;
+use rand::Rng;
+use shoal_kernel::NodeRole;
+
+use super::{Event, NodeState, SimOptions, World, HEARTBEAT_TIMEOUT_MS};
+use std::collections::BTreeSet;
+
+/// The fault in progress.
+#[derive(Clone, Debug)]
+enum Active {
+    Crash(Vec<u16>),
+    Freeze(u16),
+    Cut(u16, u16),
+    Split(BTreeSet<u16>, BTreeSet<u16>),
+}
+
+#[derive(Default)]
+pub(super) struct Plan {
+    /// Faults of each kind allowed (by weight).
+    weights: [u32; 5],
+    active: Option<Active>,
+    /// No more faults (the final checks are running).
+    pub stopped: bool,
+}
+
+impl Plan {
+    pub(super) fn new(rng: &mut SmallRng, opts: &SimOptions) -> Plan {
+        // Each seed mixes the kinds differently: crash, double crash,
+        // freeze, cut, split.
+        let groups = opts.data_nodes / opts.replicas;
+        let mut weights = [
+            rng.random_range(1..=4),
+            if groups >= 2 {
+                rng.random_range(0..=2)
+            } else {
+                0
+            },
+            rng.random_range(0..=3),
+            rng.random_range(0..=3),
+            if opts.data_nodes >= 2 {
+                rng.random_range(0..=2)
+            } else {
+                0
+            },
+        ];
+        if weights.iter().sum::<u32>() == 0 {
+            weights[0] = 1;
+        }
+        Plan {
+            weights,
+            active: None,
+            stopped: false,
+        }
+    }
+
+    pub(super) fn first_delay_ms(&self) -> u64 {
+        400
+    }
+}
+
+impl World {
+    /// Started, running nodes.
+    fn started_nodes(&self) -> Vec<u16> {
+        (1..=self.opts.data_nodes)
+            .filter(|&n| {
+                matches!(self.nodes[n as usize - 1].state, NodeState::Running(_))
+                    && self
+                        .node_ref(n)
+                        .is_some_and(|d| d.role() == NodeRole::Started)
+            })
+            .collect()
+    }
+
+    /// Whether `victims` can go with another started, running node left in
+    /// each of their groups.
+    fn survivable(&self, victims: &[u16]) -> bool {
+        let started = self.started_nodes();
+        victims.iter().all(|v| {
+            let group = self.groups.iter().find(|g| g.contains(v)).expect("grouped");
+            group
+                .iter()
+                .any(|n| !victims.contains(n) && started.contains(n))
+        })
+    }
+
+    /// The next step of the plan: undo the fault in progress, or start one.
+    pub(super) fn fault_step(&mut self) -> Result<(), String> {
+        if self.faults.stopped {
+            return Ok(());
+        }
+        if let Some(active) = self.faults.active.take() {
+            self.undo(active)?;
+            let at = self.now + 200 + self.rng.random_range(0..1000);
+            self.schedule(at, Event::Fault);
+            return Ok(());
+        }
+        // Only while every node is a started member: one fault at a time.
+        let all_started = self.started_nodes().len() == self.opts.data_nodes as usize;
+        if !all_started {
+            let at = self.now + 100;
+            self.schedule(at, Event::Fault);
+            return Ok(());
+        }
+        let total: u32 = self.faults.weights.iter().sum();
+        let mut pick = self.rng.random_range(0..total);
+        let kind = self
+            .faults
+            .weights
+            .iter()
+            .position(|&w| {
+                if pick < w {
+                    true
+                } else {
+                    pick -= w;
+                    false
+                }
+            })
+            .expect("a kind");
+        let n = self.opts.data_nodes;
+        let started = self.started_nodes();
+        let active = match kind {
+            0 | 2 => {
+                let victim = started[self.rng.random_range(0..started.len())];
+                if !self.survivable(&[victim]) {
+                    None
+                } else if kind == 0 {
+                    Some(Active::Crash(vec![victim]))
+                } else {
+                    Some(Active::Freeze(victim))
+                }
+            }
+            1 => {
+                // One node of each of two groups, at the same moment.
+                let g1 = self.rng.random_range(0..self.groups.len());
+                let g2 = (g1 + 1) % self.groups.len();
+                let a = self.groups[g1][self.rng.random_range(0..self.groups[g1].len())];
+                let b = self.groups[g2][self.rng.random_range(0..self.groups[g2].len())];
+                self.survivable(&[a, b]).then(|| Active::Crash(vec![a, b]))
+            }
+            3 => {
+                let a = self.rng.random_range(1..=n);
+                let b = self.rng.random_range(1..=n);
+                (a != b).then(|| Active::Cut(a.min(b), a.max(b)))
+            }
+            _ => {
+                let mut side_a = BTreeSet::new();
+                let mut side_b = BTreeSet::new();
+                for node in 1..=n {
+                    if self.rng.random_bool(0.5) {
+                        side_a.insert(node);
+                    } else {
+                        side_b.insert(node);
+                    }
+                }
+                (!side_a.is_empty() && !side_b.is_empty()).then_some(Active::Split(side_a, side_b))
+            }
+        };
+        let Some(active) = active else {
+            let at = self.now + 50;
+            self.schedule(at, Event::Fault);
+            return Ok(());
+        };
+        self.apply(&active)?;
+        // A failure resets the clock of the progress check.
+        let first = self.next_trans_serial;
+        self.progress = Some((self.now, first));
+        let lasts = match &active {
+            // Sometimes shorter than failure detection (nothing happens),
+            // mostly longer.
+            Active::Freeze(_) => {
+                if self.rng.random_bool(0.3) {
+                    self.rng.random_range(50..HEARTBEAT_TIMEOUT_MS / 2)
+                } else {
+                    self.rng
+                        .random_range(HEARTBEAT_TIMEOUT_MS * 2..HEARTBEAT_TIMEOUT_MS * 6)
+                }
+            }
+            Active::Crash(_) => self.rng.random_range(100..700),
+            _ => self.rng.random_range(100..2 * HEARTBEAT_TIMEOUT_MS * 3),
+        };
+        self.faults.active = Some(active);
+        let at = self.now + lasts;
+        self.schedule(at, Event::Fault);
+        Ok(())
+    }
+
+    fn apply(&mut self, active: &Active) -> Result<(), String> {
+        if self.trace {
+            eprintln!("{:>8} ms FAULT {active:?}", self.now);
+        }
+        match active {
+            Active::Crash(victims) => {
+                for &v in victims {
+                    self.report.crashes += 1;
+                    self.take_down(v);
+                }
+            }
+            Active::Freeze(v) => {
+                self.report.freezes += 1;
+                let slot = &mut self.nodes[*v as usize - 1];
+                if let NodeState::Running(node) =
+                    std::mem::replace(&mut slot.state, NodeState::Down)
+                {
+                    slot.state = NodeState::Frozen {
+                        node,
+                        held: Vec::new(),
+                    };
+                }
+            }
+            Active::Cut(a, b) => {
+                self.report.cuts += 1;
+                self.cut.insert((*a, *b));
+                let notice = self.cut_notice_ms();
+                self.break_link(*a, *b, notice);
+            }
+            Active::Split(side_a, side_b) => {
+                self.report.splits += 1;
+                // The arbitrator stays with one side, or with neither.
+                self.arbitrator_reach = Some(match self.rng.random_range(0..10) {
+                    0..=4 => side_a.clone(),
+                    5..=7 => side_b.clone(),
+                    _ => BTreeSet::new(),
+                });
+                let notice = self.cut_notice_ms();
+                for &a in side_a {
+                    for &b in side_b {
+                        self.cut.insert((a.min(b), a.max(b)));
+                        self.break_link(a, b, notice);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn undo(&mut self, active: Active) -> Result<(), String> {
+        if self.trace {
+            eprintln!("{:>8} ms UNDO {active:?}", self.now);
+        }
+        match active {
+            Active::Crash(victims) => {
+                for v in victims {
+                    if matches!(self.nodes[v as usize - 1].state, NodeState::Down) {
+                        self.restart(v);
+                    }
+                }
+            }
+            Active::Freeze(v) => self.thaw(v)?,
+            Active::Cut(a, b) => {
+                self.cut.remove(&(a, b));
+            }
+            Active::Split(..) => {
+                self.cut.clear();
+                self.arbitrator_reach = None;
+            }
+        }
+        Ok(())
+    }
+
+    /// A frozen node runs again: what reached it meanwhile is delivered,
+    /// in order.
+    pub(super) fn thaw(&mut self, v: u16) -> Result<(), String> {
+        let slot = &mut self.nodes[v as usize - 1];
+        if let NodeState::Frozen { node, held } =
+            std::mem::replace(&mut slot.state, NodeState::Down)
+        {
+            slot.state = NodeState::Running(node);
+            // The node reads what waited for it at once, in order: before
+            // anything sent later on the same links (or repeated) arrives.
+            for event in held {
+                self.event(event)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts a node that is down (its supervisor), if it still is.
+    pub(super) fn restart(&mut self, node: u16) {
+        if !matches!(self.nodes[node as usize - 1].state, NodeState::Down) {
+            return;
+        }
+        self.report.restarts += 1;
+        self.start_node(node);
+    }
+
+    /// When every data node is down or out of the cluster, the data is
+    /// gone (there is no durability yet): the cluster starts again empty,
+    /// and so does the model. Transactions in flight have unknown outcomes.
+    pub(super) fn check_cluster_down(&mut self) {
+        let any_member = (1..=self.opts.data_nodes).any(|n| {
+            self.node_ref(n)
+                .is_some_and(|d| matches!(d.role(), NodeRole::Started | NodeRole::Starting { .. }))
+        });
+        if any_member || !self.cluster_up {
+            if any_member {
+                self.cluster_up = true;
+            }
+            return;
+        }
+        self.cluster_up = false;
+        self.report.cluster_downs += 1;
+        if self.trace {
+            eprintln!("{:>8} ms CLUSTER DOWN: the data is lost", self.now);
+        }
+        self.model = crate::model::Model::new(self.load.keys);
+        self.in_progress.clear();
+        self.decided.clear();
+        self.applied.clear();
+        self.commit_holders.clear();
+        self.txn_client.clear();
+        self.orphans.clear();
+        self.model_committed.clear();
+        self.must_not_commit.clear();
+        self.progress = None;
+        for c in 0..self.clients.len() {
+            for slot in 0..self.clients[c].slots.len() {
+                if self.clients[c].slots[slot].take().is_some() {
+                    self.report.abandoned += 1;
+                    let at = self.now + 50;
+                    self.schedule_wake(c, slot, at);
+                }
+            }
+            self.clients[c].reports.clear();
+        }
+    }
+}
