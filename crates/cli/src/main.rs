@@ -47,6 +47,13 @@ enum Command {
     /// Admin client: `shoal mgm -e show`, `-e "2 restart"`, `-e "all restart"`,
     /// `shoal mgm wait`.
     Mgm(mgm::MgmArgs),
+    /// Compare every replica of every fragment row by row (run it while
+    /// nothing writes); exits non-zero if any differ.
+    Verify {
+        /// mgmd address.
+        #[arg(long, default_value = "127.0.0.1:1186")]
+        connect: String,
+    },
     /// Benchmarks: `shoal bench flexasynch -t 1 -p 256 ...` (NDB's flags),
     /// `shoal bench bank --accounts 1000 --threads 8 --duration-secs 10`.
     Bench {
@@ -89,6 +96,7 @@ fn main() -> ExitCode {
             .map_err(|e| e.to_string())
         }
         Command::Mgm(args) => mgm::run(args),
+        Command::Verify { connect } => verify(&connect),
         Command::Bench { name, args } => match name.as_str() {
             "flexasynch" | "flexAsynch" => shoal_bench::flexasynch::main(&args),
             "bank" => shoal_bench::bank::main(&args),
@@ -104,6 +112,25 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+fn verify(connect: &str) -> Result<(), String> {
+    tokio_runtime().block_on(async {
+        let cluster = shoal_client::Cluster::connect(connect)
+            .await
+            .map_err(|e| e.to_string())?;
+        let report = cluster
+            .compare_replicas()
+            .await
+            .map_err(|e| e.to_string())?;
+        cluster.close().await;
+        println!("{report}");
+        if report.identical() {
+            Ok(())
+        } else {
+            Err("replicas differ".into())
+        }
+    })
 }
 
 fn run_mgmd(config_path: &std::path::Path) -> Result<(), String> {

@@ -697,3 +697,56 @@ fn oversized_transaction_is_refused_by_the_client() {
     });
     f.check_unaffected();
 }
+
+/// A valid request whose answer would not fit one frame (400 committed
+/// reads of a 28 KB row: 11 MB against an 8 MB frame) fails with
+/// `RequestTooLarge` and a message saying what to do; the node, its other
+/// clients and the rows are unaffected, and a smaller read of the same
+/// row works.
+#[test]
+fn an_answer_larger_than_a_frame_is_refused() {
+    let mut f = Fixture::new();
+    let client = f.client.clone();
+    f.rt.block_on(async {
+        let wide = client
+            .create_table(
+                TableDef::new(
+                    "wide",
+                    vec![
+                        ColumnDef::new("id", ColumnType::Int { unsigned: true }),
+                        ColumnDef::new("blob", ColumnType::VarBinary(28_000)),
+                    ],
+                    &["id"],
+                )
+                .unwrap(),
+            )
+            .await
+            .expect("create table");
+        let rec = wide.full_record();
+        let mut tx = client.transaction();
+        tx.insert(&rec, &[Value::UInt(1), Value::Bytes(vec![7u8; 28_000])])
+            .unwrap();
+        tx.execute(ExecType::Commit).await.expect("insert the row");
+
+        let mut tx = client.transaction();
+        for _ in 0..400 {
+            tx.read(&rec, &[Value::UInt(1)], LockMode::CommittedRead)
+                .unwrap();
+        }
+        let e = tx.execute(ExecType::Commit).await.unwrap_err();
+        assert_eq!(e.code, ErrorCode::RequestTooLarge, "{e}");
+        assert!(e.detail.contains("read fewer rows"), "{e}");
+
+        let mut tx = client.transaction();
+        let reads: Vec<_> = (0..100)
+            .map(|_| {
+                tx.read(&rec, &[Value::UInt(1)], LockMode::CommittedRead)
+                    .unwrap()
+            })
+            .collect();
+        tx.execute(ExecType::Commit).await.expect("100 reads fit");
+        let row = tx.row(reads[99]).expect("the row");
+        assert_eq!(row.get("blob"), Some(Value::Bytes(vec![7u8; 28_000])));
+    });
+    f.check_unaffected();
+}

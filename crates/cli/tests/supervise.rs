@@ -1,8 +1,8 @@
 //! `shoal up` as a supervisor, and the node commands of `shoal mgm`, over
 //! real processes on 127.0.0.1: a killed data node or mgmd comes back, a
 //! stopped node stays down until started, restarts and rolling restarts
-//! give nodes new incarnations. The data nodes cannot yet copy data to a
-//! restarted node, so these tests look at processes and states only.
+//! give nodes new incarnations, and a rolling restart under load loses
+//! nothing (the restarted nodes copy their data back from the others).
 
 mod common;
 
@@ -343,6 +343,51 @@ fn stop_start_restart_and_rolling_restart() {
     let o = up.mgm("2 halt");
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));
     assert!(text(&o).contains("valid commands"), "{}", text(&o));
+}
+
+#[test]
+fn rolling_restart_under_load_loses_nothing() {
+    let up = Up::start();
+    up.wait_status("both data nodes supervised", |s| {
+        [1, 2].iter().all(|&id| data_node(s, id).supervised)
+    });
+    let bank = Command::new(SHOAL)
+        .args(["bench", "bank", "--connect", &up.addr])
+        .args([
+            "--accounts",
+            "300",
+            "--threads",
+            "4",
+            "--duration-secs",
+            "12",
+        ])
+        .arg("--json")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(1));
+    let o = up.mgm("all restart");
+    assert!(o.status.success(), "{}\n{}", text(&o), up.logs());
+    assert!(text(&o).contains("Rolling restart done"), "{}", text(&o));
+    let out = bank.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "bank: {stdout}\n{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        up.logs()
+    );
+    // Only retried temporary errors: the bank stops at a permanent one.
+    let report: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(report["ok"], true, "{report}");
+    assert_eq!(report["unknown"], 0, "{report}");
+    assert_eq!(report["history_verified"], true, "{report}");
+    let verified = Command::new(SHOAL)
+        .args(["verify", "--connect", &up.addr])
+        .output()
+        .unwrap();
+    assert!(verified.status.success(), "{}", text(&verified));
 }
 
 /// Without `shoal up`, the commands say what to do by hand.

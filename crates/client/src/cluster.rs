@@ -305,6 +305,11 @@ impl Cluster {
         Ok(table)
     }
 
+    /// Every table's definition, from mgmd.
+    pub(crate) async fn table_defs(&self) -> Result<Vec<TableDef>, ShoalError> {
+        with_mgm!(self, |s| s.list_tables())
+    }
+
     /// Forgets the cached definition of `name` (after a schema change made
     /// by another client), so the next [`Cluster::table`] asks mgmd.
     pub fn invalidate_table(&self, name: &str) {

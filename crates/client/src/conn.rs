@@ -30,9 +30,9 @@ use crate::error::from_wire;
 use crate::outcomes::Shared;
 use shoal_types::{ErrorCode, ShoalError, TransId};
 use shoal_wire::{
-    ExecType, FrameDecoder, FrameEncoder, Hello, HelloReply, KeyOp, Signal, TcCommitAck, TcKeyConf,
-    TcKeyRef, TcKeyReq, COMMIT_ACKS_MAX, FRAME_BYTES_MAX, FRAME_HEADER_BYTES,
-    SIGNALS_PER_FRAME_MAX,
+    ExecType, FragmentRowsConf, FragmentRowsReq, FrameDecoder, FrameEncoder, Hello, HelloReply,
+    KeyOp, Signal, TcCommitAck, TcKeyConf, TcKeyRef, TcKeyReq, COMMIT_ACKS_MAX, FRAME_BYTES_MAX,
+    FRAME_HEADER_BYTES, SIGNALS_PER_FRAME_MAX,
 };
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -75,6 +75,8 @@ pub(crate) enum Reply {
     TakenOver {
         committed: bool,
     },
+    /// A page of one replica's rows (`Cluster::compare_replicas`).
+    Rows(FragmentRowsConf),
 }
 
 pub(crate) type ReplyResult = Result<Reply, ShoalError>;
@@ -350,6 +352,48 @@ impl Connection {
         Ok(rx)
     }
 
+    /// Asks for a page of this node's replica of a fragment (see
+    /// `FragmentRowsReq`).
+    pub(crate) fn request_rows(
+        &self,
+        table: shoal_types::TableId,
+        frag: u32,
+        from_row: u32,
+        max_bytes: u32,
+    ) -> Result<oneshot::Receiver<ReplyResult>, ShoalError> {
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut guard = lock(&self.state);
+            let st = &mut *guard;
+            if st.closed {
+                return Err(cluster_failure(format!(
+                    "connection to data node {} is down: {}",
+                    self.node_id, st.close_reason
+                )));
+            }
+            let trans = self.shared.next_trans();
+            let sig = Signal::FragmentRowsReq(FragmentRowsReq {
+                trans,
+                table,
+                frag,
+                from_row,
+                max_bytes,
+            });
+            st.encoder.push(&mut st.out, &sig);
+            st.pending.insert(
+                trans,
+                Pending {
+                    tx,
+                    request: 0,
+                    exec: ExecType::NoCommit,
+                    sent_tick: st.tick,
+                },
+            );
+        }
+        self.notify.notify_one();
+        Ok(rx)
+    }
+
     /// Asks the node to roll `trans` back without waiting for the answer
     /// (used when a transaction is dropped while open). The reply, if any,
     /// finds no pending entry and is dropped by the reader.
@@ -481,6 +525,7 @@ impl Connection {
                         (c.trans, c.request, Reply::Conf(c))
                     }
                     Signal::TcKeyRef(r) => (r.trans, r.request, Reply::Ref(r)),
+                    Signal::FragmentRowsConf(c) => (c.trans, 0, Reply::Rows(c)),
                     report @ (Signal::TcKeyFailConf(_) | Signal::TcNodeFailRep(_)) => {
                         reports.push(report);
                         continue;
@@ -494,7 +539,10 @@ impl Connection {
                         );
                         return Err(format!("data node reported error {}: {}", e.code, e.detail));
                     }
-                    Signal::TcKeyReq(_) | Signal::TcCommitAck(_) | Signal::Node(_) => {
+                    Signal::TcKeyReq(_)
+                    | Signal::TcCommitAck(_)
+                    | Signal::FragmentRowsReq(_)
+                    | Signal::Node(_) => {
                         return Err(format!("data node sent a client a {}", sig.name()))
                     }
                 };

@@ -54,12 +54,14 @@ mod outcomes;
 pub mod record;
 pub mod row;
 pub mod transaction;
+pub mod verify;
 
 pub use cluster::{Cluster, ClusterOptions};
 pub use error::{ErrorClass, ErrorCode, ShoalError};
 pub use record::{Record, Table};
 pub use row::Row;
 pub use transaction::{OpId, TableRef, Transaction, TransactionState};
+pub use verify::ReplicaReport;
 
 pub use shoal_types::{ColumnDef, ColumnType, TableDef, Value};
 pub use shoal_wire::{ExecType, LockMode};

@@ -74,6 +74,17 @@ impl Table {
         Some(map.primary(map.fragment_of(hash_key(dkey))))
     }
 
+    /// The data nodes holding each fragment, primary first (in the
+    /// configured order; the live primary may differ after a failure).
+    pub fn fragment_replicas(&self) -> Option<Vec<Vec<u16>>> {
+        let map = self.inner.map.as_ref()?;
+        Some(
+            (0..map.fragments.len() as u32)
+                .map(|f| map.replicas(f).to_vec())
+                .collect(),
+        )
+    }
+
     /// The table definition.
     pub fn def(&self) -> &TableDef {
         &self.inner.layout.table

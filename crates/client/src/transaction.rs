@@ -428,6 +428,14 @@ impl Transaction {
                     None => Ok(()),
                 }
             }
+            Ok(Reply::Rows(_)) => {
+                let e = ShoalError::with_detail(
+                    ErrorCode::ProtocolViolation,
+                    "data node answered a transaction with a page of rows",
+                );
+                self.fail_ops(first, &e);
+                Err(e)
+            }
             Ok(Reply::TakenOver { committed: true }) => {
                 // The coordinator failed after the commit; the answer's
                 // results went with it: reads of this execute have no row.

@@ -21,7 +21,7 @@ use crate::tc::Tc;
 use shoal_types::distribution::FragmentId;
 use shoal_types::TransId;
 use shoal_types::{ErrorCode, ShoalError, TableDef, TableId};
-use shoal_wire::{OpResult, Signal};
+use shoal_wire::{FragmentRowsConf, OpResult, Signal, FRAGMENT_ROWS_END};
 use std::collections::{BTreeMap, VecDeque};
 
 /// A client connection, numbered by the driver.
@@ -123,6 +123,25 @@ pub struct DataNode {
     queue: VecDeque<BlockSignal>,
     /// A failed coordinator's answers go to the node taking it over.
     redirect: BTreeMap<u16, u16>,
+    /// President: the restart being copied (node, when it joined, and
+    /// the rows and bytes copied so far), for the log's rates.
+    copy_clock: Option<CopyClock>,
+}
+
+struct CopyClock {
+    node: u16,
+    began_ms: u64,
+    last_ms: u64,
+    rows: u64,
+    bytes: u64,
+}
+
+/// "N MB/s" for `bytes` in `ms` milliseconds.
+fn rate(bytes: u64, ms: u64) -> String {
+    format!(
+        "{:.1} MB/s",
+        bytes as f64 / 1e6 / (ms.max(1) as f64 / 1000.0)
+    )
 }
 
 impl DataNode {
@@ -148,6 +167,7 @@ impl DataNode {
             cfg,
             queue: VecDeque::new(),
             redirect: BTreeMap::new(),
+            copy_clock: None,
         }
     }
 
@@ -225,6 +245,31 @@ impl DataNode {
             }
             Signal::TcCommitAck(ack) => {
                 self.tc.commit_acks(conn, &ack.trans);
+                Ok(())
+            }
+            Signal::FragmentRowsReq(req) => {
+                let max_bytes = (req.max_bytes as usize).min(self.cfg.max_answer_bytes / 2);
+                let page = self
+                    .lqh
+                    .fragment_page(req.table, req.frag, req.from_row, max_bytes);
+                let conf = match page {
+                    Ok((rows, next)) => FragmentRowsConf {
+                        trans: req.trans,
+                        code: 0,
+                        next_row: next.unwrap_or(FRAGMENT_ROWS_END),
+                        rows,
+                    },
+                    Err(e) => FragmentRowsConf {
+                        trans: req.trans,
+                        code: e.code as u16,
+                        next_row: FRAGMENT_ROWS_END,
+                        rows: Vec::new(),
+                    },
+                };
+                out.push(Output::Send {
+                    conn,
+                    signal: Signal::FragmentRowsConf(conf),
+                });
                 Ok(())
             }
             other => Err(ShoalError::with_detail(
@@ -492,7 +537,7 @@ impl DataNode {
             .collect();
         out.push(Output::Log(format!(
             "view {}: members {:?}, president {}{}{}",
-            new.number,
+            new.label(),
             new.members
                 .iter()
                 .map(|m| if m.started {
@@ -513,6 +558,19 @@ impl DataNode {
                 format!("; joined {joined:?}")
             },
         )));
+        if let Some(m) = new
+            .members
+            .iter()
+            .find(|m| !m.started && joined.contains(&m.node))
+        {
+            self.copy_clock = Some(CopyClock {
+                node: m.node,
+                began_ms: now_ms,
+                last_ms: now_ms,
+                rows: 0,
+                bytes: 0,
+            });
+        }
         self.dih.view_changed(new);
         self.tc
             .set_members(new.members.iter().map(|m| m.node).collect());
@@ -552,8 +610,20 @@ impl DataNode {
         for e in events {
             match e {
                 DihEvent::NodeCopied(node) => {
+                    let total = match self.copy_clock.take().filter(|c| c.node == node) {
+                        Some(c) => {
+                            let ms = now_ms.saturating_sub(c.began_ms);
+                            format!(
+                                ": {} rows, {} bytes in {ms} ms ({})",
+                                c.rows,
+                                c.bytes,
+                                rate(c.bytes, ms)
+                            )
+                        }
+                        None => String::new(),
+                    };
                     out.push(Output::Log(format!(
-                        "every fragment is copied to data node {node}; it starts"
+                        "every fragment is copied to data node {node}{total}; it starts"
                     )));
                     self.qmgr.note_dist_version(self.dih.dist_version());
                     let mut qe = Vec::new();
@@ -577,9 +647,21 @@ impl DataNode {
                     bytes,
                     done,
                     total,
-                } => out.push(Output::Log(format!(
-                    "copied fragment {frag} of table {table} to data node {node}: {rows} rows, {bytes} bytes ({done}/{total})"
-                ))),
+                } => {
+                    let took = match self.copy_clock.as_mut().filter(|c| c.node == node) {
+                        Some(c) => {
+                            let ms = now_ms.saturating_sub(c.last_ms);
+                            c.last_ms = now_ms;
+                            c.rows += rows;
+                            c.bytes += bytes;
+                            format!(" in {ms} ms ({})", rate(bytes, ms))
+                        }
+                        None => String::new(),
+                    };
+                    out.push(Output::Log(format!(
+                        "copied fragment {frag} of table {table} to data node {node}: {rows} rows, {bytes} bytes{took} ({done}/{total})"
+                    )))
+                }
             }
         }
     }

@@ -1008,7 +1008,7 @@ impl Qmgr {
             return self.stop(
                 format!(
                     "the cluster (president data node {from}, view {}) declared this node failed",
-                    view.number
+                    view.label()
                 ),
                 events,
             );
@@ -1077,7 +1077,7 @@ impl Qmgr {
                 return self.stop(
                     format!(
                         "the cluster (president data node {from}, view {}) declared this node failed",
-                        view.number
+                        view.label()
                     ),
                     events,
                 );

@@ -186,6 +186,9 @@ pub const START_PARTIAL_TIMEOUT_MS_MAX: u64 = 86_400_000;
 /// Slowest non-zero `restart_copy_bytes_per_sec` (64 KiB/s): slower, a
 /// node restart of even a small node would take days.
 pub const RESTART_COPY_BYTES_PER_SEC_MIN: u64 = 64 * 1024;
+/// The smallest `max_frame_bytes`: room for the largest row (30000 bytes)
+/// in one signal, with its headers, in both directions.
+pub const MAX_FRAME_BYTES_MIN: u32 = 64 * 1024;
 
 /// Defaults of every optional key, in one place (docs/CONFIG.md mirrors it).
 pub mod defaults {
@@ -778,6 +781,13 @@ impl ClusterConfig {
                 self.max_operations_per_transaction, self.max_concurrent_operations
             )));
         }
+        if self.max_frame_bytes < MAX_FRAME_BYTES_MIN {
+            return Err(config_error(format!(
+                "max_frame_bytes ({}) is under {MAX_FRAME_BYTES_MIN} (64K): a frame must hold the largest row ({} bytes) with its request and answer headers",
+                self.max_frame_bytes,
+                shoal_types::schema::ROW_BYTES_MAX
+            )));
+        }
         if self.max_frame_bytes > WIRE_FRAME_BYTES_MAX {
             return Err(config_error(format!(
                 "max_frame_bytes ({}) exceeds the protocol limit {WIRE_FRAME_BYTES_MAX}",
@@ -1137,6 +1147,10 @@ type = "api"
         assert!(e.contains("exactly one"), "{e}");
         let e = err_of("[[node]]\nnode_id = 1\ntype = \"mgmd\"\n");
         assert!(e.contains("at least one"), "{e}");
+        let e = err_of(&format!(
+            "[datanode_defaults]\nmax_frame_bytes = 4096\n{MINIMAL}"
+        ));
+        assert!(e.contains("largest row"), "{e}");
         let e = err_of(&format!(
             "{MINIMAL}\n[[node]]\nnode_id = 3\ntype = \"datanode\"\n"
         ));

@@ -13,7 +13,7 @@ use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 use shoal_kernel::{DataNode, KernelConfig, NodeRole};
 use shoal_mgmd::{DataNodeConfig, MgmEvent, NodeState, StartPhase};
-use shoal_types::{ErrorCode, ShoalError};
+use shoal_types::{ErrorCode, ShoalError, TableDef};
 use shoal_wire::{FRAME_HEADER_BYTES, SIGNAL_HEADER_BYTES};
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
@@ -59,6 +59,32 @@ fn kernel_config(node_id: u16, incarnation: u32, cfg: &DataNodeConfig) -> Kernel
         report_commit_points: false,
         faults: Default::default(),
     }
+}
+
+/// A table definition from mgmd, checked before the kernel takes it (the
+/// kernel's blocks rely on a valid definition and distribution).
+fn check_table(def: &TableDef, data_nodes: &[u16]) -> Result<(), ShoalError> {
+    let refuse = |why: String| {
+        fail(
+            ErrorCode::BadRequest,
+            format!(
+                "mgmd sent an invalid definition of table {:?} (id {}): {why}",
+                def.name, def.id
+            ),
+        )
+    };
+    def.validate().map_err(|e| refuse(e.to_string()))?;
+    if let Some(spec) = &def.distribution {
+        let map = spec.map().map_err(|e| refuse(e.to_string()))?;
+        for f in &map.fragments {
+            if let Some(n) = f.replicas.iter().find(|n| !data_nodes.contains(n)) {
+                return Err(refuse(format!(
+                    "a fragment is placed on data node {n}, which is not in the cluster"
+                )));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// What mgmd shows for the node's role.
@@ -123,6 +149,7 @@ pub fn run_datanode(opts: DataNodeOptions) -> Result<(), ShoalError> {
     let start = Instant::now();
     let mut node = DataNode::new(kernel_config(reg.node_id, reg.incarnation, &cfg), 0);
     for t in &reg.tables {
+        check_table(t, &cfg.cluster_data_nodes)?;
         node.create_table(t);
     }
     let mut el = EventLoop::new(
@@ -191,11 +218,11 @@ pub fn run_datanode(opts: DataNodeOptions) -> Result<(), ShoalError> {
                     while let Ok(ev) = link.events.try_recv() {
                         match ev {
                             LinkEvent::Schema { event_id, event } => {
-                                el.schema_event(event);
-                                let _ = link.requests.send(LinkRequest::Ack {
-                                    event_id,
-                                    result: Ok(()),
-                                });
+                                let result = el.schema_event(event, &cfg.cluster_data_nodes);
+                                if let Err(e) = &result {
+                                    tracing::error!("{e}");
+                                }
+                                let _ = link.requests.send(LinkRequest::Ack { event_id, result });
                             }
                             LinkEvent::Shutdown(why) => {
                                 tracing::info!("data node {node_id} stopping: {why}");
@@ -242,12 +269,16 @@ pub fn run_datanode(opts: DataNodeOptions) -> Result<(), ShoalError> {
 }
 
 impl EventLoop {
-    fn schema_event(&mut self, event: MgmEvent) {
+    fn schema_event(&mut self, event: MgmEvent, data_nodes: &[u16]) -> Result<(), ShoalError> {
         let now = self.now_ms();
         match event {
-            MgmEvent::TableCreated(def) => self.node.create_table(&def),
+            MgmEvent::TableCreated(def) => {
+                check_table(&def, data_nodes)?;
+                self.node.create_table(&def);
+            }
             MgmEvent::TableDropped { id } => self.node.drop_table(now, id, &mut self.outputs),
             MgmEvent::Shutdown => {}
         }
+        Ok(())
     }
 }

@@ -8,6 +8,7 @@
 
 #![forbid(unsafe_code)]
 
+mod fragment_rows;
 pub mod frame;
 pub mod handshake;
 pub mod node;
@@ -28,3 +29,4 @@ pub use signals::{
     ErrorReport, ExecType, KeyOp, LockMode, OpResult, OpType, Signal, TcCommitAck, TcKeyConf,
     TcKeyFailConf, TcKeyRef, TcKeyReq, TcNodeFailRep, TransState, COMMIT_ACKS_MAX,
 };
+pub use signals::{FragmentRowsConf, FragmentRowsReq, FRAGMENT_ROWS_END};

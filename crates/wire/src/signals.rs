@@ -10,6 +10,7 @@
 //! key longer than `u16::MAX` bytes, more than `u16::MAX` operations), since
 //! such a signal is a bug in the caller, who must check its limits first.
 
+pub use crate::fragment_rows::{FragmentRowsConf, FragmentRowsReq, FRAGMENT_ROWS_END};
 use crate::frame::{WireError, SIGNAL_HEADER_BYTES};
 use shoal_types::{SchemaVersion, TableId, TransId};
 
@@ -27,6 +28,10 @@ pub const GSN_TC_COMMIT_ACK: u16 = 5;
 pub const GSN_TC_KEY_FAIL_CONF: u16 = 6;
 /// GSN of [`TcNodeFailRep`].
 pub const GSN_TC_NODE_FAIL_REP: u16 = 7;
+/// GSN of [`FragmentRowsReq`].
+pub const GSN_FRAGMENT_ROWS_REQ: u16 = 8;
+/// GSN of [`FragmentRowsConf`].
+pub const GSN_FRAGMENT_ROWS_CONF: u16 = 9;
 /// GSNs from here on are reserved for node-to-node signals.
 pub const GSN_NODE_SIGNALS_FIRST: u16 = 16;
 
@@ -239,6 +244,8 @@ pub enum Signal {
     TcCommitAck(TcCommitAck),
     TcKeyFailConf(TcKeyFailConf),
     TcNodeFailRep(TcNodeFailRep),
+    FragmentRowsReq(FragmentRowsReq),
+    FragmentRowsConf(FragmentRowsConf),
     /// Between data nodes only; a client sending one is a protocol
     /// violation.
     Node(crate::node::BlockSignal),
@@ -266,6 +273,8 @@ impl Signal {
             Signal::TcCommitAck(_) => GSN_TC_COMMIT_ACK,
             Signal::TcKeyFailConf(_) => GSN_TC_KEY_FAIL_CONF,
             Signal::TcNodeFailRep(_) => GSN_TC_NODE_FAIL_REP,
+            Signal::FragmentRowsReq(_) => GSN_FRAGMENT_ROWS_REQ,
+            Signal::FragmentRowsConf(_) => GSN_FRAGMENT_ROWS_CONF,
             Signal::Node(n) => n.gsn(),
         }
     }
@@ -299,6 +308,8 @@ impl Signal {
             Signal::TcCommitAck(a) => 2 + 8 * a.trans.len(),
             Signal::TcKeyFailConf(_) => 2 + 4 + 8 + 1 + 1,
             Signal::TcNodeFailRep(f) => 2 + 4 + 4 + 8 * f.committed.len(),
+            Signal::FragmentRowsReq(_) => crate::fragment_rows::REQ_BYTES,
+            Signal::FragmentRowsConf(c) => c.body_len(),
             Signal::Node(n) => n.body_len(),
         }
     }
@@ -377,6 +388,8 @@ impl Signal {
                     put_u64(out, t.0);
                 }
             }
+            Signal::FragmentRowsReq(r) => r.encode(out),
+            Signal::FragmentRowsConf(c) => c.encode(out),
             Signal::Node(n) => n.encode_body(out),
         }
     }
@@ -421,6 +434,8 @@ impl Signal {
                     committed,
                 }))
             }
+            GSN_FRAGMENT_ROWS_REQ => FragmentRowsReq::decode(body).map(Signal::FragmentRowsReq),
+            GSN_FRAGMENT_ROWS_CONF => FragmentRowsConf::decode(body).map(Signal::FragmentRowsConf),
             GSN_NODE_SIGNALS_FIRST..=crate::node::GSN_NODE_SIGNALS_LAST
                 if gsn_name(gsn).is_some() =>
             {
@@ -441,6 +456,8 @@ pub fn gsn_name(gsn: u16) -> Option<&'static str> {
         GSN_TC_COMMIT_ACK => Some("TcCommitAck"),
         GSN_TC_KEY_FAIL_CONF => Some("TcKeyFailConf"),
         GSN_TC_NODE_FAIL_REP => Some("TcNodeFailRep"),
+        GSN_FRAGMENT_ROWS_REQ => Some("FragmentRowsReq"),
+        GSN_FRAGMENT_ROWS_CONF => Some("FragmentRowsConf"),
         crate::node::GSN_LQH_KEY_REQ => Some("LqhKeyReq"),
         crate::node::GSN_LQH_KEY_CONF => Some("LqhKeyConf"),
         crate::node::GSN_LQH_KEY_REF => Some("LqhKeyRef"),
@@ -990,6 +1007,19 @@ mod tests {
                 incarnation: 9,
                 committed: vec![TransId(5), TransId(7)],
             }),
+            Signal::FragmentRowsReq(FragmentRowsReq {
+                trans: TransId(3),
+                table: TableId(2),
+                frag: 1,
+                from_row: 17,
+                max_bytes: 65536,
+            }),
+            Signal::FragmentRowsConf(FragmentRowsConf {
+                trans: TransId(3),
+                code: 0,
+                next_row: FRAGMENT_ROWS_END,
+                rows: vec![(4, vec![1, 2, 3]), (9, vec![])],
+            }),
         ];
         for signal in signals {
             let body = body_of(&signal);
@@ -1013,7 +1043,7 @@ mod tests {
         );
         // Gaps in the numbering are unknown too (a body that names a node
         // first is read far enough to see the number is not assigned).
-        for gsn in [8, 15, 29, 31, 41, 47] {
+        for gsn in [10, 15, 29, 31, 41, 47] {
             assert!(
                 matches!(Signal::decode(gsn, &[1, 0]), Err(WireError::UnknownSignal(g)) if g == gsn),
                 "GSN {gsn}"

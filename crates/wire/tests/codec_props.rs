@@ -125,6 +125,41 @@ fn signal() -> impl Strategy<Value = Signal> {
             )
         ),
         (
+            any::<u64>(),
+            any::<u32>(),
+            any::<u32>(),
+            any::<u32>(),
+            any::<u32>()
+        )
+            .prop_map(
+                |(t, table, frag, from_row, max_bytes)| Signal::FragmentRowsReq(
+                    shoal_wire::FragmentRowsReq {
+                        trans: TransId(t),
+                        table: TableId(table),
+                        frag,
+                        from_row,
+                        max_bytes
+                    }
+                )
+            ),
+        (
+            any::<u64>(),
+            any::<u16>(),
+            any::<u32>(),
+            prop::collection::vec(
+                (any::<u32>(), prop::collection::vec(any::<u8>(), 0..16)),
+                0..6
+            )
+        )
+            .prop_map(|(t, code, next_row, rows)| Signal::FragmentRowsConf(
+                shoal_wire::FragmentRowsConf {
+                    trans: TransId(t),
+                    code,
+                    next_row,
+                    rows
+                }
+            )),
+        (
             any::<u16>(),
             any::<u32>(),
             prop::collection::vec(any::<u64>().prop_map(TransId), 0..8)

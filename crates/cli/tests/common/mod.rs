@@ -237,7 +237,12 @@ impl Drop for TestCluster {
 }
 
 fn spawn(args: &[&str], log: &Path) -> Child {
-    let out = std::fs::File::create(log).expect("log file");
+    // Appended to: a restarted node's log keeps its earlier lives.
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .expect("log file");
     Command::new(SHOAL)
         .args(args)
         .env("SHOAL_LOG", "info")

@@ -203,6 +203,10 @@ impl LqhTxn {
     }
 }
 
+/// A committed row as stored: its row id and all its columns as an
+/// attribute list.
+pub type StoredRow = (u32, Vec<u8>);
+
 /// What a replica knows of a transaction, as a coordinator taking over
 /// from a failed one needs it (NDB's LQH_TRANSREQ/CONF): if any replica
 /// has committed, the transaction must commit everywhere; otherwise it may
@@ -315,6 +319,54 @@ impl Lqh {
             at = id + 1;
         }
         Some(rows)
+    }
+
+    /// A page of [`Lqh::fragment_image`]: committed rows from row id
+    /// `from_row` on, about `max_bytes` of them (at least one), and where
+    /// the next page starts (`None`: no more rows).
+    pub fn fragment_page(
+        &self,
+        table: TableId,
+        frag: FragmentId,
+        from_row: u32,
+        max_bytes: usize,
+    ) -> Result<(Vec<StoredRow>, Option<u32>), ShoalError> {
+        let Some(entry) = self.frags.get(&(table, frag)) else {
+            return Err(if self.tables.contains_key(&table) {
+                err(
+                    ErrorCode::BadRequest,
+                    format!(
+                        "fragment {frag} of table {table} is not on data node {}",
+                        self.cfg.node_id
+                    ),
+                )
+            } else {
+                err(
+                    ErrorCode::NoSuchTable,
+                    format!("table id {table} is not known to this node"),
+                )
+            });
+        };
+        let mut rows = Vec::new();
+        let mut bytes = 0;
+        let mut at = from_row;
+        while let Some(id) = entry.frag.next_row(at) {
+            if bytes >= max_bytes && !rows.is_empty() {
+                return Ok((rows, Some(id)));
+            }
+            if !entry.frag.is_tentative(id) {
+                let (fixed, var) = entry.frag.row(id);
+                let mut data = Vec::new();
+                entry.layout.read_attrs(fixed, var, None, &mut data);
+                bytes += 8 + data.len();
+                rows.push((id, data));
+            }
+            at = match id.checked_add(1) {
+                Some(next) => next,
+                None => break,
+            };
+        }
+        Ok((rows, None))
     }
 
     /// The transactions coordinated by `tc_node` that have state here,

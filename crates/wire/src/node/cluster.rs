@@ -43,6 +43,12 @@ pub struct View {
 }
 
 impl View {
+    /// The number for people: the cluster's life (the top half) and the
+    /// change within it, "3.12".
+    pub fn label(&self) -> String {
+        format!("{}.{}", self.number >> 32, self.number & 0xFFFF_FFFF)
+    }
+
     /// The president: the member that joined first.
     pub fn president(&self) -> Option<u16> {
         self.members.first().map(|m| m.node)

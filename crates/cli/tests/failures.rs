@@ -1,0 +1,192 @@
+//! Data node failures over real processes on 127.0.0.1: `shoal bench bank`
+//! runs on 4 data nodes in two node groups of two while data nodes are
+//! killed (one per node group, a little apart; two at the same moment,
+//! where the arbitrator decides) or frozen (SIGSTOP) and then restarted.
+//! The bank must end with its total unchanged, no unknown outcome, and a
+//! history that matches every reported outcome; the restarted nodes
+//! rejoin, and then every replica of every fragment holds the same rows
+//! (`shoal verify`, row by row).
+
+mod common;
+
+use common::TestCluster;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Heartbeats in these tests: a frozen node is declared failed after four
+/// missed ones.
+const HEARTBEAT_MS: u64 = 250;
+
+fn four_nodes() -> TestCluster {
+    TestCluster::start_nodes(4, 2, |c| {
+        c.heartbeat_interval_ms = HEARTBEAT_MS;
+        c.arbitration_timeout_ms = 2000;
+    })
+}
+
+/// Starts `shoal bench bank` for `secs` seconds against the cluster.
+fn start_bank(cluster: &TestCluster, secs: u32) -> Child {
+    Command::new(common::SHOAL)
+        .args([
+            "bench",
+            "bank",
+            "--connect",
+            &cluster.mgmd_addr,
+            "--accounts",
+            "500",
+            "--threads",
+            "6",
+            "--duration-secs",
+            &secs.to_string(),
+            "--timeline-ms",
+            "500",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start shoal bench bank")
+}
+
+/// Waits for the bank and checks its report: total kept, no unknown
+/// outcome, history and balances verified. Returns the report.
+fn finish_bank(cluster: &TestCluster, bank: Child) -> serde_json::Value {
+    let out = bank.wait_with_output().expect("bank output");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "bank failed:\n{stdout}\n{stderr}\n{}",
+        cluster.logs()
+    );
+    let report: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(report["ok"], true, "{report}");
+    assert_eq!(report["unknown"], 0, "{report}");
+    assert_eq!(report["history_verified"], true, "{report}");
+    assert_eq!(report["balances_verified"], true, "{report}");
+    assert_eq!(report["committed"], report["history_rows"], "{report}");
+    for t in report["totals"].as_array().unwrap() {
+        assert_eq!(t.as_i64(), Some(500_000), "{report}");
+    }
+    report
+}
+
+/// Every replica identical, row by row.
+fn verify(cluster: &TestCluster) {
+    let out = cluster.shoal(&["verify", "--connect", &cluster.mgmd_addr]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("every replica identical"),
+        "{stdout}\n{}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        cluster.logs()
+    );
+}
+
+fn signal(child: &Child, sig: libc::c_int) {
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(child.id() as libc::pid_t, sig);
+    }
+}
+
+fn kill9(cluster: &mut TestCluster, node: u16) {
+    let mut child = cluster.datanodes[node as usize - 1]
+        .take()
+        .expect("a running data node");
+    child.kill().expect("kill -9");
+    child.wait().expect("reap");
+}
+
+fn restart(cluster: &mut TestCluster, node: u16) {
+    let child = cluster.spawn_datanode(node);
+    cluster.datanodes[node as usize - 1] = Some(child);
+}
+
+/// Transfers committed per timeline step; the steps of one run.
+fn steps(report: &serde_json::Value) -> Vec<u64> {
+    report["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["transfers"].as_u64().unwrap())
+        .collect()
+}
+
+#[test]
+fn killed_nodes_one_per_group_lose_nothing_and_rejoin() {
+    let mut cluster = four_nodes();
+    let bank = start_bank(&cluster, 8);
+    std::thread::sleep(Duration::from_secs(2));
+    kill9(&mut cluster, 2);
+    std::thread::sleep(Duration::from_millis(1500));
+    restart(&mut cluster, 2);
+    kill9(&mut cluster, 3);
+    std::thread::sleep(Duration::from_millis(1000));
+    restart(&mut cluster, 3);
+    let report = finish_bank(&cluster, bank);
+    // The bank kept committing: the last steps are busy again.
+    let busy = steps(&report);
+    assert!(
+        busy.iter().rev().take(2).all(|&n| n > 0),
+        "no transfers at the end: {busy:?}"
+    );
+    cluster.wait_started();
+    verify(&cluster);
+}
+
+#[test]
+fn two_nodes_killed_at_once_the_arbitrator_decides() {
+    let mut cluster = four_nodes();
+    let bank = start_bank(&cluster, 6);
+    std::thread::sleep(Duration::from_secs(2));
+    // One node of each group: the survivors are exactly half, one per
+    // group, and ask mgmd.
+    kill9(&mut cluster, 2);
+    kill9(&mut cluster, 3);
+    std::thread::sleep(Duration::from_millis(1500));
+    restart(&mut cluster, 2);
+    restart(&mut cluster, 3);
+    finish_bank(&cluster, bank);
+    cluster.wait_started();
+    let logs = cluster.logs();
+    assert!(logs.contains("asking the arbitrator"), "{logs}");
+    verify(&cluster);
+}
+
+#[test]
+fn a_frozen_node_is_declared_failed_then_stops_and_rejoins() {
+    let mut cluster = four_nodes();
+    let bank = start_bank(&cluster, 7);
+    std::thread::sleep(Duration::from_secs(2));
+    let frozen = cluster.datanodes[3].take().expect("node 4");
+    signal(&frozen, libc::SIGSTOP);
+    // Four missed heartbeats and the round: well within two seconds.
+    std::thread::sleep(Duration::from_millis(8 * HEARTBEAT_MS + 1000));
+    signal(&frozen, libc::SIGCONT);
+    // Thawed, it learns it is out and stops by itself.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut frozen = frozen;
+    let status = loop {
+        if let Some(status) = frozen.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the thawed node did not stop\n{}",
+            cluster.logs()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(!status.success(), "it stops with an error: {status}");
+    restart(&mut cluster, 4);
+    let report = finish_bank(&cluster, bank);
+    assert!(steps(&report).iter().rev().take(2).all(|&n| n > 0));
+    cluster.wait_started();
+    let log = cluster.log("datanode-4.log");
+    assert!(
+        log.contains("declared failed") || log.contains("stops"),
+        "{log}"
+    );
+    verify(&cluster);
+}
