@@ -163,6 +163,11 @@ impl Dih {
         }
     }
 
+    /// The president of the view in force.
+    pub fn president(&self) -> Option<u16> {
+        self.view.president()
+    }
+
     pub fn dist_version(&self) -> u32 {
         self.dist_version
     }
@@ -358,7 +363,11 @@ impl Dih {
         self.starting.insert((table, frag), state);
         if let Some(mut t) = self.tables.remove(&table) {
             if let Some(f) = t.frags.get_mut(frag as usize) {
-                self.route(table, frag, f, false);
+                // The fragment takes this version even if its routes here
+                // stay as they were: the starting node learns a copy
+                // first and the others one version later, and every
+                // member must then agree on the fragment's version.
+                self.route(table, frag, f, true);
             }
             self.tables.insert(table, t);
         }
@@ -740,5 +749,48 @@ mod tests {
         assert_eq!(&*d.frag(TableId(1), 1).unwrap().write.unwrap(), &[2, 1]);
         assert_eq!(d.frag(TableId(1), 1).unwrap().version, 9);
         assert_eq!(d.frag(TableId(1), 0).unwrap().version, 9, "every fragment");
+    }
+
+    /// The starting node hears of a copy one version before the others;
+    /// once everyone has heard, every member routes the fragment at the
+    /// same version (writes reach the copying replica and are taken).
+    #[test]
+    fn every_member_agrees_on_a_copied_fragments_version() {
+        let mut president = Dih::new(1);
+        let mut starting = Dih::new(2);
+        let v3 = view(3, 3, vec![member(1, true), member(2, false)]);
+        for d in [&mut president, &mut starting] {
+            d.view_changed(&v3);
+            d.create_table(&table(vec![vec![1, 2]]));
+        }
+        let mut q = VecDeque::new();
+        let mut events = Vec::new();
+        president.president_tick(true, &mut q, &mut events);
+        let mut deliver = |to: &mut Dih, from: u16, q: &mut VecDeque<BlockSignal>| {
+            let mut back = VecDeque::new();
+            while let Some(BlockSignal::Cluster(c)) = q.pop_front() {
+                if c.to() == to.own {
+                    to.handle(from, c, &mut back, &mut Vec::new());
+                }
+            }
+            back
+        };
+        // The president tells node 2 only; node 2 confirms.
+        let mut confs = deliver(&mut starting, 1, &mut q);
+        assert!(starting.is_copying(2, TableId(1), 0));
+        let mut events = Vec::new();
+        while let Some(BlockSignal::Cluster(c)) = confs.pop_front() {
+            president.handle(2, c, &mut q, &mut events);
+        }
+        // Now everyone hears, node 2 again at the newer version.
+        let _ = deliver(&mut starting, 1, &mut q);
+        let p = president.frag(TableId(1), 0).unwrap();
+        let s = starting.frag(TableId(1), 0).unwrap();
+        assert_eq!(&*p.write.unwrap(), &[1, 2]);
+        assert_eq!(p.write, s.write);
+        assert_eq!(
+            p.version, s.version,
+            "one version for the fragment on every member"
+        );
     }
 }

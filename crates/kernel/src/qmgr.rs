@@ -1227,8 +1227,9 @@ impl Qmgr {
             .chain([me])
             .collect();
         let everyone = fresh_linked.len() == self.cfg.data_nodes.len();
-        let partial_due =
-            now_ms.saturating_sub(self.join_started_ms) >= self.cfg.start_partial_timeout_ms;
+        // 0: wait for every configured node, however long it takes.
+        let partial_due = self.cfg.start_partial_timeout_ms != 0
+            && now_ms.saturating_sub(self.join_started_ms) >= self.cfg.start_partial_timeout_ms;
         let covers_groups = self
             .cfg
             .node_groups

@@ -509,6 +509,7 @@ mod node_signals {
                 frag_version: 7,
                 row: 12,
                 row_new: false,
+                copied: false,
                 api_node: 60,
                 trans: TransId(9),
                 op: KeyOp {

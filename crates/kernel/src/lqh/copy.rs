@@ -8,9 +8,14 @@
 //!   changed the row, which may have begun before the replica joined the
 //!   chain, to finish) and releasing it at once. A batch says which ids it
 //!   covers: an id in the range with no row sent holds no row.
-//! - Batches travel on the same link as the operations the primary passes
-//!   on, so the target sees each row's copy and the later operations on it
-//!   in the order the primary ran them.
+//! - An operation that runs on the primary after its row was sent carries
+//!   `copied`; the target holds it until its own copy cursor has passed
+//!   the row, then applies it on the copy. (With two replicas the copy
+//!   and the operation share a link and arrive in order anyway; with
+//!   three the operation comes through the middle replica and may
+//!   overtake the copy.) An operation on a row not sent yet needs nothing
+//!   at the target: the copy reads the row after the operation's
+//!   transaction is done with it.
 //! - The target stores each row at its id, unless a transaction holds the
 //!   row there (that transaction's operations reached the target in order
 //!   after the row was copied, or created it there: the live stream is
@@ -287,6 +292,17 @@ impl Lqh {
         }
     }
 
+    /// Whether a copy of fragment `key` in progress from this node has
+    /// already sent row id `row` (an operation on it now must reach the
+    /// restarting replica after that copy).
+    pub(super) fn copy_has_passed(&self, key: FragKey, row: u32) -> bool {
+        row != crate::signal::ROW_NONE
+            && self
+                .copies
+                .iter()
+                .any(|(&(k, _), scan)| k == key && row < scan.next_row)
+    }
+
     /// Ends the copies to `node` (it failed), giving back their locks.
     pub fn copies_to_failed(&mut self, failed: &[u16]) {
         let gone: Vec<(FragKey, u16)> = self
@@ -332,18 +348,24 @@ impl Lqh {
         to_row: u32,
         rows: Vec<CopyRow>,
         _last: bool,
+        president: Option<u16>,
         out: &mut VecDeque<BlockSignal>,
     ) {
         let key = (table, frag);
+        let own = self.cfg.node_id;
+        // A batch this node cannot take ends its restart: the president
+        // hears it and fails this node, which starts over.
         let refuse = |out: &mut VecDeque<BlockSignal>, detail: String| {
-            out.push_back(BlockSignal::Cluster(ClusterSignal::CopyFragRef {
-                to: source,
-                table,
-                frag,
-                node: 0,
-                code: ErrorCode::Internal as u16,
-                detail,
-            }))
+            if let Some(president) = president {
+                out.push_back(BlockSignal::Cluster(ClusterSignal::CopyFragRef {
+                    to: president,
+                    table,
+                    frag,
+                    node: own,
+                    code: ErrorCode::Internal as u16,
+                    detail,
+                }))
+            }
         };
         let Some(entry) = self.frags.get_mut(&key) else {
             return refuse(out, format!("fragment {frag} of table {table} is not here"));
@@ -445,6 +467,15 @@ impl Lqh {
         }
         entry.copy_cursor = to_row;
         entry.copy_seq += 1;
+        // Operations that waited for these rows run now, on the copies.
+        let restart = &mut self.restart;
+        entry.cursor_waits.retain(|&(row, token)| {
+            let passed = row < to_row;
+            if passed {
+                restart.push(token);
+            }
+            !passed
+        });
         out.push_back(BlockSignal::Cluster(ClusterSignal::CopyRowsConf {
             to: source,
             table,

@@ -129,6 +129,11 @@ impl Lqh {
                         .txns
                         .get(&txn)
                         .map_or((0, TransId(0)), |t| (t.api_node, t.trans));
+                    let copied = if at.hop == 0 {
+                        self.copy_has_passed((op.table, at.frag), row)
+                    } else {
+                        at.copied
+                    };
                     out.push_back(BlockSignal::LqhKeyReq {
                         txn,
                         op_no,
@@ -138,6 +143,7 @@ impl Lqh {
                         // The primary's choice of row id goes down the chain.
                         row: if at.hop == 0 { row } else { at.row },
                         row_new: if at.hop == 0 { row_new } else { at.row_new },
+                        copied,
                         api_node,
                         trans,
                         op,
@@ -239,6 +245,26 @@ impl Lqh {
                 ))
             }
         };
+        // The primary had sent this row to this (restarting) replica
+        // before the operation ran, and the copy may still be on its way:
+        // wait for it, then apply the operation on top of it.
+        if copying_here
+            && at.hop > 0
+            && at.copied
+            && at.row != ROW_NONE
+            && at.row >= entry.copy_cursor
+        {
+            let token = self.next_token;
+            self.next_token += 1;
+            entry.cursor_waits.push((at.row, token));
+            self.ops_in_use += 1;
+            self.txns.get_or_insert(txn).waiting = Some(token);
+            return Ok(Step::Wait {
+                token,
+                row: at.row,
+                counted: true,
+            });
+        }
         let layout = entry.layout.clone();
         layout.split_key(&op.key, |_, _| {})?;
         check_request_body(&layout, op)?;

@@ -73,6 +73,9 @@ struct OpAt {
     /// The row id the primary chose (`ROW_NONE` until the primary ran).
     row: u32,
     row_new: bool,
+    /// The primary had already copied `row` to the restarting replica
+    /// when this operation ran (see `BlockSignal::LqhKeyReq`).
+    copied: bool,
     chain: Chain,
     hop: u8,
 }
@@ -120,6 +123,9 @@ struct FragEntry {
     copy_seq: u32,
     copy_rows: u64,
     copy_bytes: u64,
+    /// Operations waiting for the copy to pass their row (row, token):
+    /// the copy of the row is on its way and lacks their effect.
+    cursor_waits: Vec<(RowId, WaitToken)>,
 }
 
 /// How far an operation got.
@@ -458,6 +464,7 @@ impl Lqh {
                     copy_seq: 0,
                     copy_rows: 0,
                     copy_bytes: 0,
+                    cursor_waits: Vec::new(),
                 },
             );
         }
@@ -508,6 +515,7 @@ impl Lqh {
                 frag_version,
                 row,
                 row_new,
+                copied,
                 api_node,
                 trans,
                 op,
@@ -523,6 +531,7 @@ impl Lqh {
                     frag_version,
                     row,
                     row_new,
+                    copied,
                     chain,
                     hop,
                 };
@@ -591,7 +600,21 @@ impl Lqh {
                     rows,
                     last,
                     ..
-                } => self.copy_rows(from, table, frag, seq, from_row, to_row, rows, last, out),
+                } => {
+                    self.copy_rows(
+                        from,
+                        table,
+                        frag,
+                        seq,
+                        from_row,
+                        to_row,
+                        rows,
+                        last,
+                        dih.president(),
+                        out,
+                    );
+                    self.resume_granted(now_ms, dih, out);
+                }
                 ClusterSignal::CopyRowsConf {
                     table, frag, seq, ..
                 } => self.copy_rows_conf(now_ms, from, table, frag, seq, dih, out),

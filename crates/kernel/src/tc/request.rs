@@ -385,6 +385,7 @@ impl Tc {
                 frag_version: version,
                 row: ROW_NONE,
                 row_new: false,
+                copied: false,
                 api_node,
                 trans: TransId(trans.0),
                 op,

@@ -166,6 +166,12 @@ pub enum BlockSignal {
         /// The primary created the row at `row` (an insert, or a write of
         /// a missing key); else `row` held the row already.
         row_new: bool,
+        /// While the fragment is copied to a restarting replica: the
+        /// primary had already sent `row` to it when this operation ran,
+        /// so the copy lacks the operation's effect; the restarting
+        /// replica applies it after the copied row arrives (the copy and
+        /// the operation may take different paths to it).
+        copied: bool,
         /// The client: its API node id and its transaction id, so a
         /// coordinator taking over can tell it the outcome.
         api_node: u16,
@@ -325,6 +331,7 @@ impl BlockSignal {
                 frag_version,
                 row,
                 row_new,
+                copied,
                 api_node,
                 trans,
                 op,
@@ -349,7 +356,7 @@ impl BlockSignal {
                 out.push(*hop);
                 out.push(chain.len() as u8);
                 out.push(u8::from(*commit_at_last));
-                out.push(u8::from(*row_new));
+                out.push(u8::from(*row_new) | (u8::from(*copied) << 1));
                 for &n in chain.iter() {
                     put_u16(out, n);
                 }
@@ -458,7 +465,17 @@ impl BlockSignal {
                     ));
                 }
                 let commit_at_last = read_flag(&mut r, "commit_at_last")?;
-                let row_new = read_flag(&mut r, "row_new")?;
+                let row_at = r.pos;
+                let row_flags = r.u8("row_flags")?;
+                if row_flags & !0b11 != 0 {
+                    return Err(r.malformed_at(
+                        row_at,
+                        format_args!(
+                            "row flags {row_flags:#x}: only bits 0 (new) and 1 (copied) exist"
+                        ),
+                    ));
+                }
+                let (row_new, copied) = (row_flags & 1 != 0, row_flags & 2 != 0);
                 let mut nodes = [0u16; CHAIN_NODES_MAX];
                 for n in &mut nodes[..chain_len] {
                     *n = r.u16("chain")?;
@@ -473,6 +490,7 @@ impl BlockSignal {
                     frag_version,
                     row,
                     row_new,
+                    copied,
                     api_node,
                     trans,
                     op,
@@ -586,6 +604,7 @@ mod tests {
                 frag_version: 12,
                 row: 4000,
                 row_new: true,
+                copied: true,
                 api_node: 51,
                 trans: TransId(900),
                 op: KeyOp {
