@@ -766,7 +766,7 @@ mod tests {
         let mut q = VecDeque::new();
         let mut events = Vec::new();
         president.president_tick(true, &mut q, &mut events);
-        let mut deliver = |to: &mut Dih, from: u16, q: &mut VecDeque<BlockSignal>| {
+        let deliver = |to: &mut Dih, from: u16, q: &mut VecDeque<BlockSignal>| {
             let mut back = VecDeque::new();
             while let Some(BlockSignal::Cluster(c)) = q.pop_front() {
                 if c.to() == to.own {
