@@ -257,6 +257,52 @@ impl MgmClient {
         }
     }
 
+    /// Takes data node `node_id` back in start `incarnation` after its
+    /// session broke (mgmd restarted, or the connection failed), without
+    /// counting a new start. The session's tables are mgmd's schema as it
+    /// is now. Refused with `HandshakeRejected` when it can never succeed
+    /// (another cluster, an id not in the config, a start that is not the
+    /// node's last one) and `NodeIdRefused` while mgmd still holds a live
+    /// session for the id (worth retrying).
+    pub async fn reattach_data_node(
+        mut self,
+        node_id: u16,
+        incarnation: u32,
+        cluster_id: u64,
+    ) -> Result<DataNodeSession, ShoalError> {
+        let request = Request::ReattachDataNode {
+            node_id,
+            incarnation,
+            cluster_id,
+        };
+        match self.conn.request(request, REQUEST_TIMEOUT).await? {
+            Response::DataNodeRegistered {
+                node_id: got_id,
+                cluster_id: got_cluster,
+                config,
+                tables,
+                incarnation: got_incarnation,
+            } => {
+                if (got_id, got_incarnation, got_cluster) != (node_id, incarnation, cluster_id) {
+                    return Err(mgmd_err(format!(
+                        "mgmd answered the reattach of data node {node_id} (start {incarnation}, \
+                         cluster {cluster_id}) for data node {got_id} (start {got_incarnation}, \
+                         cluster {got_cluster})"
+                    )));
+                }
+                Ok(DataNodeSession {
+                    conn: self.conn,
+                    node_id,
+                    cluster_id,
+                    config,
+                    tables,
+                    incarnation,
+                })
+            }
+            other => Err(unexpected(&other)),
+        }
+    }
+
     /// Registers as an API node; mgmd picks the id.
     pub async fn register_api(mut self) -> Result<ApiSession, ShoalError> {
         match self
@@ -294,7 +340,8 @@ async fn list_tables(conn: &mut Connection) -> Result<Vec<TableDef>, ShoalError>
     }
 }
 
-/// A registered data node. Holds its node id until dropped.
+/// A registered (or reattached) data node. Holds its node id until
+/// dropped.
 pub struct DataNodeSession {
     conn: Connection,
     node_id: u16,
@@ -324,8 +371,8 @@ impl DataNodeSession {
         &self.config
     }
 
-    /// Every table that existed at registration, by id. Later changes come
-    /// as events.
+    /// Every table that existed at registration (or at the reattach), by
+    /// id. Later changes come as events.
     pub fn initial_tables(&self) -> &[TableDef] {
         &self.tables
     }

@@ -191,6 +191,20 @@ pub enum Request {
     /// Unregistered connection only. `None` = first free data node id.
     /// Answer: `Response::DataNodeRegistered`.
     RegisterDataNode { node_id: Option<u16> },
+    /// Unregistered connection only: a running data node whose mgmd
+    /// session broke (mgmd restarted, or the connection failed) takes its
+    /// node id back in the same start, without counting a new one.
+    /// Accepted only if `cluster_id` is mgmd's, `incarnation` is the
+    /// node's last recorded start and no live session holds the id.
+    /// Answer: `Response::DataNodeRegistered` (the incarnation unchanged,
+    /// the tables as they are now); refusals: `HandshakeRejected` for good
+    /// (another cluster, an id not in the config, a start that is not the
+    /// last one), `NodeIdRefused` while a live session holds the id.
+    ReattachDataNode {
+        node_id: u16,
+        incarnation: u32,
+        cluster_id: u64,
+    },
     /// Unregistered connection only. Answer: `Response::ApiRegistered`.
     RegisterApi,
     /// Data node only; no answer.
@@ -264,6 +278,7 @@ pub enum Response {
     Error(WireError),
     Ok,
     Status(ClusterStatus),
+    /// The answer to `RegisterDataNode` and to `ReattachDataNode`.
     DataNodeRegistered {
         node_id: u16,
         cluster_id: u64,
@@ -271,7 +286,8 @@ pub enum Response {
         tables: Vec<TableDef>,
         /// How many times this node id has registered, this time included
         /// (1 the first time; durable in mgmd's `starts.json`). Tells a
-        /// restarted node apart from its previous life.
+        /// restarted node apart from its previous life. A reattach gets
+        /// the start it asked for back.
         #[serde(default)]
         incarnation: u32,
     },
@@ -452,6 +468,19 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&f).unwrap(),
             r#"{"v":1,"id":3,"request":{"arbitrate":{"view":7,"survivors":[1,3]}}}"#
+        );
+        let f = ClientFrame {
+            v: 1,
+            id: 3,
+            request: Request::ReattachDataNode {
+                node_id: 2,
+                incarnation: 4,
+                cluster_id: 1,
+            },
+        };
+        assert_eq!(
+            serde_json::to_string(&f).unwrap(),
+            r#"{"v":1,"id":3,"request":{"reattach_data_node":{"node_id":2,"incarnation":4,"cluster_id":1}}}"#
         );
         let f = ClientFrame {
             v: 1,

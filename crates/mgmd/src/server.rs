@@ -19,6 +19,11 @@
 //! - A data node's incarnation (start number) is on disk before the node
 //!   hears it, so no two lives of a node ever get the same number, across
 //!   mgmd restarts too. Registrations run one at a time (`starts_op`).
+//! - A reattach gives a running data node its id back in the start it
+//!   already has, so the start count never moves for it: accepted only for
+//!   the node's last recorded start (a process whose id was taken over by
+//!   a newer start is refused for good) and while no live session holds
+//!   the id. It writes nothing to disk.
 //! - The arbitrator grants one side per split, and a grant is on disk
 //!   before the winning side hears of it, so a restarted mgmd never grants
 //!   the other side (`arbitration_op` serializes requests).
@@ -427,6 +432,86 @@ impl Shared {
         if let Some(s) = st.sessions.get(&node_id) {
             return Err(id_in_use(node_id, s.peer));
         }
+        let mut tables: Vec<TableDef> = st.tables.values().cloned().collect();
+        tables.sort_by_key(|t| t.id);
+        let mut session = conn.session(SessionKind::DataNode);
+        session.incarnation = incarnation;
+        st.sessions.insert(node_id, session);
+        Ok(Registered {
+            node_id,
+            incarnation,
+            config,
+            tables,
+        })
+    }
+
+    /// Takes a running data node back after its session broke: same node
+    /// id, same start. Nothing is written: the start is already on disk
+    /// (it was handed out only after it was). Refusals that can never turn
+    /// into an acceptance are `HandshakeRejected`; a live session holding
+    /// the id (mgmd has not yet seen the node's old connection close) is
+    /// `NodeIdRefused`, worth retrying.
+    fn reattach_data_node(
+        &self,
+        node_id: u16,
+        incarnation: u32,
+        cluster_id: u64,
+        conn: &ConnHandle,
+    ) -> Result<Registered, ShoalError> {
+        let refuse = |why: String| {
+            ShoalError::with_detail(
+                ErrorCode::HandshakeRejected,
+                format!("data node {node_id} (start {incarnation}) cannot reattach: {why}"),
+            )
+        };
+        if cluster_id != self.config.cluster_id {
+            return Err(refuse(format!(
+                "it belongs to cluster {cluster_id}, this mgmd serves cluster {}",
+                self.config.cluster_id
+            )));
+        }
+        if incarnation == 0 {
+            return Err(refuse(
+                "start numbers begin at 1; register the node instead".into(),
+            ));
+        }
+        let Some(config) = self.config.data_node_config(node_id) else {
+            let list = self
+                .config
+                .data_node_ids()
+                .iter()
+                .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(refuse(format!(
+                "{node_id} is not a data node in the config; configured data node ids: {list}"
+            )));
+        };
+        // No need for `starts_op`: a registration bumps the count in
+        // memory before anyone hears the new number, so under this lock
+        // either the bump is visible (the reattach is refused as stale) or
+        // the session entered here makes the registration find the id in
+        // use.
+        let mut st = self.lock();
+        let last = st.starts.get(&node_id).copied().unwrap_or(0);
+        if incarnation != last {
+            return Err(if incarnation < last {
+                refuse(format!(
+                    "node {node_id} has started again since (start {last}); this process is \
+                     stale and must not act as node {node_id}"
+                ))
+            } else {
+                refuse(format!(
+                    "mgmd has recorded only {last} start(s) of node {node_id} (was mgmd's data \
+                     dir replaced?); restart the node to register it anew"
+                ))
+            });
+        }
+        if let Some(s) = st.sessions.get(&node_id) {
+            return Err(id_in_use(node_id, s.peer));
+        }
+        // The table snapshot and the session enter under one lock, like a
+        // registration: every later schema event reaches this session.
         let mut tables: Vec<TableDef> = st.tables.values().cloned().collect();
         tables.sort_by_key(|t| t.id);
         let mut session = conn.session(SessionKind::DataNode);
@@ -1264,6 +1349,38 @@ impl Connection {
                         }),
                     role => Err(already_registered(role)),
                 };
+                self.respond_result(id, result).await
+            }
+            Request::ReattachDataNode {
+                node_id,
+                incarnation,
+                cluster_id,
+            } => {
+                let result = match self.role {
+                    Role::Unregistered => shared
+                        .reattach_data_node(node_id, incarnation, cluster_id, &self.handle)
+                        .map(|r| {
+                            self.role = Role::DataNode(r.node_id);
+                            info!(
+                                node_id = r.node_id,
+                                incarnation = r.incarnation,
+                                peer = %self.handle.peer,
+                                tables = r.tables.len(),
+                                "data node reattached (same start)"
+                            );
+                            Response::DataNodeRegistered {
+                                node_id: r.node_id,
+                                cluster_id: shared.config.cluster_id,
+                                config: r.config,
+                                tables: r.tables,
+                                incarnation: r.incarnation,
+                            }
+                        }),
+                    role => Err(already_registered(role)),
+                };
+                if let Err(e) = &result {
+                    warn!(node_id, incarnation, peer = %self.handle.peer, "reattach refused: {e}");
+                }
                 self.respond_result(id, result).await
             }
             Request::RegisterApi => {

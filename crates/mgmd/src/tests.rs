@@ -794,3 +794,165 @@ fn show_prints_start_progress() {
     let text = show(node(NodeState::Started, Some(copying(1, 2))));
     assert!(!text.contains("copying"), "{text}");
 }
+
+/// Asks mgmd, on a fresh connection, to take data node `node_id` back in
+/// start `incarnation` of cluster `cluster_id`.
+async fn reattach(
+    addr: &str,
+    node_id: u16,
+    incarnation: u32,
+    cluster_id: u64,
+) -> Result<DataNodeSession, shoal_types::ShoalError> {
+    MgmClient::connect(addr)
+        .await
+        .unwrap()
+        .reattach_data_node(node_id, incarnation, cluster_id)
+        .await
+}
+
+/// The bytes of mgmd's start-number file.
+fn starts_file(dir: &Path) -> Vec<u8> {
+    let path = ClusterConfig::local(1, 1, 0, dir)
+        .mgmd_data_dir()
+        .join(server::STARTS_FILE);
+    std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+}
+
+#[tokio::test]
+async fn reattach_keeps_the_start_and_refuses_stale_or_doubled_nodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mgmd = Mgmd::start(dir.path(), 2).await;
+    let mut admin = api(&mgmd.addr).await;
+    admin.create_table(table("before")).await.unwrap();
+    let mut n1 = data_node(&mgmd.addr, 1).await;
+    assert_eq!(n1.incarnation(), 1);
+
+    // While its session lives the id is held: refused, worth retrying.
+    let held = reattach(&mgmd.addr, 1, 1, 1)
+        .await
+        .err()
+        .expect("id 1 is held");
+    assert_eq!(held.code, ErrorCode::NodeIdRefused, "{held}");
+    assert!(held.detail.contains("in use"), "{held}");
+    // Starts never handed out, another cluster, an unknown id: refused
+    // for good, each saying why.
+    for (node_id, incarnation, cluster_id, why) in [
+        (1, 2, 1, "recorded only 1 start(s)"),
+        (1, 0, 1, "begin at 1"),
+        (1, 1, 99, "cluster 99"),
+        (7, 1, 1, "not a data node"),
+    ] {
+        let e = reattach(&mgmd.addr, node_id, incarnation, cluster_id)
+            .await
+            .err()
+            .expect("refused");
+        assert_eq!(e.code, ErrorCode::HandshakeRejected, "{e}");
+        assert!(e.detail.contains(why), "{why}: {e}");
+    }
+    // Only an unregistered connection may reattach.
+    let answers = raw_requests(
+        &mgmd.addr,
+        vec![
+            Request::RegisterApi,
+            Request::ReattachDataNode {
+                node_id: 2,
+                incarnation: 1,
+                cluster_id: 1,
+            },
+        ],
+    )
+    .await;
+    assert_eq!(error_of(&answers[1]).code, ErrorCode::BadRequest);
+
+    // mgmd restarts on the same data dir; the node's session breaks.
+    let starts_before = starts_file(dir.path());
+    drop(admin);
+    mgmd.stop().await;
+    let lost = tokio::time::timeout(Duration::from_secs(10), n1.next_event())
+        .await
+        .expect("the session ends with mgmd");
+    assert!(lost.is_err(), "{lost:?}");
+    let mgmd = Mgmd::start(dir.path(), 2).await;
+    let mut admin = api(&mgmd.addr).await;
+    // Schema changes while the node is away.
+    let away = admin.create_table(table("while_away")).await.unwrap();
+    admin.drop_table("before").await.unwrap();
+
+    let mut back = reattach(&mgmd.addr, 1, 1, 1).await.unwrap();
+    assert_eq!((back.node_id(), back.incarnation()), (1, 1));
+    assert_eq!(back.initial_tables(), &[away], "the schema as it is now");
+    assert_eq!(
+        starts_file(dir.path()),
+        starts_before,
+        "a reattach is not a start"
+    );
+    let info = node_info(&mut admin, 1).await;
+    assert_eq!((info.state, info.incarnation), (NodeState::Starting, 1));
+    back.report_status(NodeStatus {
+        state: NodeState::Started,
+        data_memory_used_bytes: 0,
+        data_memory_total_bytes: 64 << 20,
+        rows: 0,
+        client_connections: 0,
+        listen_port: 40001,
+        start_phase: None,
+    })
+    .await
+    .unwrap();
+    let mut state = NodeState::Starting;
+    for _ in 0..100 {
+        state = node_info(&mut admin, 1).await.state;
+        if state == NodeState::Started {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(state, NodeState::Started, "the report after the reattach");
+
+    // The reattached session holds the id against a second reattach and a
+    // registration alike.
+    let twice = reattach(&mgmd.addr, 1, 1, 1).await.err().expect("held");
+    assert_eq!(twice.code, ErrorCode::NodeIdRefused, "{twice}");
+    let reg = MgmClient::connect(&mgmd.addr)
+        .await
+        .unwrap()
+        .register_data_node(Some(1))
+        .await
+        .err()
+        .expect("held");
+    assert_eq!(reg.code, ErrorCode::NodeIdRefused, "{reg}");
+
+    // Schema events reach the reattached session, and its ack completes
+    // the change.
+    let addr = mgmd.addr.clone();
+    let creator = tokio::spawn(async move { api(&addr).await.create_table(table("after")).await });
+    let (event_id, event) = tokio::time::timeout(Duration::from_secs(10), back.next_event())
+        .await
+        .expect("an event within 10 s")
+        .unwrap();
+    assert!(
+        matches!(&event, MgmEvent::TableCreated(t) if t.name == "after"),
+        "{event:?}"
+    );
+    back.ack_event(event_id, Ok(())).await.unwrap();
+    tokio::time::timeout(Duration::from_secs(10), creator)
+        .await
+        .expect("create answered after the ack")
+        .unwrap()
+        .unwrap();
+    assert_eq!(starts_file(dir.path()), starts_before);
+
+    // A newer start takes the id over: the old process is stale for good,
+    // even once the newer one is gone again.
+    drop(back);
+    let newer = data_node(&mgmd.addr, 1).await;
+    assert_eq!(newer.incarnation(), 2);
+    drop(newer);
+    let stale = reattach(&mgmd.addr, 1, 1, 1).await.err().expect("stale");
+    assert_eq!(stale.code, ErrorCode::HandshakeRejected, "{stale}");
+    assert!(stale.detail.contains("started again"), "{stale}");
+    assert_eq!(node_info(&mut admin, 1).await.incarnation, 2);
+
+    drop(admin);
+    mgmd.stop().await;
+}

@@ -236,6 +236,44 @@ pub fn run_datanode(opts: DataNodeOptions) -> Result<(), ShoalError> {
                                     "data node {node_id}: lost mgmd ({why}); still serving clients"
                                 );
                             }
+                            LinkEvent::Reattached { tables, dropped } => {
+                                // Catch up on the schema changes made while
+                                // the node was away; ids are never reused,
+                                // so a gone id means a dropped table.
+                                let mut created = 0;
+                                for id in &dropped {
+                                    let drop = MgmEvent::TableDropped { id: *id };
+                                    let _ = el.schema_event(drop, &cfg.cluster_data_nodes);
+                                }
+                                for def in tables {
+                                    if el.node.dih().has_table(def.id) {
+                                        continue;
+                                    }
+                                    let create = MgmEvent::TableCreated(def);
+                                    match el.schema_event(create, &cfg.cluster_data_nodes) {
+                                        Ok(()) => created += 1,
+                                        Err(e) => {
+                                            tracing::error!("{e}");
+                                            eprintln!("data node {node_id}: {e}");
+                                        }
+                                    }
+                                }
+                                let dropped = dropped.len();
+                                tracing::info!(
+                                    "reattached to mgmd; tables created meanwhile: {created}, dropped: {dropped}"
+                                );
+                                eprintln!(
+                                    "data node {node_id}: reattached to mgmd (start {incarnation}; \
+                                     {created} table(s) created and {dropped} dropped meanwhile)"
+                                );
+                            }
+                            LinkEvent::ReattachRefused(why) => {
+                                tracing::error!("mgmd refuses to take the node back ({why}); still serving clients");
+                                eprintln!(
+                                    "data node {node_id}: mgmd refuses to take the node back ({why}); \
+                                     still serving clients without mgmd"
+                                );
+                            }
                             LinkEvent::Peers(list) => el.set_peer_addrs(list),
                             LinkEvent::Arbitration { granted } => el.arbitration_result(granted),
                         }

@@ -71,6 +71,27 @@ impl TestCluster {
         cluster
     }
 
+    /// Kills mgmd with SIGKILL (its state is on disk) and waits for it to
+    /// exit. The data nodes are left running.
+    pub fn kill_mgmd(&mut self) {
+        if let Some(mut mgmd) = self.mgmd.take() {
+            let _ = mgmd.kill();
+            let _ = mgmd.wait();
+        }
+    }
+
+    /// Starts mgmd again after [`TestCluster::kill_mgmd`], with the same
+    /// config (so the same port and data dir), and waits until it listens.
+    pub fn start_mgmd(&mut self) {
+        assert!(self.mgmd.is_none(), "mgmd is still running");
+        let path = self.dir.path().join("config.toml");
+        self.mgmd = Some(spawn(
+            &["mgmd", "--config", path.to_str().unwrap()],
+            &self.dir.path().join("mgmd.log"),
+        ));
+        self.wait_port();
+    }
+
     pub fn spawn_datanode(&self, node_id: u16) -> Child {
         let log = self.dir.path().join(format!("datanode-{node_id}.log"));
         spawn(
