@@ -4,6 +4,8 @@
 #   ./scripts/bench-failures.sh                   # failover and node restart (~3 minutes)
 #   BEFORE=1bb4ea5 ./scripts/bench-failures.sh    # also flexasynch R=1/R=2, this build
 #                                                 # against BEFORE (built in a worktree)
+#   PARTS="flex" BEFORE=1bb4ea5 ./scripts/bench-failures.sh   # only some parts
+#                                                 # (failover, restart, flex)
 #
 # 1. Failover under load: 4 data nodes in two node groups of two (two per
 #    core), `shoal bench bank` with a 100 ms timeline; data node 2 is
@@ -12,7 +14,7 @@
 #    out, stops, and is started again). Printed: throughput before, the
 #    timeline around the failure, and the time from the failure until a
 #    100 ms step is back above half of the throughput before.
-# 2. Node restart: 2 data nodes, 2 replicas; flexasynch loads 1,000,000
+# 2. Node restart: 2 data nodes, 2 replicas; flexasynch loads 3,000,000
 #    rows of 100 bytes; the bank runs; data node 2 is killed and started
 #    again, and copies its fragments from data node 1. Printed: the copy's
 #    rows, bytes and rate (from data node 1's log) and the bank's
@@ -28,6 +30,8 @@ cd "$(dirname "$0")/.."
 OUT=target/bench-failures
 mkdir -p "$OUT"
 MGM_PORT=${MGM_PORT:-21286}
+PARTS=${PARTS:-failover restart flex}
+want() { [[ " $PARTS " == *" $1 "* ]]; }
 log() { printf '[bench-failures] %s\n' "$*" >&2; }
 
 log "building shoal (release)"
@@ -114,6 +118,7 @@ EOF
 }
 
 # ------------------------------------------------------- 1. failover
+if want failover; then
 log "failover: 4 data nodes, R=2, bank; kill -9 data node 2 at 6 s"
 start_cluster "$SHOAL" 4 2 1G
 bank 20 "$OUT/bank-kill.json" &
@@ -145,10 +150,13 @@ recovery "$OUT/bank-freeze.json" 6000 | tee "$OUT/failover-freeze.txt"
 wait_started
 $SHOAL verify --connect 127.0.0.1:$MGM_PORT | tee -a "$OUT/failover-freeze.txt"
 
+fi
+
 # -------------------------------------------------- 2. node restart
-log "node restart: 2 data nodes, R=2, 1,000,000 rows of 100 bytes"
+if want restart; then
+log "node restart: 2 data nodes, R=2, 3,000,000 rows of 100 bytes"
 start_cluster "$SHOAL" 2 2 2G
-$SHOAL bench flexasynch --connect 127.0.0.1:$MGM_PORT -t 1 -p 1000 -a 25 -o 1000 -l 1 --keep -dirty \
+$SHOAL bench flexasynch --connect 127.0.0.1:$MGM_PORT -t 1 -p 1000 -a 25 -o 3000 -l 1 --keep -dirty \
     >"$OUT/load.txt" 2>&1
 bank 40 "$OUT/bank-restart.json" &
 BANK=$!
@@ -172,13 +180,17 @@ def rate(lo, hi):
     return 10 * sum(s) / max(len(s), 1)
 before = rate(1000, 6000)
 during = rate(restart + 500, restart + length)
-print(f"bank before the failure: {before:.0f}/s; while data node 2 rejoined ({length} ms from its start to started): {during:.0f}/s = {100 * during / max(before, 1):.0f} %")
+after = rate(restart + length + 500, restart + length + 10500)
+print(f"bank before the failure: {before:.0f}/s; while data node 2 rejoined ({length} ms from its start to started): {during:.0f}/s = {100 * during / max(before, 1):.0f} %; after: {after:.0f}/s")
+print("(while data node 2 is down or starting, every transaction is coordinated on data node 1, next to its primaries)")
 print(f'committed {report["committed"]}, unknown {report["unknown"]}, ok {report["ok"]}')
 EOF
 $SHOAL verify --connect 127.0.0.1:$MGM_PORT | tee -a "$OUT/restart.txt"
 
+fi
+
 # ------------------------------------------ 3. flexasynch before/after
-if [[ -n "${BEFORE:-}" ]]; then
+if want flex && [[ -n "${BEFORE:-}" ]]; then
     WT=target/bench-before
     if [[ ! -d "$WT" ]]; then
         git worktree add -f "$WT" "$BEFORE" >&2

@@ -140,16 +140,44 @@ fn two_nodes_killed_at_once_the_arbitrator_decides() {
     let mut cluster = four_nodes();
     let bank = start_bank(&cluster, 6);
     std::thread::sleep(Duration::from_secs(2));
-    // One node of each group: the survivors are exactly half, one per
-    // group, and ask mgmd.
-    kill9(&mut cluster, 2);
-    kill9(&mut cluster, 3);
+    // One node of each group, both signalled before either is reaped.
+    let mut two: Vec<_> = [2u16, 3]
+        .iter()
+        .map(|&n| cluster.datanodes[n as usize - 1].take().expect("running"))
+        .collect();
+    for child in &two {
+        signal(child, libc::SIGKILL);
+    }
+    for child in &mut two {
+        child.wait().expect("reap");
+    }
     std::thread::sleep(Duration::from_millis(1500));
     restart(&mut cluster, 2);
     restart(&mut cluster, 3);
     finish_bank(&cluster, bank);
     cluster.wait_started();
+    // When one round drops both, the survivors are exactly half (one per
+    // group) and only the arbitrator lets them go on; when the two links
+    // closed far enough apart for two rounds, each round kept a majority.
     let logs = cluster.logs();
+    if logs.contains("failed [2, 3]") || logs.contains("failed [3, 2]") {
+        assert!(logs.contains("asking the arbitrator"), "{logs}");
+    }
+    verify(&cluster);
+}
+
+#[test]
+fn a_lone_survivor_asks_the_arbitrator() {
+    // Two data nodes, one group: when one dies, the other is exactly half.
+    let mut cluster = TestCluster::start_nodes(2, 2, |c| c.heartbeat_interval_ms = HEARTBEAT_MS);
+    let bank = start_bank(&cluster, 5);
+    std::thread::sleep(Duration::from_secs(2));
+    kill9(&mut cluster, 2);
+    std::thread::sleep(Duration::from_millis(1000));
+    restart(&mut cluster, 2);
+    finish_bank(&cluster, bank);
+    cluster.wait_started();
+    let logs = cluster.log("datanode-1.log");
     assert!(logs.contains("asking the arbitrator"), "{logs}");
     verify(&cluster);
 }

@@ -66,7 +66,11 @@ impl FinishedTxns {
             Some(back) => self.above.len() - back,
             None => 0,
         };
-        self.above.insert(at, f);
+        if at == self.above.len() {
+            self.above.push_back(f);
+        } else {
+            self.above.insert(at, f);
+        }
         if self.above.len() > FINISHED_REMEMBERED_MAX {
             self.above.pop_front();
         }

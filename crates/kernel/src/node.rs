@@ -431,7 +431,7 @@ impl DataNode {
     /// failed coordinator go to the node taking it over.
     fn route(&self, sig: &BlockSignal) -> crate::signal::BlockAddr {
         let mut dest = sig.destination();
-        if dest.block == Block::Tc {
+        if dest.block == Block::Tc && !self.redirect.is_empty() {
             if let Some(&to) = self.redirect.get(&dest.node) {
                 dest.node = to;
             }

@@ -15,6 +15,11 @@ use std::net::SocketAddr;
 
 /// Bytes read per `read` call at most.
 const READ_CHUNK_BYTES: usize = 256 * 1024;
+/// Room a read wants at the end of the receive buffer; less, and the
+/// buffer is compacted or grown.
+const READ_ROOM_MIN_BYTES: usize = 64 * 1024;
+/// A receive buffer grown past this is shrunk back once empty.
+const INBUF_KEEP_BYTES: usize = 4 << 20;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
@@ -47,8 +52,11 @@ pub struct Conn {
     /// When the connection was opened or accepted (the handshake must end
     /// in time).
     pub opened_ms: u64,
+    /// Received bytes are `inbuf[in_start..in_end]`; the rest of it is
+    /// room for the next reads (allocated and zeroed once, not per read).
     inbuf: Vec<u8>,
     in_start: usize,
+    in_end: usize,
     decoder: FrameDecoder,
     encoder: FrameEncoder,
     outbuf: Vec<u8>,
@@ -81,8 +89,9 @@ impl Conn {
             phase: Phase::Handshake,
             role: Role::Unknown,
             opened_ms: now_ms,
-            inbuf: Vec::with_capacity(64 * 1024),
+            inbuf: vec![0; 2 * READ_ROOM_MIN_BYTES],
             in_start: 0,
+            in_end: 0,
             decoder: FrameDecoder::new(max_frame_bytes, max_signals),
             encoder: FrameEncoder::new(max_frame_bytes, max_signals),
             outbuf: Vec::with_capacity(64 * 1024),
@@ -103,47 +112,66 @@ impl Conn {
             if taken >= budget {
                 return ReadOutcome::Budget;
             }
-            if self.in_start > 0 && self.in_start == self.inbuf.len() {
-                self.inbuf.clear();
-                self.in_start = 0;
-            }
-            let len = self.inbuf.len();
-            let chunk = READ_CHUNK_BYTES.min(budget - taken);
-            self.inbuf.resize(len + chunk, 0);
-            match self.stream.read(&mut self.inbuf[len..]) {
-                Ok(0) => {
-                    self.inbuf.truncate(len);
-                    return ReadOutcome::Closed("peer closed the connection".into());
-                }
+            self.make_room();
+            let chunk = READ_CHUNK_BYTES
+                .min(budget - taken)
+                .min(self.inbuf.len() - self.in_end);
+            match self
+                .stream
+                .read(&mut self.inbuf[self.in_end..self.in_end + chunk])
+            {
+                Ok(0) => return ReadOutcome::Closed("peer closed the connection".into()),
                 Ok(n) => {
-                    self.inbuf.truncate(len + n);
+                    self.in_end += n;
                     taken += n;
                     if n < chunk {
                         return ReadOutcome::Drained;
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.inbuf.truncate(len);
-                    return ReadOutcome::Drained;
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => self.inbuf.truncate(len),
-                Err(e) => {
-                    self.inbuf.truncate(len);
-                    return ReadOutcome::Closed(format!("read failed: {e}"));
-                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return ReadOutcome::Drained,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return ReadOutcome::Closed(format!("read failed: {e}")),
             }
+        }
+    }
+
+    /// Leaves at least [`READ_ROOM_MIN_BYTES`] free at the end of the
+    /// receive buffer: moves the unread bytes to the front, or grows it.
+    fn make_room(&mut self) {
+        if self.in_start == self.in_end {
+            self.in_start = 0;
+            self.in_end = 0;
+            if self.inbuf.len() > INBUF_KEEP_BYTES {
+                self.inbuf.truncate(2 * READ_ROOM_MIN_BYTES);
+                self.inbuf.shrink_to_fit();
+            }
+        }
+        if self.inbuf.len() - self.in_end >= READ_ROOM_MIN_BYTES {
+            return;
+        }
+        if self.in_start > 0 {
+            self.inbuf.copy_within(self.in_start..self.in_end, 0);
+            self.in_end -= self.in_start;
+            self.in_start = 0;
+        }
+        if self.inbuf.len() - self.in_end < READ_ROOM_MIN_BYTES {
+            let len = (self.inbuf.len() * 2).max(self.in_end + READ_CHUNK_BYTES);
+            self.inbuf.resize(len, 0);
         }
     }
 
     /// Unconsumed received bytes.
     pub fn input(&self) -> &[u8] {
-        &self.inbuf[self.in_start..]
+        &self.inbuf[self.in_start..self.in_end]
     }
 
     /// Decodes the next whole frame from the buffered input into `out` and
     /// consumes its bytes. `Ok(false)`: no whole frame buffered yet.
     pub fn decode_frame(&mut self, out: &mut Vec<Signal>) -> Result<bool, WireError> {
-        match self.decoder.decode(&self.inbuf[self.in_start..], out)? {
+        match self
+            .decoder
+            .decode(&self.inbuf[self.in_start..self.in_end], out)?
+        {
             Some(n) => {
                 self.consume(n);
                 Ok(true)
@@ -153,13 +181,11 @@ impl Conn {
     }
 
     pub fn consume(&mut self, n: usize) {
+        debug_assert!(self.in_start + n <= self.in_end, "consumed past the input");
         self.in_start += n;
-        if self.in_start == self.inbuf.len() {
-            self.inbuf.clear();
+        if self.in_start == self.in_end {
             self.in_start = 0;
-        } else if self.in_start > 1 << 20 {
-            self.inbuf.drain(..self.in_start);
-            self.in_start = 0;
+            self.in_end = 0;
         }
     }
 

@@ -405,7 +405,10 @@ impl EventLoop {
     pub fn dispatch_outputs(&mut self, poll: &Poll) {
         let mut oversized: Vec<(ConnId, String)> = Vec::new();
         let mut close_links: Vec<u16> = Vec::new();
-        for out in std::mem::take(&mut self.outputs) {
+        // Drained in place, so the buffer keeps its capacity from turn to
+        // turn; what the kernel calls below add goes to `self.outputs`.
+        let mut batch = std::mem::take(&mut self.outputs);
+        for out in batch.drain(..) {
             let (conn, signal) = match out {
                 Output::Send { conn, signal } => (conn, signal),
                 Output::ToNode {
@@ -470,6 +473,9 @@ impl EventLoop {
                     self.dirty.push(conn);
                 }
             }
+        }
+        if self.outputs.is_empty() {
+            self.outputs = batch;
         }
         for (conn, why) in oversized {
             tracing::error!("closing connection {conn}: {why}");

@@ -121,6 +121,7 @@ impl Fragment {
 
     /// Charges `charge` bytes plus whatever growth the index needs for one
     /// more row, all or nothing, and installs that growth.
+    #[inline]
     fn charge_with_index_growth(
         &mut self,
         mem: &mut Memory,

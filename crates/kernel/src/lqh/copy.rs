@@ -63,6 +63,10 @@ pub(super) struct CopyScan {
     granted_row: Option<RowId>,
     /// Not before this time (rate limit).
     next_send_ms: u64,
+    /// When the copy began: the rate limit paces every byte sent since,
+    /// so ticks' granularity does not round the rate down (a scan held
+    /// back by a lock wait may catch up, within its window).
+    began_ms: u64,
     stats: CopyStats,
 }
 
@@ -109,6 +113,7 @@ impl Lqh {
                 wait: None,
                 granted_row: None,
                 next_send_ms: now_ms,
+                began_ms: now_ms,
                 stats: CopyStats::default(),
             },
         );
@@ -276,8 +281,9 @@ impl Lqh {
             scan.done_sending = last;
             scan.stats.rows += rows.len() as u64;
             scan.stats.bytes += bytes as u64;
-            if let Some(pause_ms) = (bytes as u64).saturating_mul(1000).checked_div(rate) {
-                scan.next_send_ms = scan.next_send_ms.max(now_ms) + pause_ms;
+            if rate > 0 {
+                scan.next_send_ms =
+                    scan.began_ms + scan.stats.bytes.saturating_mul(1000).div_ceil(rate);
             }
             out.push_back(BlockSignal::Cluster(ClusterSignal::CopyRows {
                 to: target,

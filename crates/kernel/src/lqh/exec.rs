@@ -40,8 +40,7 @@ impl Lqh {
         // transaction, is dropped: running it again would redo its write
         // or hold locks for a transaction that is over.
         let coordinator = tc_node_of(txn);
-        let finished = self.finished.entry(coordinator).or_default();
-        finished.advance(at.low_water);
+        self.finished_of(coordinator).advance(at.low_water);
         let t = match self.txns.get_mut(&txn) {
             Some(t) => {
                 if !t.first_sight(at.op_no) {
@@ -49,7 +48,7 @@ impl Lqh {
                 }
                 Some(t)
             }
-            None if finished.contains(txn) => return,
+            None if self.finished[usize::from(coordinator)].contains(txn) => return,
             None => None,
         };
         // The coordinator failed and is being taken over: its operations

@@ -234,8 +234,9 @@ pub struct Lqh {
     tables: BTreeMap<TableId, Vec<FragmentId>>,
     frags: HashMap<FragKey, FragEntry>,
     txns: Pool<LqhTxn>,
-    /// Per coordinator node, the transactions finished here.
-    finished: BTreeMap<u16, FinishedTxns>,
+    /// Per coordinator node (indexed by node id), the transactions
+    /// finished here.
+    finished: Vec<FinishedTxns>,
     /// Coordinators (node, low 8 bits of the incarnation) that failed:
     /// their operations start nothing new here.
     failed_coordinators: BTreeSet<(u16, u8)>,
@@ -270,7 +271,7 @@ impl Lqh {
             tables: BTreeMap::new(),
             frags: HashMap::new(),
             txns: Pool::default(),
-            finished: BTreeMap::new(),
+            finished: Vec::new(),
             failed_coordinators: BTreeSet::new(),
             waiting: HashMap::new(),
             next_token: 1,
@@ -624,21 +625,29 @@ impl Lqh {
         }
     }
 
+    /// The finished transactions of coordinator `node`.
+    fn finished_of(&mut self, node: u16) -> &mut FinishedTxns {
+        let i = usize::from(node);
+        if self.finished.len() <= i {
+            self.finished.resize_with(i + 1, FinishedTxns::default);
+        }
+        &mut self.finished[i]
+    }
+
     fn remember_finished(&mut self, txn: TxnRef, api_node: u16, trans: TransId, committed: bool) {
-        self.finished
-            .entry(tc_node_of(txn))
-            .or_default()
-            .insert(Finished {
-                txn,
-                api_node,
-                trans,
-                committed,
-            });
+        self.finished_of(tc_node_of(txn)).insert(Finished {
+            txn,
+            api_node,
+            trans,
+            committed,
+        });
     }
 
     /// Forgets what is remembered of coordinator `node`'s transactions
     /// (its takeover is done; a new start of it numbers anew).
     pub fn forget_coordinator(&mut self, node: u16) {
-        self.finished.remove(&node);
+        if let Some(f) = self.finished.get_mut(usize::from(node)) {
+            *f = FinishedTxns::default();
+        }
     }
 }

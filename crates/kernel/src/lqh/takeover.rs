@@ -71,7 +71,7 @@ impl Lqh {
             reported += 1;
         }
         // Commits whose client may not know: the markers.
-        if let Some(finished) = self.finished.get(&failed) {
+        if let Some(finished) = self.finished.get(usize::from(failed)) {
             for f in finished.commits() {
                 if tc_incarnation_of(f.txn) != inc8 || self.txns.contains_key(&f.txn) {
                     continue;

@@ -364,7 +364,8 @@ impl Tc {
         }
         // Every client connected here learns which of its transactions of
         // the failed coordinator committed; the rest are aborted.
-        let mut conns: Vec<(u64, u16)> = self.api_nodes.iter().map(|(&c, &a)| (c, a)).collect();
+        let mut conns: Vec<(u64, u16)> =
+            self.clients.iter().map(|(&c, k)| (c, k.api_node)).collect();
         conns.sort_unstable();
         for (conn, api_node) in conns {
             if api_node == 0 {
@@ -400,9 +401,9 @@ impl Tc {
         out: &mut Vec<Output>,
     ) {
         let mut conns: Vec<u64> = self
-            .api_nodes
+            .clients
             .iter()
-            .filter(|(_, &a)| a == api_node && a != 0)
+            .filter(|(_, k)| k.api_node == api_node && api_node != 0)
             .map(|(&c, _)| c)
             .collect();
         conns.sort_unstable();

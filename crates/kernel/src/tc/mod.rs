@@ -120,6 +120,15 @@ fn add_frag(set: &mut Vec<FragKey>, frag: FragKey) {
     }
 }
 
+/// What TC knows of one client connection.
+#[derive(Default)]
+struct ClientConn {
+    /// Its API node id (from its handshake; 0 if it named none).
+    api_node: u16,
+    /// The newest transaction id it began (ids must grow).
+    newest: Option<TransId>,
+}
+
 struct Txn {
     conn: ConnId,
     trans: TransId,
@@ -194,6 +203,7 @@ impl Txn {
     }
 
     /// The part for `node`, added if new.
+    #[inline]
     fn part_mut(&mut self, node: u16) -> &mut Part {
         let at = match self.parts.iter().position(|p| p.node == node) {
             Some(i) => i,
@@ -292,10 +302,8 @@ pub struct Tc {
     /// Committed transactions awaiting the client's acknowledgement (their
     /// replicas keep commit markers meanwhile).
     unacked: HashMap<TxnRef, (ConnId, TransId)>,
-    /// Per client connection, the newest transaction id it began with.
-    newest_trans: HashMap<ConnId, TransId>,
-    /// Per client connection, its API node id (from its handshake).
-    api_nodes: HashMap<ConnId, u16>,
+    /// Per client connection: its API node and newest transaction.
+    clients: HashMap<ConnId, ClientConn>,
     /// Transactions in the order they began; the front is the oldest that
     /// may be unfinished or unacknowledged (others are popped lazily, and
     /// the whole list compacted when it outgrows the live ones).
@@ -349,8 +357,7 @@ impl Tc {
             txns: Pool::default(),
             by_client: HashMap::new(),
             unacked: HashMap::new(),
-            newest_trans: HashMap::new(),
-            api_nodes: HashMap::new(),
+            clients: HashMap::new(),
             started: VecDeque::new(),
             takeovers: BTreeMap::new(),
             members: Vec::new(),
@@ -373,7 +380,7 @@ impl Tc {
 
     /// A client connected from API node `api_node`.
     pub fn client_connected(&mut self, conn: ConnId, api_node: u16) {
-        self.api_nodes.insert(conn, api_node);
+        self.clients.entry(conn).or_default().api_node = api_node;
     }
 
     /// The oldest transaction that may still have an operation, a record
@@ -472,8 +479,7 @@ impl Tc {
             .filter(|(_, t)| t.conn == conn && !t.client_gone && t.taken_over_from.is_none())
             .map(|(r, _)| r)
             .collect();
-        self.newest_trans.remove(&conn);
-        self.api_nodes.remove(&conn);
+        self.clients.remove(&conn);
         // Its unacknowledged commits need no marker any more.
         self.unacked.retain(|_, (c, _)| *c != conn);
         self.by_client.retain(|(c, _), _| *c != conn);

@@ -192,10 +192,12 @@ impl Tc {
             });
             None
         };
+        let client = self.clients.entry(conn).or_default();
+        let api_node = client.api_node;
         if request == 0 {
             // Ids must grow per connection, so a repeat of the first
             // request of a finished transaction is refused.
-            if let Some(newest) = self.newest_trans.get(&conn).filter(|n| trans.0 <= n.0) {
+            if let Some(newest) = client.newest.filter(|n| trans.0 <= n.0) {
                 let e = ShoalError::with_detail(
                     ErrorCode::BadRequest,
                     format!(
@@ -204,7 +206,7 @@ impl Tc {
                 );
                 return refuse(out, e);
             }
-            self.newest_trans.insert(conn, trans);
+            client.newest = Some(trans);
         }
         if req.exec == ExecType::Rollback && req.ops.is_empty() {
             out.push(Output::Send {
@@ -241,7 +243,6 @@ impl Tc {
         self.next_ref += 1;
         self.compact_started();
         self.started.push_back(r);
-        let api_node = self.api_nodes.get(&conn).copied().unwrap_or(0);
         let t = self.txns.get_or_insert(r);
         t.conn = conn;
         t.trans = trans;

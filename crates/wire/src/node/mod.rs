@@ -248,6 +248,7 @@ pub const ROW_NONE: u32 = u32::MAX;
 
 impl BlockSignal {
     /// The block instance that takes this signal.
+    #[inline]
     pub fn destination(&self) -> BlockAddr {
         match self {
             BlockSignal::LqhKeyReq { chain, hop, .. } => {
