@@ -456,9 +456,12 @@ impl Tc {
     /// The client acknowledged these committed transactions' answers.
     pub fn commit_acks(&mut self, conn: ConnId, trans: &[TransId]) {
         for &t in trans {
-            if let Some(r) = self.by_client.get(&(conn, t)).copied() {
-                if self.unacked.remove(&r).is_some() {
-                    self.by_client.remove(&(conn, t));
+            // Two lookups in the usual case: the name is a committed
+            // transaction's. A client acknowledging a live transaction
+            // (it never should) gets its name put back.
+            if let Some(r) = self.by_client.remove(&(conn, t)) {
+                if self.unacked.remove(&r).is_none() {
+                    self.by_client.insert((conn, t), r);
                 }
             }
         }

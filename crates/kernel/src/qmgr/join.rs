@@ -1,0 +1,172 @@
+//! Joining: a starting node asks the president to join, and the first
+//! view of an initial start is formed.
+
+use super::*;
+
+impl Qmgr {
+    // ------------------------------------------------------------------
+    // Joining
+
+    pub(super) fn join_req(
+        &mut self,
+        now_ms: u64,
+        from: u16,
+        incarnation: u32,
+        linked: &[u16],
+        q: &mut VecDeque<BlockSignal>,
+        events: &mut Vec<QmgrEvent>,
+    ) {
+        let refuse = |q: &mut VecDeque<BlockSignal>, reason, president| {
+            send(
+                q,
+                ClusterSignal::JoinRef {
+                    to: from,
+                    reason,
+                    president,
+                },
+            )
+        };
+        match self.phase {
+            Phase::Stopped => {}
+            Phase::Joining => {
+                self.fresh.insert(from);
+                refuse(q, JoinRefusal::Fresh, 0);
+            }
+            Phase::Member if !self.is_president() => {
+                refuse(q, JoinRefusal::NotPresident, self.president().unwrap_or(0));
+            }
+            Phase::Member => {
+                if let Some(m) = self.committed.member(from) {
+                    // Its previous start is still a member: that one is
+                    // dead (a node runs one start at a time).
+                    if m.incarnation != incarnation {
+                        let old = m.incarnation;
+                        self.suspect(now_ms, from, old, q, events);
+                    }
+                    return refuse(q, JoinRefusal::Busy, self.cfg.node_id);
+                }
+                let busy = self.round.is_some()
+                    || self.committed.members.iter().any(|m| !m.started)
+                    || self.pending_takeovers.iter().any(|&(n, _)| n == from)
+                    || self.failed.get(&from).is_some_and(|&f| incarnation <= f)
+                    || self.joiner.is_some_and(|j| j.node != from);
+                if busy {
+                    return refuse(q, JoinRefusal::Busy, self.cfg.node_id);
+                }
+                let all_linked = self
+                    .committed
+                    .members
+                    .iter()
+                    .all(|m| m.node == self.cfg.node_id || linked.contains(&m.node));
+                if !all_linked || self.links.get(&from) != Some(&incarnation) {
+                    return refuse(q, JoinRefusal::NotLinked, self.cfg.node_id);
+                }
+                self.joiner = Some(Member {
+                    node: from,
+                    incarnation,
+                    started: false,
+                });
+                self.start_round(now_ms, q, events);
+            }
+        }
+    }
+
+    pub(super) fn joining_tick(
+        &mut self,
+        now_ms: u64,
+        q: &mut VecDeque<BlockSignal>,
+        events: &mut Vec<QmgrEvent>,
+    ) {
+        if now_ms < self.next_join_ms {
+            return;
+        }
+        self.next_join_ms = now_ms + (self.cfg.heartbeat_interval_ms / 4).clamp(20, 500);
+        let me = self.cfg.node_id;
+        let others: Vec<u16> = self
+            .cfg
+            .data_nodes
+            .iter()
+            .copied()
+            .filter(|&n| n != me)
+            .collect();
+        // Form a new cluster when nobody runs one.
+        let fresh_linked: BTreeSet<u16> = others
+            .iter()
+            .copied()
+            .filter(|n| self.links.contains_key(n) && self.fresh.contains(n))
+            .chain([me])
+            .collect();
+        let everyone = fresh_linked.len() == self.cfg.data_nodes.len();
+        // 0: wait for every configured node, however long it takes.
+        let partial_due = self.cfg.start_partial_timeout_ms != 0
+            && now_ms.saturating_sub(self.join_started_ms) >= self.cfg.start_partial_timeout_ms;
+        let covers_groups = self
+            .cfg
+            .node_groups
+            .iter()
+            .all(|g| g.iter().any(|n| fresh_linked.contains(n)));
+        let majority = fresh_linked.len() * 2 > self.cfg.data_nodes.len();
+        let lowest = fresh_linked.iter().next() == Some(&me);
+        if lowest && (everyone || (partial_due && covers_groups && majority)) {
+            return self.form(now_ms, &fresh_linked, q, events);
+        }
+        let linked: Vec<u16> = self.links.keys().copied().collect();
+        let targets: Vec<u16> = match self.president_hint.filter(|p| self.links.contains_key(p)) {
+            Some(p) => vec![p],
+            None => linked.clone(),
+        };
+        self.president_hint = None;
+        for to in targets {
+            send(
+                q,
+                ClusterSignal::JoinReq {
+                    to,
+                    incarnation: self.cfg.incarnation,
+                    linked: linked.clone(),
+                },
+            );
+        }
+    }
+
+    /// Forms the first view of a new cluster with `nodes` (this node the
+    /// lowest), every one of them started (there is no data yet).
+    pub(super) fn form(
+        &mut self,
+        now_ms: u64,
+        nodes: &BTreeSet<u16>,
+        q: &mut VecDeque<BlockSignal>,
+        events: &mut Vec<QmgrEvent>,
+    ) {
+        let members: Vec<Member> = nodes
+            .iter()
+            .map(|&n| Member {
+                node: n,
+                incarnation: if n == self.cfg.node_id {
+                    self.cfg.incarnation
+                } else {
+                    self.links[&n]
+                },
+                started: true,
+            })
+            .collect();
+        let top = members.iter().map(|m| m.incarnation).max().unwrap_or(0);
+        let view = View {
+            number: (u64::from(top) << 32) | 1,
+            dist_version: self.dist_version + 1,
+            members,
+        };
+        for m in &view.members {
+            if m.node != self.cfg.node_id {
+                send(
+                    q,
+                    ClusterSignal::ViewCommit {
+                        to: m.node,
+                        view: view.clone(),
+                    },
+                );
+            }
+        }
+        self.max_number = view.number;
+        self.apply_view(now_ms, view, events);
+    }
+}

@@ -1,0 +1,199 @@
+//! The schema: creating and dropping tables (on disk first, then pushed
+//! to every connected data node and acknowledged), and looking them up.
+
+use super::*;
+
+impl Shared {
+    /// Waits for every ack with one common deadline. The first failure
+    /// wins: a node's error (prefixed with the node) or a timeout naming the
+    /// node. A node that disconnected counts as done.
+    pub(super) async fn await_acks(
+        &self,
+        waits: Vec<AckWait>,
+        what: &str,
+    ) -> Result<(), ShoalError> {
+        let deadline = tokio::time::Instant::now() + self.ack_timeout;
+        let mut outcome = Ok(());
+        let mut unfinished = Vec::new();
+        for w in waits {
+            if outcome.is_err() {
+                unfinished.push((w.node_id, w.event_id));
+                continue;
+            }
+            match tokio::time::timeout_at(deadline, w.rx).await {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(e))) => {
+                    warn!(node_id = w.node_id, "data node failed {what}: {e}");
+                    outcome = Err(ShoalError::with_detail(
+                        e.code,
+                        format!("data node {} failed {what}: {}", w.node_id, e.detail),
+                    ));
+                }
+                Ok(Err(_)) => {
+                    info!(
+                        node_id = w.node_id,
+                        "data node disconnected before acknowledging {what}; it reloads the schema when it registers again"
+                    );
+                }
+                Err(_) => {
+                    warn!(
+                        node_id = w.node_id,
+                        "data node did not acknowledge {what} in time"
+                    );
+                    unfinished.push((w.node_id, w.event_id));
+                    outcome = Err(mgmd_err(format!(
+                        "data node {} did not acknowledge {what} within {} ms",
+                        w.node_id,
+                        self.ack_timeout.as_millis()
+                    )));
+                }
+            }
+        }
+        if !unfinished.is_empty() {
+            // Forget waiters nobody listens to any more, so a node that
+            // never answers cannot grow the map.
+            let mut st = self.lock();
+            for (node_id, event_id) in unfinished {
+                if let Some(s) = st.sessions.get_mut(&node_id) {
+                    s.pending_acks.remove(&event_id);
+                }
+            }
+        }
+        outcome
+    }
+
+    pub(super) async fn create_table(&self, mut def: TableDef) -> Result<TableDef, ShoalError> {
+        // Where the table lives is mgmd's decision, not the client's.
+        def.distribution = Some(self.config.table_distribution(def.options.fragment_count)?);
+        def.validate()?;
+        let _op = self.schema_op.lock().await;
+        let file = {
+            let st = self.lock();
+            if st.tables.contains_key(&def.name) {
+                return Err(ShoalError::with_detail(
+                    ErrorCode::TableExists,
+                    format!("table `{}` already exists", def.name),
+                ));
+            }
+            if st.tables.len() >= TABLES_MAX {
+                return Err(ShoalError::with_detail(
+                    ErrorCode::RequestTooLarge,
+                    format!("the cluster already holds {TABLES_MAX} tables, the most it can"),
+                ));
+            }
+            def.id = TableId(st.next_table_id);
+            def.version = SchemaVersion(1);
+            let mut file = st.schema_file(self.config.cluster_id);
+            file.next_table_id = st
+                .next_table_id
+                .checked_add(1)
+                .ok_or_else(|| mgmd_err("table ids exhausted"))?;
+            file.tables.push(def.clone());
+            file
+        };
+        // Durable before any node hears of it: a node must never hold a
+        // table that mgmd forgets after a crash.
+        self.store.save_schema(file).await?;
+        let waits = {
+            let mut st = self.lock();
+            st.next_table_id += 1;
+            st.tables.insert(def.name.clone(), def.clone());
+            st.creating = Some(def.name.clone());
+            st.push_to_all_data_nodes(&MgmEvent::TableCreated(def.clone()))
+        };
+        info!(table = %def.name, id = %def.id, nodes = waits.len(), "creating table");
+        let what = format!("creating table `{}`", def.name);
+        match self.await_acks(waits, &what).await {
+            Ok(()) => {
+                self.lock().creating = None;
+                info!(table = %def.name, id = %def.id, "table created");
+                Ok(def)
+            }
+            Err(e) => {
+                // Roll back so the cluster does not keep a table that some
+                // node lacks. The id stays used (ids are never reused).
+                warn!(table = %def.name, "create failed, rolling back: {e}");
+                let (file, waits) = {
+                    let mut st = self.lock();
+                    st.tables.remove(&def.name);
+                    st.creating = None;
+                    let waits = st.push_to_all_data_nodes(&MgmEvent::TableDropped { id: def.id });
+                    (st.schema_file(self.config.cluster_id), waits)
+                };
+                if let Err(pe) = self.store.save_schema(file).await {
+                    error!(table = %def.name, "cannot persist rollback of create: {pe}");
+                }
+                let what = format!("rolling back table `{}`", def.name);
+                if let Err(re) = self.await_acks(waits, &what).await {
+                    warn!("{re}");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    pub(super) async fn drop_table(&self, name: &str) -> Result<(), ShoalError> {
+        let _op = self.schema_op.lock().await;
+        let (def, waits) = {
+            let mut st = self.lock();
+            let def = st.tables.remove(name).ok_or_else(|| no_such_table(name))?;
+            let waits = st.push_to_all_data_nodes(&MgmEvent::TableDropped { id: def.id });
+            (def, waits)
+        };
+        info!(table = %def.name, id = %def.id, nodes = waits.len(), "dropping table");
+        // The drop is decided once pushed: a node that fails it is reported
+        // to the caller, but the table stays dropped (its data may already
+        // be gone on other nodes).
+        let acks = self
+            .await_acks(waits, &format!("dropping table `{name}`"))
+            .await;
+        let file = self.lock().schema_file(self.config.cluster_id);
+        self.store.save_schema(file).await?;
+        info!(table = %def.name, "table dropped");
+        acks
+    }
+
+    pub(super) fn get_table(&self, name: &str) -> Result<TableDef, ShoalError> {
+        let st = self.lock();
+        if st.creating.as_deref() == Some(name) {
+            return Err(no_such_table(name));
+        }
+        st.tables
+            .get(name)
+            .cloned()
+            .ok_or_else(|| no_such_table(name))
+    }
+
+    pub(super) fn list_tables(&self) -> Vec<TableDef> {
+        let st = self.lock();
+        let mut tables: Vec<TableDef> = st
+            .tables
+            .values()
+            .filter(|t| st.creating.as_deref() != Some(t.name.as_str()))
+            .cloned()
+            .collect();
+        tables.sort_by_key(|t| t.id);
+        tables
+    }
+
+    pub(super) fn ack_event(&self, node_id: u16, event_id: u64, result: Result<(), ShoalError>) {
+        let mut st = self.lock();
+        let waiter = st
+            .sessions
+            .get_mut(&node_id)
+            .and_then(|s| s.pending_acks.remove(&event_id));
+        match waiter {
+            Some(tx) => {
+                let _ = tx.send(result);
+            }
+            None => debug!(node_id, event_id, "late or unknown event ack ignored"),
+        }
+    }
+}
+
+fn no_such_table(name: &str) -> ShoalError {
+    ShoalError::with_detail(
+        ErrorCode::NoSuchTable,
+        format!("table `{name}` does not exist"),
+    )
+}

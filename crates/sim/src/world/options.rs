@@ -1,0 +1,211 @@
+//! What a run is asked to do (`SimOptions`, and the load it implies) and
+//! what it reports: figures on success, the seed and command that
+//! replay it on failure.
+
+use super::*;
+
+/// What to simulate.
+#[derive(Clone, Debug)]
+pub struct SimOptions {
+    pub seed: u64,
+    /// Transactions to start in total.
+    pub transactions: u64,
+    /// Data nodes (ids 1..=n), a multiple of `replicas`.
+    pub data_nodes: u16,
+    /// Replicas of each fragment (node group size).
+    pub replicas: u16,
+    /// The table reads from backups (committed reads at any replica).
+    pub read_backup: bool,
+    /// A thousand transactions at once over 1024 keys, instead of 15 over
+    /// 32 keys.
+    pub wide: bool,
+    /// Crash, freeze, cut and split data nodes during the run.
+    pub failures: bool,
+    /// Break a protocol on purpose (the checker's self-test).
+    pub faults: Faults,
+}
+
+impl SimOptions {
+    /// One data node, no failures.
+    pub fn new(seed: u64, transactions: u64) -> SimOptions {
+        SimOptions {
+            seed,
+            transactions,
+            data_nodes: 1,
+            replicas: 1,
+            read_backup: false,
+            wide: false,
+            failures: false,
+            faults: Faults::default(),
+        }
+    }
+
+    /// The cluster shape seed `seed` gets when none is asked for: 1 to 4
+    /// data nodes with 1 to 3 replicas, read from backup or not, narrow
+    /// or wide load, failures or not, so a run of 28 consecutive seeds
+    /// covers every mix; failures are on for every shape that can survive
+    /// one (every node group of two or more replicas).
+    pub fn shape_for_seed(seed: u64, transactions: u64) -> SimOptions {
+        const SHAPES: [(u16, u16); 7] = [(1, 1), (2, 2), (2, 1), (4, 2), (3, 3), (3, 1), (4, 2)];
+        let n = SHAPES.len() as u64;
+        let (data_nodes, replicas) = SHAPES[(seed % n) as usize];
+        SimOptions {
+            seed,
+            transactions,
+            data_nodes,
+            replicas,
+            read_backup: (seed / n) % 2 == 1,
+            wide: (seed / (2 * n)) % 2 == 1,
+            failures: replicas >= 2,
+            faults: Faults::default(),
+        }
+    }
+}
+
+/// What happened in a run (equal for equal options: runs are deterministic).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SimReport {
+    pub seed: u64,
+    pub data_nodes: u16,
+    pub replicas: u16,
+    pub read_backup: bool,
+    pub wide: bool,
+    pub failures: bool,
+    pub transactions: u64,
+    pub committed: u64,
+    pub rolled_back: u64,
+    /// Transactions the node refused and aborted, by error code.
+    pub failed: BTreeMap<u16, u64>,
+    /// Transactions whose client lost its connection before hearing the end.
+    pub abandoned: u64,
+    pub disconnects: u64,
+    /// Messages delivered twice.
+    pub duplicates: u64,
+    /// Answers to repeated client requests (all refusals).
+    pub repeats_refused: u64,
+    pub requests: u64,
+    pub operations: u64,
+    /// Data nodes crashed, frozen, links cut, splits.
+    pub crashes: u64,
+    pub freezes: u64,
+    pub cuts: u64,
+    pub splits: u64,
+    /// Data nodes that stopped themselves (declared failed, lost a split).
+    pub shutdowns: u64,
+    /// Data nodes restarted, and restarts that completed (the node copied
+    /// its fragments and started).
+    pub restarts: u64,
+    pub rejoined: u64,
+    /// Commits whose coordinator failed and whose outcome the client
+    /// learned from the node that took over (committed, aborted).
+    pub takeover_committed: u64,
+    pub takeover_aborted: u64,
+    /// Commits whose outcome the client could not learn.
+    pub unknown: u64,
+    /// Times every data node was down at once (the data was lost).
+    pub cluster_downs: u64,
+    pub virtual_ms: u64,
+    /// Rows in the table at the end (before the final cleanup).
+    pub final_rows: u64,
+    /// A hash of every answer the node gave, with its time.
+    pub digest: u64,
+}
+
+impl fmt::Display for SimReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let failed: Vec<String> = self
+            .failed
+            .iter()
+            .map(|(c, n)| format!("{c}×{n}"))
+            .collect();
+        write!(
+            f,
+            "seed {} ({} nodes, {} replicas{}{}{}): {} txns ({} committed, {} rolled back, failed [{}], {} abandoned), {} disconnects, {} duplicates ({} repeated requests refused), {} requests, {} ops",
+            self.seed,
+            self.data_nodes,
+            self.replicas,
+            if self.read_backup { ", read backup" } else { "" },
+            if self.wide { ", wide" } else { "" },
+            if self.failures { ", failures" } else { "" },
+            self.transactions,
+            self.committed,
+            self.rolled_back,
+            failed.join(" "),
+            self.abandoned,
+            self.disconnects,
+            self.duplicates,
+            self.repeats_refused,
+            self.requests,
+            self.operations,
+        )?;
+        if self.failures {
+            write!(
+                f,
+                "; {} crashes, {} freezes, {} cuts, {} splits, {} shutdowns, {} restarts ({} rejoined), takeovers {} committed / {} aborted, {} unknown, {} cluster downs",
+                self.crashes,
+                self.freezes,
+                self.cuts,
+                self.splits,
+                self.shutdowns,
+                self.restarts,
+                self.rejoined,
+                self.takeover_committed,
+                self.takeover_aborted,
+                self.unknown,
+                self.cluster_downs
+            )?;
+        }
+        write!(
+            f,
+            "; {:.1} s virtual, {} rows at end",
+            self.virtual_ms as f64 / 1000.0,
+            self.final_rows
+        )
+    }
+}
+
+/// A check failed. The message says what; the seed replays it.
+#[derive(Debug)]
+pub struct SimFailure {
+    pub opts: SimOptions,
+    pub virtual_ms: u64,
+    pub message: String,
+}
+
+impl SimFailure {
+    /// The command that replays this run.
+    pub fn replay_command(&self) -> String {
+        let o = &self.opts;
+        format!(
+            "cargo run --release -p shoal-sim -- --seed {} --txns {} --nodes {} --replicas {}{}{}{}{}{}",
+            o.seed,
+            o.transactions,
+            o.data_nodes,
+            o.replicas,
+            if o.read_backup { " --read-backup" } else { "" },
+            if o.wide { " --wide" } else { "" },
+            if o.failures { " --failures" } else { "" },
+            if o.faults.skip_takeover { " --break skip-takeover" } else { "" },
+            if o.faults.ignore_dist_version {
+                " --break ignore-dist-version"
+            } else {
+                ""
+            },
+        )
+    }
+}
+
+impl fmt::Display for SimFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "simulation failed (seed {}) at {} ms virtual time: {}\nreplay with: {}",
+            self.opts.seed,
+            self.virtual_ms,
+            self.message,
+            self.replay_command()
+        )
+    }
+}
+
+impl std::error::Error for SimFailure {}
