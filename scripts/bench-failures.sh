@@ -6,6 +6,7 @@
 #                                                 # against BEFORE (built in a worktree)
 #   PARTS="flex" BEFORE=1bb4ea5 ./scripts/bench-failures.sh   # only some parts
 #                                                 # (failover, restart, flex)
+#   FLEX_RUNS=5 ...                               # flexasynch runs per build (3)
 #
 # 1. Failover under load: 4 data nodes in two node groups of two (two per
 #    core), `shoal bench bank` with a 100 ms timeline; data node 2 is
@@ -20,7 +21,7 @@
 #    rows, bytes and rate (from data node 1's log) and the bank's
 #    throughput while copying against before.
 # 3. With BEFORE=<git rev>: flexasynch on 2 data nodes with 1 and 2
-#    replicas, three runs each, alternating this build and BEFORE.
+#    replicas, FLEX_RUNS runs each, alternating this build and BEFORE.
 #
 # Raw outputs go to target/bench-failures/. Needs python3 for the timeline
 # arithmetic.
@@ -31,6 +32,7 @@ OUT=target/bench-failures
 mkdir -p "$OUT"
 MGM_PORT=${MGM_PORT:-21286}
 PARTS=${PARTS:-failover restart flex}
+FLEX_RUNS=${FLEX_RUNS:-3}
 want() { [[ " $PARTS " == *" $1 "* ]]; }
 log() { printf '[bench-failures] %s\n' "$*" >&2; }
 
@@ -201,8 +203,9 @@ if want flex && [[ -n "${BEFORE:-}" ]]; then
     (cd "$WT" && CARGO_TARGET_DIR="$PWD/target" cargo build --release -p shoal >&2)
     OLD=$PWD/$WT/target/release/shoal
     ARGS="-t 4 -con 4 -p 512 -a 2 -o 400 -l 3 -dirty"
+    rm -f "$OUT"/flex-*
     for replicas in 1 2; do
-        for run in 1 2 3; do
+        for run in $(seq "$FLEX_RUNS"); do
             for which in new old; do
                 bin=$SHOAL; [[ $which == old ]] && bin=$OLD
                 start_cluster "$bin" 2 "$replicas" 2G
@@ -210,12 +213,14 @@ if want flex && [[ -n "${BEFORE:-}" ]]; then
                     >"$OUT/flex-r$replicas-$which-$run.txt" 2>&1
             done
         done
-        echo "== flexasynch $ARGS, 2 data nodes, $replicas replica(s): averages of 3 runs each"
-        for which in new old; do
-            for op in insert update delete read; do
-                avg=$(grep -h "^$op average" "$OUT"/flex-r$replicas-$which-*.txt | awk '{s += $3; n++} END {printf "%.0f", s / n}')
-                printf '%s %s %s\n' "$which" "$op" "$avg"
-            done
+        echo "== flexasynch $ARGS, 2 data nodes, $replicas replica(s): averages of $FLEX_RUNS runs each (runs in brackets), new against old"
+        for op in insert update delete read; do
+            runs() { for r in $(seq "$FLEX_RUNS"); do grep -h "^$op average" "$OUT/flex-r$replicas-$1-$r.txt" | awk '{sub("/s", "", $3); print $3}'; done; }
+            python3 -c 'import sys
+new = [int(x) for x in sys.argv[2].split()]
+old = [int(x) for x in sys.argv[3].split()]
+n, o = sum(new) / len(new), sum(old) / len(old)
+print("%-6s new %9.0f %s  old %9.0f %s  %+.1f %%" % (sys.argv[1], n, new, o, old, 100 * (n / o - 1)))' "$op" "$(runs new)" "$(runs old)"
         done | tee "$OUT/flex-r$replicas.txt"
     done
 fi

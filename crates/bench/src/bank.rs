@@ -26,7 +26,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use shoal_client::{
-    Cluster, ColumnDef, ColumnType, ErrorCode, ExecType, Record, TableDef, Transaction, Value,
+    Cluster, ColumnDef, ColumnType, ErrorClass, ErrorCode, ExecType, Record, TableDef, Transaction,
+    Value,
 };
 
 use history::{Audit, THREADS_MAX};
@@ -164,7 +165,7 @@ async fn run_async(opts: &Options) -> Result<Report, String> {
     let cluster = Cluster::connect(&opts.connect)
         .await
         .map_err(|e| format!("cannot connect to mgmd at {}: {e}", opts.connect))?;
-    let tables = set_up(&cluster, opts.accounts).await?;
+    let tables = set_up(&cluster, opts.accounts, opts.retry).await?;
     let expected_total = INITIAL_BALANCE * opts.accounts as i64;
     eprintln!(
         "bank: {} accounts, {} threads, {:.0} s",
@@ -292,7 +293,7 @@ async fn run_async(opts: &Options) -> Result<Report, String> {
 
 /// (Re)creates the accounts table with every balance at the start value,
 /// and an empty history table.
-async fn set_up(cluster: &Cluster, accounts: u64) -> Result<Tables, String> {
+async fn set_up(cluster: &Cluster, accounts: u64, retry: Duration) -> Result<Tables, String> {
     for table in [TABLE, HISTORY_TABLE] {
         match cluster.drop_table(table).await {
             Ok(()) => {}
@@ -332,19 +333,40 @@ async fn set_up(cluster: &Cluster, accounts: u64) -> Result<Tables, String> {
         .await
         .map_err(|e| format!("creating {HISTORY_TABLE}: {e}"))?
         .full_record();
+    // Each account is written (an upsert: nothing else writes the new
+    // table yet, so a repeat of a write whose outcome was lost does no
+    // harm); temporary errors and unknown outcomes (a data node failed)
+    // are retried for up to `retry`.
+    let deadline = Instant::now() + retry;
     let mut first = 0;
     while first < accounts {
         let last = (first + SETUP_BATCH).min(accounts);
-        let mut txns: Vec<Transaction> = (first..last)
-            .map(|id| {
-                let mut tx = cluster.transaction();
-                tx.insert(&rec, &[Value::UInt(id), Value::Int(INITIAL_BALANCE)])
-                    .expect("values fit");
-                tx
-            })
-            .collect();
-        for r in Transaction::execute_all(&mut txns, ExecType::Commit).await {
-            r.map_err(|e| format!("creating the accounts: {e}"))?;
+        let mut todo: Vec<u64> = (first..last).collect();
+        while !todo.is_empty() {
+            let mut txns: Vec<Transaction> = todo
+                .iter()
+                .map(|&id| {
+                    let mut tx = cluster.transaction();
+                    tx.write(&rec, &[Value::UInt(id), Value::Int(INITIAL_BALANCE)])
+                        .expect("values fit");
+                    tx
+                })
+                .collect();
+            let results = Transaction::execute_all(&mut txns, ExecType::Commit).await;
+            let mut again = Vec::new();
+            for (id, r) in todo.iter().zip(results) {
+                match r {
+                    Ok(_) => {}
+                    Err(e) if e.class() != ErrorClass::Permanent && Instant::now() < deadline => {
+                        again.push(*id)
+                    }
+                    Err(e) => return Err(format!("creating account {id}: {e}")),
+                }
+            }
+            if !again.is_empty() {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            todo = again;
         }
         first = last;
     }

@@ -10,7 +10,9 @@
 mod common;
 
 use common::TestCluster;
+use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Heartbeats in these tests: a frozen node is declared failed after four
@@ -24,9 +26,18 @@ fn four_nodes() -> TestCluster {
     })
 }
 
-/// Starts `shoal bench bank` for `secs` seconds against the cluster.
-fn start_bank(cluster: &TestCluster, secs: u32) -> Child {
-    Command::new(common::SHOAL)
+/// A running `shoal bench bank`, its stderr collected by a thread.
+struct Bank {
+    child: Child,
+    stderr: Arc<Mutex<String>>,
+    reader: std::thread::JoinHandle<()>,
+}
+
+/// Starts `shoal bench bank` for `secs` seconds against the cluster and
+/// waits until its accounts exist and the transfers run (so that a fault
+/// injected next meets transfers, however slow the set-up was).
+fn start_bank(cluster: &TestCluster, secs: u32) -> Bank {
+    let mut child = Command::new(common::SHOAL)
         .args([
             "bench",
             "bank",
@@ -45,15 +56,51 @@ fn start_bank(cluster: &TestCluster, secs: u32) -> Child {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("start shoal bench bank")
+        .expect("start shoal bench bank");
+    let stderr = Arc::new(Mutex::new(String::new()));
+    let pipe = child.stderr.take().expect("piped stderr");
+    let reader = {
+        let stderr = stderr.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                let mut s = stderr.lock().unwrap();
+                s.push_str(&line);
+                s.push('\n');
+            }
+        })
+    };
+    let bank = Bank {
+        child,
+        stderr,
+        reader,
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !bank.stderr.lock().unwrap().contains(" accounts, ") {
+        assert!(
+            Instant::now() < deadline,
+            "the bank did not set up its accounts within 60 s:\n{}\n{}",
+            bank.stderr.lock().unwrap(),
+            cluster.logs()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Some transfers before the fault.
+    std::thread::sleep(Duration::from_millis(1000));
+    bank
 }
 
 /// Waits for the bank and checks its report: total kept, no unknown
 /// outcome, history and balances verified. Returns the report.
-fn finish_bank(cluster: &TestCluster, bank: Child) -> serde_json::Value {
-    let out = bank.wait_with_output().expect("bank output");
+fn finish_bank(cluster: &TestCluster, bank: Bank) -> serde_json::Value {
+    let Bank {
+        child,
+        stderr,
+        reader,
+    } = bank;
+    let out = child.wait_with_output().expect("bank output");
+    reader.join().expect("stderr reader");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let stderr = stderr.lock().unwrap().clone();
     assert!(
         out.status.success(),
         "bank failed:\n{stdout}\n{stderr}\n{}",
@@ -117,7 +164,6 @@ fn steps(report: &serde_json::Value) -> Vec<u64> {
 fn killed_nodes_one_per_group_lose_nothing_and_rejoin() {
     let mut cluster = four_nodes();
     let bank = start_bank(&cluster, 8);
-    std::thread::sleep(Duration::from_secs(2));
     kill9(&mut cluster, 2);
     std::thread::sleep(Duration::from_millis(1500));
     restart(&mut cluster, 2);
@@ -139,7 +185,6 @@ fn killed_nodes_one_per_group_lose_nothing_and_rejoin() {
 fn two_nodes_killed_at_once_the_arbitrator_decides() {
     let mut cluster = four_nodes();
     let bank = start_bank(&cluster, 6);
-    std::thread::sleep(Duration::from_secs(2));
     // One node of each group, both signalled before either is reaped.
     let mut two: Vec<_> = [2u16, 3]
         .iter()
@@ -171,7 +216,6 @@ fn a_lone_survivor_asks_the_arbitrator() {
     // Two data nodes, one group: when one dies, the other is exactly half.
     let mut cluster = TestCluster::start_nodes(2, 2, |c| c.heartbeat_interval_ms = HEARTBEAT_MS);
     let bank = start_bank(&cluster, 5);
-    std::thread::sleep(Duration::from_secs(2));
     kill9(&mut cluster, 2);
     std::thread::sleep(Duration::from_millis(1000));
     restart(&mut cluster, 2);
@@ -186,11 +230,21 @@ fn a_lone_survivor_asks_the_arbitrator() {
 fn a_frozen_node_is_declared_failed_then_stops_and_rejoins() {
     let mut cluster = four_nodes();
     let bank = start_bank(&cluster, 7);
-    std::thread::sleep(Duration::from_secs(2));
     let frozen = cluster.datanodes[3].take().expect("node 4");
     signal(&frozen, libc::SIGSTOP);
-    // Four missed heartbeats and the round: well within two seconds.
-    std::thread::sleep(Duration::from_millis(8 * HEARTBEAT_MS + 1000));
+    // Four missed heartbeats and the round: the survivors drop it while it
+    // is still frozen (waited for by the log, not by a guess of the time).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !cluster.log("datanode-1.log").contains("failed [4]") {
+        assert!(
+            Instant::now() < deadline,
+            "the frozen node was not declared failed\n{}",
+            cluster.logs()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The survivors go on while it is frozen.
+    std::thread::sleep(Duration::from_millis(1000));
     signal(&frozen, libc::SIGCONT);
     // Thawed, it learns it is out and stops by itself.
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -213,7 +267,8 @@ fn a_frozen_node_is_declared_failed_then_stops_and_rejoins() {
     cluster.wait_started();
     let log = cluster.log("datanode-4.log");
     assert!(
-        log.contains("declared failed") || log.contains("stops"),
+        log.contains("declared this node failed")
+            || log.contains("was declared failed by the cluster"),
         "{log}"
     );
     verify(&cluster);

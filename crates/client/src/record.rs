@@ -65,17 +65,19 @@ impl Table {
         }
     }
 
-    /// The data node holding the primary replica of the row with this
-    /// encoded primary key, if the table's distribution is known.
-    pub(crate) fn primary_node(&self, key: &[u8]) -> Option<u16> {
+    /// The data nodes holding the row with this encoded primary key, in
+    /// preferred order (the first of them that is up is the fragment's
+    /// primary: data nodes pick it by the same rule), if the table's
+    /// distribution is known.
+    pub(crate) fn replica_nodes(&self, key: &[u8]) -> Option<&[u16]> {
         let map = self.inner.map.as_ref()?;
         let prefix = self.def().options.distribution_key_columns;
         let dkey = distribution_key(&self.inner.layout, key, prefix).ok()?;
-        Some(map.primary(map.fragment_of(hash_key(dkey))))
+        Some(map.replicas(map.fragment_of(hash_key(dkey))))
     }
 
-    /// The data nodes holding each fragment, primary first (in the
-    /// configured order; the live primary may differ after a failure).
+    /// The data nodes holding each fragment, in preferred order: the
+    /// first one up is the fragment's primary.
     pub fn fragment_replicas(&self) -> Option<Vec<Vec<u16>>> {
         let map = self.inner.map.as_ref()?;
         Some(

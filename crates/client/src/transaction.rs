@@ -319,12 +319,17 @@ impl Transaction {
         let conn = match &self.conn {
             Some(c) => c.clone(),
             None => {
-                // Start at the node holding the first key's primary.
+                // Start at the node holding the first key's primary: the
+                // first of its replicas, in preferred order, that this
+                // client is connected to (it connects only to started
+                // nodes, so after a failure that is the surviving replica
+                // that took over the primary, as on the data nodes).
                 let hinted = self.queued.first().and_then(|op| {
                     let table = &self.ops[self.sent].table;
                     table
-                        .primary_node(&op.key)
-                        .and_then(|n| self.cluster.connection_to(n))
+                        .replica_nodes(&op.key)?
+                        .iter()
+                        .find_map(|&n| self.cluster.connection_to(n))
                 });
                 match hinted.map_or_else(|| self.cluster.pick_connection(), Ok) {
                     Ok(c) => {

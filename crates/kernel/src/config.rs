@@ -39,6 +39,12 @@ pub struct KernelConfig {
     /// The largest answer a client may get to one request (its frames'
     /// limit, less the headers).
     pub max_answer_bytes: usize,
+    /// Rows of one batch of a restarting node's copy (at most; a batch is
+    /// also bounded in bytes).
+    pub copy_batch_rows: usize,
+    /// Seed of the blocks' hash maps (`crate::detmap`): fixed by the
+    /// simulator's seed, drawn at random by the runtime.
+    pub hash_seed: u64,
     /// Emit [`crate::Output::CommitPoint`] and friends (for the
     /// simulator's checker; the runtime leaves it off).
     pub report_commit_points: bool,
@@ -63,6 +69,8 @@ impl Default for KernelConfig {
             start_partial_timeout_ms: 30_000,
             copy_bytes_per_sec: 64 << 20,
             max_answer_bytes: (8 << 20) - 64,
+            copy_batch_rows: 512,
+            hash_seed: 0,
             report_commit_points: false,
             faults: Faults::default(),
         }

@@ -191,6 +191,18 @@ impl Dih {
             && self.starting.get(&(table, frag)) == Some(&FragReplicaState::Copying)
     }
 
+    /// This node's own start: the fragments being copied now.
+    pub fn copying_now(&self) -> Vec<FragKey> {
+        if self.starting_node != Some(self.own) {
+            return Vec::new();
+        }
+        self.starting
+            .iter()
+            .filter(|(_, s)| **s == FragReplicaState::Copying)
+            .map(|(k, _)| *k)
+            .collect()
+    }
+
     /// This node's own start: fragments copied so far and in all, while it
     /// is not started.
     pub fn start_progress(&self) -> Option<(u64, u64)> {

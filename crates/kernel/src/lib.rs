@@ -25,6 +25,7 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod detmap;
 pub mod dih;
 pub mod finished;
 pub mod lqh;

@@ -104,7 +104,8 @@ pub struct NodeStats {
 pub enum NodeRole {
     /// Not in a cluster yet.
     Joining,
-    /// A member copying its fragments: `done` of `total` copied.
+    /// A member copying its fragments: `done` of `total` thousandths of
+    /// its fragments copied (the ones in progress counted by row id).
     Starting { done: u64, total: u64 },
     /// A member holding all its data, serving.
     Started,
@@ -192,8 +193,19 @@ impl DataNode {
         } else if self.qmgr.is_started() {
             NodeRole::Started
         } else {
-            let (done, total) = self.dih.start_progress().unwrap_or((0, 0));
-            NodeRole::Starting { done, total }
+            // In thousandths of a fragment: the copied ones whole, the
+            // ones in progress by how far their copy got.
+            let (ready, total) = self.dih.start_progress().unwrap_or((0, 0));
+            let partial: u64 = self
+                .dih
+                .copying_now()
+                .into_iter()
+                .map(|k| self.lqh.copy_progress_milli(k))
+                .sum();
+            NodeRole::Starting {
+                done: (ready * 1000 + partial).min(total * 1000),
+                total: total * 1000,
+            }
         }
     }
 
@@ -581,6 +593,9 @@ impl DataNode {
         }
         for j in joined {
             self.redirect.remove(&j);
+            if let Some(m) = new.member(j) {
+                self.lqh.coordinator_joined(j, m.incarnation);
+            }
         }
         self.president_duties(now_ms, out);
     }

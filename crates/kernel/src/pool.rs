@@ -8,8 +8,8 @@
 //! anew; here the next record takes the slot just freed — still in cache,
 //! its vectors' capacity kept — and the map holds only 16-byte entries.
 
+use crate::detmap::{new_map, DetHashMap};
 use crate::signal::TxnRef;
-use hashbrown::HashMap;
 
 /// A record that can be emptied for reuse.
 pub trait Recycle: Default {
@@ -31,22 +31,21 @@ pub fn clear_keeping<T>(v: &mut Vec<T>) {
 }
 
 pub struct Pool<V> {
-    index: HashMap<TxnRef, u32>,
+    index: DetHashMap<TxnRef, u32>,
     slots: Vec<V>,
     free: Vec<u32>,
 }
 
-impl<V: Recycle> Default for Pool<V> {
-    fn default() -> Self {
+impl<V: Recycle> Pool<V> {
+    /// An empty pool whose index hashes with `hash_seed`.
+    pub fn new(hash_seed: u64) -> Self {
         Pool {
-            index: HashMap::new(),
+            index: new_map(hash_seed),
             slots: Vec::new(),
             free: Vec::new(),
         }
     }
-}
 
-impl<V: Recycle> Pool<V> {
     pub fn len(&self) -> usize {
         self.index.len()
     }
@@ -122,7 +121,7 @@ mod tests {
 
     #[test]
     fn a_freed_slot_is_reused_empty_with_its_capacity() {
-        let mut p: Pool<Rec> = Pool::default();
+        let mut p: Pool<Rec> = Pool::new(7);
         p.get_or_insert(1).items.extend([1, 2, 3]);
         p.get_or_insert(2).items.push(9);
         assert_eq!(p.len(), 2);
@@ -141,7 +140,7 @@ mod tests {
 
     #[test]
     fn large_vectors_are_not_kept() {
-        let mut p: Pool<Rec> = Pool::default();
+        let mut p: Pool<Rec> = Pool::new(7);
         p.get_or_insert(1).items.extend(0..1000);
         p.remove(&1);
         assert!(p.get_or_insert(2).items.capacity() <= KEEP_CAPACITY_MAX);

@@ -56,9 +56,20 @@ fn kernel_config(node_id: u16, incarnation: u32, cfg: &DataNodeConfig) -> Kernel
         start_partial_timeout_ms: cfg.start_partial_timeout_ms,
         copy_bytes_per_sec: cfg.restart_copy_bytes_per_sec,
         max_answer_bytes,
+        copy_batch_rows: 512,
+        hash_seed: random_seed(),
         report_commit_points: false,
         faults: Default::default(),
     }
+}
+
+/// A seed nobody outside this process knows (std's per-process random
+/// hash keys), for the kernel's hash maps.
+fn random_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(u64::from(std::process::id()));
+    h.finish()
 }
 
 /// A table definition from mgmd, checked before the kernel takes it (the
@@ -101,7 +112,7 @@ fn status_of(role: NodeRole) -> (NodeState, Option<StartPhase>) {
         NodeRole::Starting { done, total } => (
             NodeState::Starting,
             Some(StartPhase {
-                what: "copying fragments from the live replicas".into(),
+                what: "copying fragments".into(),
                 done,
                 total,
             }),

@@ -74,6 +74,15 @@ fn random_transactions_match_the_model() {
         // And every kind of failure, and what the cluster does about it.
         for (n, what) in [
             (totals.crashes, "crashes"),
+            (
+                totals.crashes_mid_copy,
+                "crashes while a node copied its fragments",
+            ),
+            (
+                totals.cascades,
+                "second crashes while the first was handled",
+            ),
+            (totals.copy_batches_not_last, "copies in several batches"),
             (totals.freezes, "freezes"),
             (totals.cuts, "cut links"),
             (totals.splits, "splits"),
@@ -104,6 +113,9 @@ fn add_up(totals: &mut SimReport, report: SimReport) {
         *totals.failed.entry(code).or_default() += n;
     }
     totals.crashes += report.crashes;
+    totals.crashes_mid_copy += report.crashes_mid_copy;
+    totals.cascades += report.cascades;
+    totals.copy_batches_not_last += report.copy_batches_not_last;
     totals.freezes += report.freezes;
     totals.cuts += report.cuts;
     totals.splits += report.splits;

@@ -494,6 +494,7 @@ mod node_signals {
                 seq: 2,
                 from_row: 0,
                 to_row: 64,
+                id_end: 128,
                 rows: vec![CopyRow {
                     row: 9,
                     fixed: key.clone(),

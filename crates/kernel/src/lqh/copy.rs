@@ -34,8 +34,6 @@ use std::collections::VecDeque;
 
 /// Unconfirmed batches a copy may have out at once.
 pub const COPY_WINDOW: u32 = 4;
-/// Rows per batch at most.
-pub const COPY_BATCH_ROWS: usize = 512;
 /// Bytes per batch at most (one row may exceed it alone, within a frame).
 pub const COPY_BATCH_BYTES: usize = 256 * 1024;
 
@@ -228,7 +226,7 @@ impl Lqh {
             let mut rows = Vec::new();
             let mut bytes = 0usize;
             let mut waiting = None;
-            while rows.len() < COPY_BATCH_ROWS && bytes < batch_bytes_max {
+            while rows.len() < self.cfg.copy_batch_rows.max(1) && bytes < batch_bytes_max {
                 let r = scan.next_row;
                 if r >= entry.frag.id_end() {
                     break;
@@ -292,6 +290,7 @@ impl Lqh {
                 seq,
                 from_row,
                 to_row,
+                id_end: entry.frag.id_end(),
                 rows,
                 last,
             }));

@@ -9,7 +9,7 @@ use super::apply::{
 };
 use super::{err, Lqh, OpAt, Pending, PendingKind, Step, WaitingOp};
 use crate::dih::Dih;
-use crate::signal::{tc_incarnation_of, tc_node_of, BlockSignal, TxnRef, ROW_NONE};
+use crate::signal::{tc_node_of, BlockSignal, TxnRef, ROW_NONE};
 use shoal_storage::{LockMode as RowLock, LockOutcome, RowId, WaitToken};
 use shoal_types::layout::AttrSlice;
 use shoal_types::{hash_key, ErrorCode, ShoalError, TransId};
@@ -54,10 +54,7 @@ impl Lqh {
         // The coordinator failed and is being taken over: its operations
         // still on their way start nothing new (the takeover has counted
         // what is here).
-        if self
-            .failed_coordinators
-            .contains(&(coordinator, tc_incarnation_of(txn)))
-        {
+        if Lqh::failed_start(&self.failed_coordinators, txn) {
             if let Some(t) = t {
                 t.failed = true;
             }

@@ -45,16 +45,18 @@ mod exec;
 mod takeover;
 
 use crate::config::KernelConfig;
+use crate::detmap::{new_map, DetHashMap};
 use crate::dih::Dih;
 use crate::finished::{Finished, FinishedTxns};
 use crate::pool::{clear_keeping, Pool, Recycle};
-use crate::signal::{tc_node_of, BlockSignal, Chain, ClusterSignal, FragKey, TxnRef};
-use hashbrown::HashMap;
+use crate::signal::{
+    tc_incarnation_of, tc_node_of, BlockSignal, Chain, ClusterSignal, FragKey, TxnRef,
+};
 use shoal_storage::{Fragment, Memory, RowId, WaitToken};
 use shoal_types::distribution::FragmentId;
 use shoal_types::{ErrorCode, RowLayout, SchemaVersion, ShoalError, TableDef, TableId, TransId};
 use shoal_wire::{KeyOp, OpResult};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 pub use copy::CopyStats;
@@ -114,11 +116,13 @@ struct FragEntry {
     version: SchemaVersion,
     layout: Arc<RowLayout>,
     frag: Fragment,
-    pending: HashMap<RowId, Pending>,
+    pending: DetHashMap<RowId, Pending>,
     /// While this node's replica is being copied: rows below this id are
     /// copied (an operation on a missing row at or above it waits for the
     /// copy instead of failing).
     copy_cursor: RowId,
+    /// Where the source's row ids ended at its latest batch (progress).
+    copy_id_end: RowId,
     /// The next copy batch expected.
     copy_seq: u32,
     copy_rows: u64,
@@ -232,15 +236,18 @@ pub struct Lqh {
     mem: Memory,
     /// The fragments of each table this node holds.
     tables: BTreeMap<TableId, Vec<FragmentId>>,
-    frags: HashMap<FragKey, FragEntry>,
+    frags: DetHashMap<FragKey, FragEntry>,
     txns: Pool<LqhTxn>,
     /// Per coordinator node (indexed by node id), the transactions
     /// finished here.
     finished: Vec<FinishedTxns>,
-    /// Coordinators (node, low 8 bits of the incarnation) that failed:
-    /// their operations start nothing new here.
-    failed_coordinators: BTreeSet<(u16, u8)>,
-    waiting: HashMap<WaitToken, WaitingOp>,
+    /// Per node, the low 8 bits of the incarnation of its latest start
+    /// that failed as a coordinator: operations of that start's
+    /// transactions start nothing new here. Cleared when a start whose
+    /// low bits are the same joins (256 starts later), so that start's
+    /// own transactions are not mistaken for the failed one's.
+    failed_coordinators: BTreeMap<u16, u8>,
+    waiting: DetHashMap<WaitToken, WaitingOp>,
     next_token: WaitToken,
     /// Operation records in use (locked rows + waiting + queued), bounded
     /// by `max_concurrent_operations`.
@@ -265,15 +272,16 @@ fn err(code: ErrorCode, detail: impl Into<String>) -> ShoalError {
 
 impl Lqh {
     pub fn new(cfg: KernelConfig) -> Self {
+        let seed = cfg.hash_seed;
         Lqh {
             mem: Memory::new(cfg.data_memory_bytes),
             cfg,
             tables: BTreeMap::new(),
-            frags: HashMap::new(),
-            txns: Pool::default(),
+            frags: new_map(seed),
+            txns: Pool::new(seed),
             finished: Vec::new(),
-            failed_coordinators: BTreeSet::new(),
-            waiting: HashMap::new(),
+            failed_coordinators: BTreeMap::new(),
+            waiting: new_map(seed),
             next_token: 1,
             ops_in_use: 0,
             granted: Vec::new(),
@@ -460,8 +468,9 @@ impl Lqh {
                     version: def.version,
                     frag: Fragment::new(layout.clone()),
                     layout: layout.clone(),
-                    pending: HashMap::new(),
+                    pending: new_map(self.cfg.hash_seed),
                     copy_cursor: 0,
+                    copy_id_end: 0,
                     copy_seq: 0,
                     copy_rows: 0,
                     copy_bytes: 0,
@@ -484,13 +493,12 @@ impl Lqh {
             }
             entry.frag.drop_all(&mut self.mem);
         }
-        let mut tokens: Vec<WaitToken> = self
+        let tokens: Vec<WaitToken> = self
             .waiting
             .iter()
             .filter(|(_, w)| w.op.table == id)
             .map(|(t, _)| *t)
             .collect();
-        tokens.sort_unstable(); // deterministic order for the simulator
         for token in tokens {
             let w = self.waiting.remove(&token).expect("listed");
             let error = err(ErrorCode::NoSuchTable, format!("table {id} was dropped"));
@@ -598,10 +606,14 @@ impl Lqh {
                     seq,
                     from_row,
                     to_row,
+                    id_end,
                     rows,
                     last,
                     ..
                 } => {
+                    if let Some(entry) = self.frags.get_mut(&(table, frag)) {
+                        entry.copy_id_end = id_end;
+                    }
                     self.copy_rows(
                         from,
                         table,
@@ -648,6 +660,39 @@ impl Lqh {
     pub fn forget_coordinator(&mut self, node: u16) {
         if let Some(f) = self.finished.get_mut(usize::from(node)) {
             *f = FinishedTxns::default();
+        }
+    }
+
+    /// How far the copy into this node's replica of `key` is, in
+    /// thousandths (by row id: rows below the cursor are copied).
+    pub fn copy_progress_milli(&self, key: FragKey) -> u64 {
+        match self.frags.get(&key) {
+            Some(e) if e.copy_id_end > 0 => {
+                (u64::from(e.copy_cursor.min(e.copy_id_end)) * 1000) / u64::from(e.copy_id_end)
+            }
+            _ => 0,
+        }
+    }
+
+    /// Whether `txn`'s coordinator (in the start that began it) failed.
+    #[cfg(test)]
+    pub(crate) fn coordinator_failed(&self, txn: TxnRef) -> bool {
+        Lqh::failed_start(&self.failed_coordinators, txn)
+    }
+
+    /// [`Lqh::coordinator_failed`] on the map alone (while a transaction
+    /// record is borrowed).
+    pub(super) fn failed_start(failed: &BTreeMap<u16, u8>, txn: TxnRef) -> bool {
+        failed.get(&tc_node_of(txn)) == Some(&tc_incarnation_of(txn))
+    }
+
+    /// Start `incarnation` of `node` joined the cluster. Its transaction
+    /// handles carry the low 8 bits of its incarnation: if a failed start
+    /// of the node had the same low bits (256 starts ago), that failure
+    /// must no longer refuse the new start's operations.
+    pub fn coordinator_joined(&mut self, node: u16, incarnation: u32) {
+        if self.failed_coordinators.get(&node) == Some(&(incarnation as u8)) {
+            self.failed_coordinators.remove(&node);
         }
     }
 }

@@ -8,10 +8,6 @@ use crate::dih::Dih;
 use crate::signal::{tc_incarnation_of, tc_node_of, BlockSignal, ClusterSignal, FragKey, TxnRef};
 use std::collections::VecDeque;
 
-/// Failed coordinators remembered at most (their late operations are
-/// refused); the oldest are forgotten first.
-const FAILED_COORDINATORS_MAX: usize = 1024;
-
 impl Lqh {
     /// The node `takeover` takes over failed coordinator `failed`: report
     /// every record and commit marker of its transactions here, after
@@ -28,19 +24,17 @@ impl Lqh {
         out: &mut VecDeque<BlockSignal>,
     ) {
         let inc8 = incarnation as u8;
-        self.failed_coordinators.insert((failed, inc8));
-        while self.failed_coordinators.len() > FAILED_COORDINATORS_MAX {
-            let first = *self.failed_coordinators.iter().next().expect("non-empty");
-            self.failed_coordinators.remove(&first);
-        }
+        // One entry per node: its latest failed start. An earlier start's
+        // takeover finished before this start could join, so nothing of
+        // it is still on its way.
+        self.failed_coordinators.insert(failed, inc8);
         let own = self.cfg.node_id;
-        let mut mine: Vec<TxnRef> = self
+        let mine: Vec<TxnRef> = self
             .txns
             .iter()
             .filter(|(t, _)| tc_node_of(*t) == failed && tc_incarnation_of(*t) == inc8)
             .map(|(t, _)| t)
             .collect();
-        mine.sort_unstable();
         let mut reported = 0u32;
         for txn in mine {
             self.stop_waiting(txn, out);
@@ -117,5 +111,39 @@ impl Lqh {
                 out.push_back(already_failed(txn, w.at.op_no));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::KernelConfig;
+    use crate::signal::first_txn_ref;
+
+    #[test]
+    fn a_failed_start_refuses_only_its_own_transactions() {
+        let mut lqh = Lqh::new(KernelConfig::default());
+        let dih = Dih::new(1);
+        let mut out = VecDeque::new();
+        lqh.takeover_req(2, 7, 1, 0, &dih, &mut out);
+        assert!(lqh.coordinator_failed(first_txn_ref(2, 7) + 5));
+        assert!(!lqh.coordinator_failed(first_txn_ref(2, 8)));
+        assert!(!lqh.coordinator_failed(first_txn_ref(3, 7)));
+        // The next start joins: the failed one is still refused.
+        lqh.coordinator_joined(2, 8);
+        assert!(lqh.coordinator_failed(first_txn_ref(2, 7)));
+        // 256 starts later (the ones between never joined), the low bits
+        // repeat: the new start's transactions run.
+        lqh.coordinator_joined(2, 7 + 256);
+        assert!(!lqh.coordinator_failed(first_txn_ref(2, 7 + 256)));
+        // Failures replace each other: one entry per node, however many
+        // starts fail.
+        for inc in 8..2000 {
+            lqh.takeover_req(2, inc, 1, 0, &dih, &mut out);
+            lqh.coordinator_joined(2, inc + 1);
+        }
+        assert_eq!(lqh.failed_coordinators.len(), 1);
+        assert!(!lqh.coordinator_failed(first_txn_ref(2, 2000)));
+        assert!(lqh.coordinator_failed(first_txn_ref(2, 1999)));
     }
 }

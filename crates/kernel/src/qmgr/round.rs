@@ -94,6 +94,18 @@ impl Qmgr {
             // (its copy sources, the president driving it): it fails too,
             // and starts over.
             proposal.members.retain(|m| m.started);
+            if !proposal.contains(self.cfg.node_id) {
+                // This node is the one still copying: its start failed
+                // with them (no started node is left to lead it).
+                let lost: Vec<u16> = self.suspects.keys().copied().collect();
+                self.stop(
+                    format!(
+                        "this node was still copying its fragments and lost data node(s) {lost:?} it depends on; its start failed and it must start again"
+                    ),
+                    events,
+                );
+                return;
+            }
         } else if let Some(j) = self.joiner {
             let ok = !self.suspects.contains_key(&j.node)
                 && !proposal.contains(j.node)

@@ -59,8 +59,7 @@ impl Tc {
         out: &mut Vec<Output>,
     ) {
         self.members.retain(|m| !failed.contains(m));
-        let mut refs: Vec<TxnRef> = self.txns.iter().map(|(r, _)| r).collect();
-        refs.sort_unstable(); // the same order on every run (simulator)
+        let refs: Vec<TxnRef> = self.txns.iter().map(|(r, _)| r).collect();
         for r in refs {
             let Some(t) = self.txns.get_mut(&r) else {
                 continue;
@@ -364,9 +363,7 @@ impl Tc {
         }
         // Every client connected here learns which of its transactions of
         // the failed coordinator committed; the rest are aborted.
-        let mut conns: Vec<(u64, u16)> =
-            self.clients.iter().map(|(&c, k)| (c, k.api_node)).collect();
-        conns.sort_unstable();
+        let conns: Vec<(u64, u16)> = self.clients.iter().map(|(&c, k)| (c, k.api_node)).collect();
         for (conn, api_node) in conns {
             if api_node == 0 {
                 continue; // a client without an API node id cannot be told apart
@@ -400,13 +397,12 @@ impl Tc {
         trans: TransId,
         out: &mut Vec<Output>,
     ) {
-        let mut conns: Vec<u64> = self
+        let conns: Vec<u64> = self
             .clients
             .iter()
             .filter(|(_, k)| k.api_node == api_node && api_node != 0)
             .map(|(&c, _)| c)
             .collect();
-        conns.sort_unstable();
         for conn in conns {
             out.push(Output::Send {
                 conn,

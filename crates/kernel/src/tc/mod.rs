@@ -50,11 +50,11 @@ mod failure;
 mod request;
 
 use crate::config::KernelConfig;
+use crate::detmap::{new_map, DetHashMap};
 use crate::finished::FINISHED_REMEMBERED_MAX;
 use crate::node::{ConnId, Output};
 use crate::pool::{clear_keeping, Pool, Recycle};
 use crate::signal::{first_txn_ref, Chain, FragKey, TxnRef};
-use hashbrown::HashMap;
 use shoal_types::{ShoalError, TransId};
 use shoal_wire::{ExecType, OpResult, Signal, TcKeyConf, TcKeyRef, TransState};
 use std::collections::{BTreeMap, VecDeque};
@@ -298,12 +298,12 @@ pub struct Tc {
     txns: Pool<Txn>,
     /// Live transactions, and committed ones whose answer the client has
     /// not acknowledged, by the client's names for them.
-    by_client: HashMap<(ConnId, TransId), TxnRef>,
+    by_client: DetHashMap<(ConnId, TransId), TxnRef>,
     /// Committed transactions awaiting the client's acknowledgement (their
     /// replicas keep commit markers meanwhile).
-    unacked: HashMap<TxnRef, (ConnId, TransId)>,
+    unacked: DetHashMap<TxnRef, (ConnId, TransId)>,
     /// Per client connection: its API node and newest transaction.
-    clients: HashMap<ConnId, ClientConn>,
+    clients: DetHashMap<ConnId, ClientConn>,
     /// Transactions in the order they began; the front is the oldest that
     /// may be unfinished or unacknowledged (others are popped lazily, and
     /// the whole list compacted when it outgrows the live ones).
@@ -353,11 +353,11 @@ impl Tc {
     pub fn new(cfg: KernelConfig) -> Self {
         Tc {
             next_ref: first_txn_ref(cfg.node_id, cfg.incarnation),
+            txns: Pool::new(cfg.hash_seed),
+            by_client: new_map(cfg.hash_seed),
+            unacked: new_map(cfg.hash_seed),
+            clients: new_map(cfg.hash_seed),
             cfg,
-            txns: Pool::default(),
-            by_client: HashMap::new(),
-            unacked: HashMap::new(),
-            clients: HashMap::new(),
             started: VecDeque::new(),
             takeovers: BTreeMap::new(),
             members: Vec::new(),
@@ -476,7 +476,7 @@ impl Tc {
         q: &mut VecDeque<crate::signal::BlockSignal>,
         out: &mut Vec<Output>,
     ) {
-        let mut mine: Vec<TxnRef> = self
+        let mine: Vec<TxnRef> = self
             .txns
             .iter()
             .filter(|(_, t)| t.conn == conn && !t.client_gone && t.taken_over_from.is_none())
@@ -486,9 +486,6 @@ impl Tc {
         // Its unacknowledged commits need no marker any more.
         self.unacked.retain(|_, (c, _)| *c != conn);
         self.by_client.retain(|(c, _), _| *c != conn);
-        // Map order varies between processes; the simulator needs the same
-        // order on every run of a seed.
-        mine.sort_unstable();
         for r in mine {
             let t = self.txns.get_mut(&r).expect("listed");
             t.client_gone = true;
@@ -517,7 +514,7 @@ impl Tc {
         if timeout == 0 {
             return;
         }
-        let mut idle: Vec<TxnRef> = self
+        let idle: Vec<TxnRef> = self
             .txns
             .iter()
             .filter(|(_, t)| {
@@ -526,7 +523,6 @@ impl Tc {
             })
             .map(|(r, _)| r)
             .collect();
-        idle.sort_unstable(); // deterministic order (see client_gone)
         for r in idle {
             let error = ShoalError::with_detail(
                 shoal_types::ErrorCode::InactiveTimeout,

@@ -183,7 +183,7 @@ impl World {
                 ));
             }
             match next.event {
-                Event::Wake { .. } | Event::Fault => {}
+                Event::Wake { .. } | Event::Fault | Event::CrashAlso { .. } => {}
                 e => self.event(e)?,
             }
             self.check_cluster_down();

@@ -218,6 +218,11 @@ enum Event {
     },
     /// The next step of the fault plan.
     Fault,
+    /// A second crash soon after the first (a cascade: it lands while the
+    /// survivors still handle the first), if `node` may still go.
+    CrashAlso {
+        node: u16,
+    },
     /// A stopped data node's supervisor starts it again.
     Restart {
         node: u16,
@@ -370,6 +375,9 @@ struct World {
     report: SimReport,
     /// `SHOAL_SIM_TRACE=1`: print every request and answer (to debug a seed).
     trace: bool,
+    /// Rows per copy batch of a node restart: small in most seeds, so a
+    /// copy takes many batches and writes meet it half done.
+    copy_batch_rows: usize,
 }
 
 impl World {
@@ -434,6 +442,8 @@ impl World {
                 ..SimReport::default()
             },
             trace: std::env::var_os("SHOAL_SIM_TRACE").is_some_and(|v| v == "1"),
+            // From the seed, not the RNG (whose stream stays as it was).
+            copy_batch_rows: [2, 8, 32, 512][(opts.seed >> 2) as usize % 4],
         };
         for id in 1..=opts.data_nodes {
             world.nodes.push(SimNode {
@@ -486,6 +496,9 @@ impl World {
             // Slow enough that writes meet a copy in progress.
             copy_bytes_per_sec: 200_000,
             max_answer_bytes: 1 << 20,
+            copy_batch_rows: self.copy_batch_rows,
+            // Different per node and start, the same on every run of the seed.
+            hash_seed: self.opts.seed ^ (u64::from(id) << 48) ^ (u64::from(incarnation) << 32),
             report_commit_points: true,
             faults: self.opts.faults.clone(),
         }
@@ -614,6 +627,10 @@ impl World {
                 granted,
             } => self.arbitration_answer(node, incarnation, granted),
             Event::Fault => self.fault_step(),
+            Event::CrashAlso { node } => {
+                self.crash_also(node);
+                Ok(())
+            }
             Event::Restart { node } => {
                 self.restart(node);
                 Ok(())

@@ -5,7 +5,7 @@
 use rand::rngs::SmallRng;
 use rand::Rng;
 use shoal_kernel::qmgr::LinkRefusal;
-use shoal_kernel::signal::BlockSignal;
+use shoal_kernel::signal::{BlockSignal, ClusterSignal};
 
 use super::{
     Event, Lane, NodeState, World, DUPLICATE_LAG_MS, HEARTBEAT_MS, MAX_DELAY_MS, P_DUPLICATE,
@@ -183,6 +183,9 @@ impl World {
         }
         if self.trace {
             eprintln!("{:>8} ms {from} -> {to}: {signal:?}", self.now);
+        }
+        if let BlockSignal::Cluster(ClusterSignal::CopyRows { last: false, .. }) = &signal {
+            self.report.copy_batches_not_last += 1;
         }
         let now = self.now;
         let Some(node) = self.running(to) else {

@@ -90,6 +90,12 @@ pub struct SimReport {
     pub freezes: u64,
     pub cuts: u64,
     pub splits: u64,
+    /// Crashes while some node copied its fragments (of the copying node
+    /// or another), and second crashes while the first was handled.
+    pub crashes_mid_copy: u64,
+    pub cascades: u64,
+    /// Copy batches with more to follow (a copy in several batches).
+    pub copy_batches_not_last: u64,
     /// Data nodes that stopped themselves (declared failed, lost a split).
     pub shutdowns: u64,
     /// Data nodes restarted, and restarts that completed (the node copied
@@ -141,14 +147,17 @@ impl fmt::Display for SimReport {
         if self.failures {
             write!(
                 f,
-                "; {} crashes, {} freezes, {} cuts, {} splits, {} shutdowns, {} restarts ({} rejoined), takeovers {} committed / {} aborted, {} unknown, {} cluster downs",
+                "; {} crashes ({} mid-copy, {} cascading), {} freezes, {} cuts, {} splits, {} shutdowns, {} restarts ({} rejoined, {} copy batches with more to follow), takeovers {} committed / {} aborted, {} unknown, {} cluster downs",
                 self.crashes,
+                self.crashes_mid_copy,
+                self.cascades,
                 self.freezes,
                 self.cuts,
                 self.splits,
                 self.shutdowns,
                 self.restarts,
                 self.rejoined,
+                self.copy_batches_not_last,
                 self.takeover_committed,
                 self.takeover_aborted,
                 self.unknown,

@@ -266,6 +266,9 @@ pub enum ClusterSignal {
         seq: u32,
         from_row: u32,
         to_row: u32,
+        /// The fragment's row ids end below this when the batch was cut
+        /// (the target's progress: `to_row` of `id_end`).
+        id_end: u32,
         rows: Vec<CopyRow>,
         /// No rows follow.
         last: bool,
@@ -382,6 +385,7 @@ impl ClusterSignal {
     pub fn body_len(&self) -> usize {
         if let ClusterSignal::CopyRows { rows, .. } = self {
             return 2
+                + 4
                 + 4
                 + 4
                 + 4
@@ -531,6 +535,7 @@ impl ClusterSignal {
                 seq,
                 from_row,
                 to_row,
+                id_end,
                 rows,
                 last,
                 ..
@@ -540,6 +545,7 @@ impl ClusterSignal {
                 put_u32(out, *seq);
                 put_u32(out, *from_row);
                 put_u32(out, *to_row);
+                put_u32(out, *id_end);
                 out.push(u8::from(*last));
                 out.push(0);
                 put_u32(out, rows.len() as u32);
@@ -721,6 +727,7 @@ impl ClusterSignal {
                 let seq = r.u32("seq")?;
                 let from_row = r.u32("from_row")?;
                 let to_row = r.u32("to_row")?;
+                let id_end = r.u32("id_end")?;
                 let last = read_flag(r, "last")?;
                 r.reserved_u8("reserved")?;
                 let count = r.u32("row_count")? as usize;
@@ -743,6 +750,7 @@ impl ClusterSignal {
                     seq,
                     from_row,
                     to_row,
+                    id_end,
                     rows,
                     last,
                 }
@@ -986,6 +994,7 @@ pub(crate) fn samples() -> Vec<ClusterSignal> {
             seq: 3,
             from_row: 100,
             to_row: 164,
+            id_end: 900,
             rows: vec![
                 CopyRow {
                     row: 101,
