@@ -176,6 +176,26 @@ fn data_nodes(status: &ClusterStatus) -> Vec<&NodeInfo> {
     nodes
 }
 
+/// The waves of a rolling restart: the first node (by id) of each node
+/// group, then the second of each, and so on. A node without a known
+/// group is a wave of its own.
+fn restart_waves(nodes: &[&NodeInfo]) -> Vec<Vec<u16>> {
+    let mut groups: std::collections::BTreeMap<Option<u16>, Vec<u16>> = Default::default();
+    let mut alone = Vec::new();
+    for n in nodes {
+        match n.node_group {
+            Some(g) => groups.entry(Some(g)).or_default().push(n.node_id),
+            None => alone.push(vec![n.node_id]),
+        }
+    }
+    let depth = groups.values().map(Vec::len).max().unwrap_or(0);
+    let mut waves: Vec<Vec<u16>> = (0..depth)
+        .map(|i| groups.values().filter_map(|g| g.get(i).copied()).collect())
+        .collect();
+    waves.extend(alone);
+    waves
+}
+
 fn node(status: &ClusterStatus, node_id: u16) -> Option<&NodeInfo> {
     data_nodes(status)
         .into_iter()
@@ -303,30 +323,55 @@ impl Admin {
     /// Restarts one node and waits until it is back with a new incarnation
     /// and every data node is started.
     async fn restart(&mut self, node_id: u16) -> Result<(), String> {
+        self.restart_together(&[node_id]).await
+    }
+
+    /// Restarts `ids` at once and waits until each is back in a new start
+    /// and every data node is started.
+    async fn restart_together(&mut self, ids: &[u16]) -> Result<(), String> {
         let began = Instant::now();
-        let before = self.node(node_id).await?.incarnation;
-        self.session
-            .restart_node(node_id)
-            .await
-            .map_err(|e| e.to_string())?;
-        println!("Node {node_id}: restarting");
+        let mut before = Vec::new();
+        for &id in ids {
+            before.push((id, self.node(id).await?.incarnation));
+        }
+        for &id in ids {
+            self.session
+                .restart_node(id)
+                .await
+                .map_err(|e| format!("node {id}: {e}"))?;
+            println!("Node {id}: restarting");
+        }
+        let which = ids
+            .iter()
+            .map(|id| id.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
         // Down, or already back in a new life (a fast restart may never be
         // seen down).
-        self.wait_until(&format!("node {node_id} has stopped"), |s| {
-            node(s, node_id)
-                .is_some_and(|n| n.state != NodeState::Started || n.incarnation > before)
+        self.wait_until(&format!("node(s) {which} have stopped"), |s| {
+            before.iter().all(|&(id, inc)| {
+                node(s, id).is_some_and(|n| n.state != NodeState::Started || n.incarnation > inc)
+            })
         })
         .await?;
-        println!("Node {node_id}: stopped; waiting for its supervisor to start it");
+        println!("Node(s) {which}: stopped; waiting for the supervisor to start them");
         let status = self
             .wait_until(
-                &format!("node {node_id} is started again and every data node is started"),
-                |s| node(s, node_id).is_some_and(|n| n.incarnation > before) && all_started(s),
+                &format!("node(s) {which} are started again and every data node is started"),
+                |s| {
+                    before
+                        .iter()
+                        .all(|&(id, inc)| node(s, id).is_some_and(|n| n.incarnation > inc))
+                        && all_started(s)
+                },
             )
             .await?;
-        let incarnation = node(&status, node_id).map_or(0, |n| n.incarnation);
+        for &id in ids {
+            let incarnation = node(&status, id).map_or(0, |n| n.incarnation);
+            println!("Node {id}: started again (start #{incarnation})");
+        }
         println!(
-            "Node {node_id}: started again (start #{incarnation}); all data nodes started ({:.1} s)",
+            "All data nodes started ({:.1} s)",
             began.elapsed().as_secs_f64()
         );
         Ok(())
@@ -372,9 +417,11 @@ impl Admin {
         Ok(())
     }
 
-    /// Restarts the data nodes one at a time in id order, each only after
-    /// the previous one is back and every data node is started, so every
-    /// node group keeps a live replica throughout.
+    /// Restarts the data nodes in waves of one node per node group (the
+    /// first node of each group, then the second, ...), each wave only
+    /// after the previous one is back and every data node is started, so
+    /// every node group keeps a live replica throughout (NDB's rolling
+    /// restart).
     async fn rolling_restart(&mut self) -> Result<(), String> {
         let began = Instant::now();
         let status = self.show().await?;
@@ -400,24 +447,32 @@ impl Admin {
                 states(&status)
             ));
         }
-        let ids: Vec<u16> = nodes.iter().map(|n| n.node_id).collect();
-        for (i, &id) in ids.iter().enumerate() {
-            println!("[{}/{}] restarting node {id}", i + 1, ids.len());
-            self.restart(id).await.map_err(|e| {
-                let left: Vec<String> = ids[i + 1..].iter().map(|n| n.to_string()).collect();
+        let waves = restart_waves(&nodes);
+        let count: usize = waves.iter().map(Vec::len).sum();
+        for (i, wave) in waves.iter().enumerate() {
+            println!(
+                "[{}/{}] restarting node(s) {wave:?} (one per node group)",
+                i + 1,
+                waves.len()
+            );
+            self.restart_together(wave).await.map_err(|e| {
+                let left: Vec<String> = waves[i + 1..]
+                    .iter()
+                    .flatten()
+                    .map(|n| n.to_string())
+                    .collect();
                 if left.is_empty() {
-                    format!("rolling restart failed at node {id}: {e}")
+                    format!("rolling restart failed at node(s) {wave:?}: {e}")
                 } else {
                     format!(
-                        "rolling restart failed at node {id}: {e}; node(s) {} were not restarted",
+                        "rolling restart failed at node(s) {wave:?}: {e}; node(s) {} were not restarted",
                         left.join(", ")
                     )
                 }
             })?;
         }
         println!(
-            "Rolling restart done: {} data node(s) restarted in {:.1} s.",
-            ids.len(),
+            "Rolling restart done: {count} data node(s) restarted in {:.1} s.",
             began.elapsed().as_secs_f64()
         );
         Ok(())
@@ -427,6 +482,35 @@ impl Admin {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rolling_restart_waves_take_one_node_per_group() {
+        let info = |node_id: u16, group: Option<u16>| NodeInfo {
+            node_id,
+            kind: shoal_mgmd::config::KIND_DATANODE.to_string(),
+            host: "127.0.0.1".into(),
+            port: 0,
+            state: NodeState::Started,
+            status: None,
+            primaries: 0,
+            node_group: group,
+            incarnation: 1,
+            wanted_running: true,
+            supervised: true,
+        };
+        let nodes = [
+            info(1, Some(0)),
+            info(2, Some(0)),
+            info(3, Some(1)),
+            info(4, Some(1)),
+            info(5, None),
+        ];
+        let refs: Vec<&NodeInfo> = nodes.iter().collect();
+        assert_eq!(restart_waves(&refs), vec![vec![1, 3], vec![2, 4], vec![5]]);
+        let two = [info(1, Some(0)), info(2, Some(0))];
+        let refs: Vec<&NodeInfo> = two.iter().collect();
+        assert_eq!(restart_waves(&refs), vec![vec![1], vec![2]]);
+    }
 
     #[test]
     fn commands_parse_case_insensitively() {

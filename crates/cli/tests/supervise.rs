@@ -28,6 +28,11 @@ struct Up {
 
 impl Up {
     fn start() -> Up {
+        Up::start_with(2)
+    }
+
+    /// `shoal up` with `data_nodes` data nodes, two replicas each.
+    fn start_with(data_nodes: u16) -> Up {
         let dir = tempfile::tempdir().expect("tempdir");
         let port = free_port();
         let out = std::fs::File::create(dir.path().join("up.out")).unwrap();
@@ -38,7 +43,7 @@ impl Up {
             .args(["--mgm-port", &port.to_string()])
             .args([
                 "--data-nodes",
-                "2",
+                &data_nodes.to_string(),
                 "--replicas",
                 "2",
                 "--data-memory",
@@ -104,6 +109,8 @@ impl Up {
             "mgmd.log",
             "datanode-1.log",
             "datanode-2.log",
+            "datanode-3.log",
+            "datanode-4.log",
         ]
         .iter()
         .map(|n| format!("--- {n}\n{}", self.read(n)))
@@ -322,8 +329,9 @@ fn stop_start_restart_and_rolling_restart() {
     let o = up.mgm("all restart");
     assert!(o.status.success(), "{}", text(&o));
     let out = text(&o);
-    assert!(out.contains("[1/2] restarting node 1"), "{out}");
-    assert!(out.contains("[2/2] restarting node 2"), "{out}");
+    // One node group: one node at a time.
+    assert!(out.contains("[1/2] restarting node(s) [1]"), "{out}");
+    assert!(out.contains("[2/2] restarting node(s) [2]"), "{out}");
     assert!(out.contains("Rolling restart done"), "{out}");
     let status = up.status().expect("mgmd answers");
     assert!(
@@ -347,9 +355,13 @@ fn stop_start_restart_and_rolling_restart() {
 
 #[test]
 fn rolling_restart_under_load_loses_nothing() {
-    let up = Up::start();
-    up.wait_status("both data nodes supervised", |s| {
-        [1, 2].iter().all(|&id| data_node(s, id).supervised)
+    // Two node groups of two: the restart goes in two waves of one node
+    // per group.
+    let up = Up::start_with(4);
+    up.wait_status("every data node supervised and started", |s| {
+        [1, 2, 3, 4]
+            .iter()
+            .all(|&id| data_node(s, id).supervised && data_node(s, id).state == NodeState::Started)
     });
     let bank = Command::new(SHOAL)
         .args(["bench", "bank", "--connect", &up.addr])
@@ -369,7 +381,21 @@ fn rolling_restart_under_load_loses_nothing() {
     std::thread::sleep(Duration::from_secs(1));
     let o = up.mgm("all restart");
     assert!(o.status.success(), "{}\n{}", text(&o), up.logs());
-    assert!(text(&o).contains("Rolling restart done"), "{}", text(&o));
+    assert!(
+        text(&o).contains("Rolling restart done: 4 data node(s)"),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        text(&o).contains("restarting node(s) [1, 3]"),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        text(&o).contains("restarting node(s) [2, 4]"),
+        "{}",
+        text(&o)
+    );
     let out = bank.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(

@@ -9,6 +9,9 @@ pub struct Faults {
     pub skip_takeover: bool,
     /// Run operations whose route is from another distribution version.
     pub ignore_dist_version: bool,
+    /// The arbitrator (the simulator's mgmd) grants every request, both
+    /// sides of a split included.
+    pub arbitrator_grants_all: bool,
 }
 
 #[derive(Clone, Debug)]

@@ -40,7 +40,11 @@ pub enum Output {
     },
     /// Ask the arbitrator whether `survivors` may go on after `view`;
     /// answer with [`DataNode::arbitration_result`].
-    Arbitrate { view: u64, survivors: Vec<u16> },
+    Arbitrate {
+        view: u64,
+        newest: u64,
+        survivors: Vec<u16>,
+    },
     /// Close the link to this node (the cluster dropped it).
     CloseLink { node: u16 },
     /// This node must stop (declared failed, lost the arbitration, its
@@ -334,6 +338,14 @@ impl DataNode {
         self.qmgr_events(0, events, out);
     }
 
+    /// The runtime's word on the link towards data node `node`: more than
+    /// its bound waits unsent (`true`), or it drained (`false`). While it
+    /// is overloaded, operations that would start there are refused with
+    /// a temporary error (1218) instead of adding to the pile.
+    pub fn set_peer_overloaded(&mut self, node: u16, overloaded: bool) {
+        self.tc.set_peer_overloaded(node, overloaded);
+    }
+
     /// The arbitrator's answer to [`Output::Arbitrate`].
     pub fn arbitration_result(&mut self, now_ms: u64, granted: bool, out: &mut Vec<Output>) {
         let mut events = Vec::new();
@@ -525,9 +537,15 @@ impl DataNode {
                     self.queue.clear();
                     out.push(Output::ShutDown { reason });
                 }
-                QmgrEvent::Arbitrate { view, survivors } => {
-                    out.push(Output::Arbitrate { view, survivors })
-                }
+                QmgrEvent::Arbitrate {
+                    view,
+                    newest,
+                    survivors,
+                } => out.push(Output::Arbitrate {
+                    view,
+                    newest,
+                    survivors,
+                }),
                 QmgrEvent::CloseLink(node) => out.push(Output::CloseLink { node }),
                 QmgrEvent::Note(line) => out.push(Output::Log(line)),
             }

@@ -740,3 +740,57 @@ fn repeated_client_requests_run_once() {
     let c = conf(&h.send_raw(2, req(7, 0, ExecType::Commit, vec![ins])));
     assert_eq!(c.state, TransState::Committed);
 }
+
+#[test]
+fn an_overloaded_link_refuses_new_operations_towards_it() {
+    use shoal_types::distribution::DistributionSpec;
+    let mut def = table();
+    def.distribution = Some(DistributionSpec {
+        version: 1,
+        node_groups: vec![vec![1, 2]],
+        fragments_per_group: 1,
+    });
+    let mut nodes: Vec<DataNode> = [1u16, 2]
+        .iter()
+        .map(|&node_id| {
+            let mut n = DataNode::new(
+                KernelConfig {
+                    node_id,
+                    data_nodes: vec![1, 2],
+                    node_groups: vec![vec![1, 2]],
+                    ..KernelConfig::default()
+                },
+                0,
+            );
+            n.create_table(&def);
+            n
+        })
+        .collect();
+    crate::testkit::form_cluster(&mut nodes, 0);
+    let h = Harness::new(KernelConfig::default());
+    // The fragment's primary is node 1; node 2 coordinates.
+    let insert = |nodes: &mut Vec<DataNode>, trans: u64, k: u32| {
+        let mut out = Vec::new();
+        let req = TcKeyReq {
+            trans: TransId(trans),
+            request: 0,
+            exec: ExecType::Commit,
+            ops: vec![h.op(OpType::Insert, k, 10, "x")],
+        };
+        nodes[1]
+            .client_signal(0, 9, Signal::TcKeyReq(req), &mut out)
+            .unwrap();
+        let out = out.into_iter().map(|o| (2u16, o)).collect();
+        crate::testkit::deliver(nodes, 0, out)
+    };
+    nodes[1].set_peer_overloaded(1, true);
+    let (code, _) = refused(&insert(&mut nodes, 1, 1));
+    assert_eq!(code, ErrorCode::SendBufferOverloaded as u16);
+    assert_eq!(
+        ErrorCode::SendBufferOverloaded.class(),
+        shoal_types::ErrorClass::Temporary
+    );
+    // Drained: the same insert commits.
+    nodes[1].set_peer_overloaded(1, false);
+    assert_eq!(conf(&insert(&mut nodes, 2, 1)).state, TransState::Committed);
+}

@@ -414,16 +414,30 @@ impl DataNodeSession {
     }
 
     /// Asks the arbitrator whether this node's side of a split may go on:
-    /// `view` is the last view both sides agreed on, `survivors` the
-    /// side's started nodes (this node among them). `Ok(true)` = survive;
-    /// `Ok(false)` = another side won, shut down. Waits at most the
+    /// `view` is the last view its side committed, `newest` the newest it
+    /// knows of, `survivors` the side's started nodes (this node among
+    /// them); `view` 0 asks whether `survivors` may start a cluster without
+    /// the other data nodes. `Ok(true)` = go on; `Ok(false)` = another
+    /// side won, shut down (or wait, for a start). Waits at most the
     /// config's `arbitration_timeout_ms`; an error (no answer, mgmd gone)
     /// must be treated as a refusal.
-    pub async fn arbitrate(&mut self, view: u64, survivors: Vec<u16>) -> Result<bool, ShoalError> {
+    pub async fn arbitrate(
+        &mut self,
+        view: u64,
+        newest: u64,
+        survivors: Vec<u16>,
+    ) -> Result<bool, ShoalError> {
         let timeout = Duration::from_millis(self.config.arbitration_timeout_ms);
         match self
             .conn
-            .request(Request::Arbitrate { view, survivors }, timeout)
+            .request(
+                Request::Arbitrate {
+                    view,
+                    newest,
+                    survivors,
+                },
+                timeout,
+            )
             .await?
         {
             Response::Arbitration { granted } => Ok(granted),

@@ -242,10 +242,19 @@ pub enum Request {
     Supervise { nodes: Vec<u16> },
     /// Data node only: its side of a split holds exactly half of the
     /// started nodes and asks the arbitrator whether it may survive.
-    /// `view` is the last view both sides agreed on, `survivors` the
-    /// side's started nodes (the asking node among them). Answer:
+    /// `view` is the last view its side committed, `newest` the newest
+    /// view it knows of (committed or only proposed; absent: `view`),
+    /// `survivors` the side's started nodes (the asking node among them).
+    /// `view` 0 asks instead whether `survivors`, finding no running
+    /// cluster, may start one without the other data nodes (granted only
+    /// if none of those reports itself started). Answer:
     /// `Response::Arbitration`, sent only after a grant is on disk.
-    Arbitrate { view: u64, survivors: Vec<u16> },
+    Arbitrate {
+        view: u64,
+        #[serde(default)]
+        newest: u64,
+        survivors: Vec<u16>,
+    },
 }
 
 impl Request {
@@ -462,12 +471,13 @@ mod tests {
             id: 3,
             request: Request::Arbitrate {
                 view: 7,
+                newest: 8,
                 survivors: vec![1, 3],
             },
         };
         assert_eq!(
             serde_json::to_string(&f).unwrap(),
-            r#"{"v":1,"id":3,"request":{"arbitrate":{"view":7,"survivors":[1,3]}}}"#
+            r#"{"v":1,"id":3,"request":{"arbitrate":{"view":7,"newest":8,"survivors":[1,3]}}}"#
         );
         let f = ClientFrame {
             v: 1,

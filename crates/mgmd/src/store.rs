@@ -71,6 +71,10 @@ struct ArbitrationFile {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 struct GrantRecord {
     view: u64,
+    /// The newest view the granted side knew of (absent in files from
+    /// before it was recorded: the view itself).
+    #[serde(default)]
+    newest: Option<u64>,
     survivors: BTreeSet<u16>,
     /// When it was granted (for an operator reading the file).
     #[serde(default)]
@@ -233,6 +237,7 @@ impl Store {
         }
         Ok(Some(Grant {
             view: g.view,
+            newest: g.newest.unwrap_or(g.view).max(g.view),
             survivors: g.survivors,
         }))
     }
@@ -246,6 +251,7 @@ impl Store {
             cluster_id,
             grant: Some(GrantRecord {
                 view: grant.view,
+                newest: Some(grant.newest),
                 survivors: grant.survivors.clone(),
                 granted_at_unix_ms,
             }),

@@ -560,20 +560,23 @@ async fn arbitrator_grants_one_side_and_remembers_it_across_restart() {
     let mgmd = Mgmd::start(dir.path(), 2).await;
     let mut n1 = data_node(&mgmd.addr, 1).await;
     let mut n2 = data_node(&mgmd.addr, 2).await;
-    assert!(n1.arbitrate(5, vec![1]).await.unwrap(), "first side wins");
     assert!(
-        !n2.arbitrate(5, vec![2]).await.unwrap(),
+        n1.arbitrate(5, 5, vec![1]).await.unwrap(),
+        "first side wins"
+    );
+    assert!(
+        !n2.arbitrate(5, 5, vec![2]).await.unwrap(),
         "the other side of the same split loses"
     );
     assert!(
-        n1.arbitrate(5, vec![1]).await.unwrap(),
+        n1.arbitrate(5, 5, vec![1]).await.unwrap(),
         "the winner asking again is granted again"
     );
     // Requests that make no sense are refused, not decided.
-    let e = n1.arbitrate(6, vec![2]).await.unwrap_err();
+    let e = n1.arbitrate(6, 6, vec![2]).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::BadRequest);
     assert!(e.detail.contains("without itself"), "{e}");
-    let e = n1.arbitrate(6, vec![1, 9]).await.unwrap_err();
+    let e = n1.arbitrate(6, 6, vec![1, 9]).await.unwrap_err();
     assert!(e.detail.contains("node 9"), "{e}");
     // Only data nodes may ask.
     let answers = raw_requests(
@@ -581,11 +584,13 @@ async fn arbitrator_grants_one_side_and_remembers_it_across_restart() {
         vec![
             Request::Arbitrate {
                 view: 7,
+                newest: 7,
                 survivors: vec![1],
             },
             Request::RegisterApi,
             Request::Arbitrate {
                 view: 7,
+                newest: 7,
                 survivors: vec![1],
             },
         ],
@@ -607,14 +612,58 @@ async fn arbitrator_grants_one_side_and_remembers_it_across_restart() {
     // A restarted mgmd still refuses the losing side of view 5.
     let mgmd = Mgmd::start(dir.path(), 2).await;
     let mut n2 = data_node(&mgmd.addr, 2).await;
-    assert!(!n2.arbitrate(5, vec![2]).await.unwrap());
-    assert!(!n2.arbitrate(4, vec![2]).await.unwrap(), "an older view");
+    assert!(!n2.arbitrate(5, 5, vec![2]).await.unwrap());
+    assert!(!n2.arbitrate(4, 4, vec![2]).await.unwrap(), "an older view");
     let mut n1 = data_node(&mgmd.addr, 1).await;
-    assert!(n1.arbitrate(5, vec![1]).await.unwrap());
+    assert!(n1.arbitrate(5, 5, vec![1]).await.unwrap());
     // A later split is decided afresh.
-    assert!(n2.arbitrate(6, vec![2]).await.unwrap());
-    assert!(!n1.arbitrate(6, vec![1]).await.unwrap());
+    assert!(n2.arbitrate(6, 6, vec![2]).await.unwrap());
+    assert!(!n1.arbitrate(6, 6, vec![1]).await.unwrap());
     drop((n1, n2));
+    mgmd.stop().await;
+}
+
+#[tokio::test]
+async fn a_partial_start_is_refused_while_another_data_node_is_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let mgmd = Mgmd::start(dir.path(), 3).await;
+    let mut n1 = data_node(&mgmd.addr, 1).await;
+    let mut n3 = data_node(&mgmd.addr, 3).await;
+    let status = |state| NodeStatus {
+        state,
+        data_memory_used_bytes: 0,
+        data_memory_total_bytes: 64 << 20,
+        rows: 0,
+        client_connections: 0,
+        listen_port: 40000,
+        start_phase: None,
+    };
+    // Nobody started: nodes 1 and 2 may start without node 3.
+    assert!(n1.arbitrate(0, 0, vec![1, 2]).await.unwrap());
+    // Node 3 runs a cluster the others cannot see: refused (and nothing
+    // is stored: the answer follows the states).
+    n3.report_status(status(NodeState::Started)).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while n1.arbitrate(0, 0, vec![1, 2]).await.unwrap() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "node 3's state never counted"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // A start that includes node 3 is no partial start of the others.
+    assert!(n1.arbitrate(0, 0, vec![1, 3]).await.unwrap());
+    // Node 3 gone from mgmd: allowed again.
+    drop(n3);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !n1.arbitrate(0, 0, vec![1, 2]).await.unwrap() {
+        assert!(std::time::Instant::now() < deadline, "node 3 still counted");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // No grant was stored: a survival request of a later view is decided
+    // as the first of its split.
+    assert!(n1.arbitrate(5, 5, vec![1]).await.unwrap());
+    drop(n1);
     mgmd.stop().await;
 }
 

@@ -8,7 +8,9 @@
 //! unsent (it is not reading them), and a connection whose unsent output
 //! passes its cap is closed: a client at [`CLIENT_BACKLOG_MAX_BYTES`], a
 //! link to another data node at [`PEER_BACKLOG_MAX_BYTES`] (that node is
-//! not taking what it is sent: it is treated as failed). A connection
+//! not taking what it is sent: it is treated as failed). Long before that,
+//! at [`PEER_OVERLOAD_BYTES`], the kernel refuses new operations that would
+//! start on that node with a temporary error (1218). A connection
 //! that has not finished its handshake within [`HANDSHAKE_TIMEOUT_MS`] is
 //! closed.
 
@@ -19,9 +21,10 @@ use mio::net::TcpListener;
 use mio::{Interest, Poll, Token};
 use shoal_kernel::{ConnId, DataNode, Output};
 use shoal_mgmd::{NodeState, NodeStatus, StartPhase};
+use shoal_types::arbitration::FORM_VIEW;
 use shoal_types::{ErrorCode, ShoalError};
 use shoal_wire::{ErrorReport, Hello, HelloReply, NodeType, Signal, HELLO_BYTES};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::Instant;
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -43,6 +46,10 @@ pub(crate) const CLIENT_BACKLOG_MAX_BYTES: usize = 64 << 20;
 /// A link to a data node whose unsent signals exceed this: that node is
 /// not reading, as good as failed.
 pub(crate) const PEER_BACKLOG_MAX_BYTES: usize = 256 << 20;
+/// A link to a data node with more unsent than this is overloaded: new
+/// operations that would start on that node are refused (1218) until it
+/// drains below half of it.
+pub(crate) const PEER_OVERLOAD_BYTES: usize = 64 << 20;
 /// A connection must finish its handshake this soon after it opens.
 pub(crate) const HANDSHAKE_TIMEOUT_MS: u64 = 5000;
 
@@ -73,6 +80,9 @@ pub(crate) struct EventLoop {
     pub mgm: UnboundedSender<LinkRequest>,
     /// The kernel stopped the node: why.
     pub stopped: Option<String>,
+    /// Data nodes whose link has more than `PEER_OVERLOAD_BYTES` unsent
+    /// (the kernel was told).
+    overloaded_peers: BTreeSet<u16>,
 }
 
 impl EventLoop {
@@ -94,6 +104,7 @@ impl EventLoop {
             outputs: Vec::new(),
             signals: Vec::new(),
             dirty: Vec::new(),
+            overloaded_peers: BTreeSet::new(),
             unread: Vec::new(),
             start,
             node_id,
@@ -427,14 +438,29 @@ impl EventLoop {
                         Some(conn) => (conn, Signal::Node(signal)),
                     }
                 }
-                Output::Arbitrate { view, survivors } => {
-                    eprintln!(
-                        "data node {}: asking the arbitrator (mgmd) whether data nodes {survivors:?} may go on after view {view}",
-                        self.node_id
-                    );
+                Output::Arbitrate {
+                    view,
+                    newest,
+                    survivors,
+                } => {
+                    if view == FORM_VIEW {
+                        eprintln!(
+                            "data node {}: asking the arbitrator (mgmd) whether data nodes {survivors:?} may start a cluster without the others",
+                            self.node_id
+                        );
+                    } else {
+                        eprintln!(
+                            "data node {}: asking the arbitrator (mgmd) whether data nodes {survivors:?} may go on after view {view}",
+                            self.node_id
+                        );
+                    }
                     if self
                         .mgm
-                        .send(LinkRequest::Arbitrate { view, survivors })
+                        .send(LinkRequest::Arbitrate {
+                            view,
+                            newest,
+                            survivors,
+                        })
                         .is_err()
                     {
                         let now = self.now_ms();
@@ -513,6 +539,20 @@ impl EventLoop {
                         format!("data node {node} is not reading: {backlog} bytes unsent to it");
                     self.close(id, poll, &why, false);
                 }
+                Role::Peer { node, .. } => {
+                    let was = self.overloaded_peers.contains(&node);
+                    if !was && backlog > PEER_OVERLOAD_BYTES {
+                        tracing::warn!(
+                            "{backlog} bytes wait unsent towards data node {node}: refusing new operations there (1218) until it drains"
+                        );
+                        self.overloaded_peers.insert(node);
+                        self.node.set_peer_overloaded(node, true);
+                    } else if was && backlog < PEER_OVERLOAD_BYTES / 2 {
+                        tracing::info!("the link towards data node {node} drained");
+                        self.overloaded_peers.remove(&node);
+                        self.node.set_peer_overloaded(node, false);
+                    }
+                }
                 Role::Client if backlog <= CLIENT_PAUSE_BACKLOG_BYTES => {
                     // A paused client's input is read again (listed in
                     // `unread` when it was paused).
@@ -547,7 +587,13 @@ impl EventLoop {
         let _ = poll.registry().deregister(&mut c.stream);
         let _ = c.stream.shutdown(std::net::Shutdown::Both);
         match c.role {
-            Role::Peer { node, .. } => self.peer_closed(node, id, why),
+            Role::Peer { node, .. } => {
+                // A new link starts empty.
+                if self.overloaded_peers.remove(&node) {
+                    self.node.set_peer_overloaded(node, false);
+                }
+                self.peer_closed(node, id, why)
+            }
             Role::Client => {
                 tracing::info!("closing client {} ({}): {why}", id, c.peer);
                 if flush_first {

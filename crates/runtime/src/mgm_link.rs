@@ -91,9 +91,11 @@ pub enum LinkRequest {
         result: Result<(), ShoalError>,
     },
     Status(NodeStatus),
-    /// Ask the arbitrator whether `survivors` may go on after `view`.
+    /// Ask the arbitrator whether `survivors` may go on after `view`
+    /// (knowing of views up to `newest`).
     Arbitrate {
         view: u64,
+        newest: u64,
         survivors: Vec<u16>,
     },
 }
@@ -426,7 +428,11 @@ async fn serve(
                 None => return,
                 Some(LinkRequest::Ack { event_id, result }) => link.ack(event_id, result).await,
                 Some(LinkRequest::Status(status)) => link.report(status).await,
-                Some(LinkRequest::Arbitrate { view, survivors }) => {
+                Some(LinkRequest::Arbitrate {
+                    view,
+                    newest,
+                    survivors,
+                }) => {
                     let granted = match link.session.as_mut() {
                         None => {
                             tracing::warn!(
@@ -434,7 +440,7 @@ async fn serve(
                             );
                             false
                         }
-                        Some(s) => match s.arbitrate(view, survivors).await {
+                        Some(s) => match s.arbitrate(view, newest, survivors).await {
                             Ok(granted) => granted,
                             Err(e) => {
                                 tracing::warn!("asking the arbitrator (mgmd) failed, taken as a refusal: {e}");

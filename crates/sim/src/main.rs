@@ -27,7 +27,8 @@ const USAGE: &str = "usage: shoal-sim [--seed N] [--seeds COUNT] [--txns PER_SEE
   --read-backup   the table reads from backups (with --nodes/--replicas)
   --wide          1000 transactions at once over 1024 keys (with --nodes/--replicas)
   --failures      crash, freeze, cut and split data nodes (with --nodes/--replicas)
-  --break WHAT    break a protocol on purpose (skip-takeover, ignore-dist-version):
+  --break WHAT    break a protocol on purpose (skip-takeover, ignore-dist-version,
+                  arbitrator-grants-all):
                   the checks must catch it, so the run is expected to fail";
 
 struct Args {
@@ -75,6 +76,7 @@ fn parse_args() -> Result<Args, String> {
             "--break" => match text("--break")?.as_str() {
                 "skip-takeover" => a.faults.skip_takeover = true,
                 "ignore-dist-version" => a.faults.ignore_dist_version = true,
+                "arbitrator-grants-all" => a.faults.arbitrator_grants_all = true,
                 other => return Err(format!("--break {other:?}: unknown\n{USAGE}")),
             },
             "-h" | "--help" => return Err(USAGE.to_string()),

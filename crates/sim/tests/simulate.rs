@@ -83,6 +83,10 @@ fn random_transactions_match_the_model() {
                 "second crashes while the first was handled",
             ),
             (totals.copy_batches_not_last, "copies in several batches"),
+            (
+                totals.other_faults_mid_copy,
+                "freezes, cuts or splits while a node copied",
+            ),
             (totals.freezes, "freezes"),
             (totals.cuts, "cut links"),
             (totals.splits, "splits"),
@@ -115,6 +119,8 @@ fn add_up(totals: &mut SimReport, report: SimReport) {
     totals.crashes += report.crashes;
     totals.crashes_mid_copy += report.crashes_mid_copy;
     totals.cascades += report.cascades;
+    totals.other_faults_mid_copy += report.other_faults_mid_copy;
+    totals.partial_starts_refused += report.partial_starts_refused;
     totals.copy_batches_not_last += report.copy_batches_not_last;
     totals.freezes += report.freezes;
     totals.cuts += report.cuts;
@@ -158,6 +164,17 @@ fn the_checker_catches_operations_on_stale_routes() {
         ..Faults::default()
     });
     let (seed, why) = caught.expect("no seed failed with route versions ignored");
+    eprintln!("seed {seed:#x} caught it: {why}");
+}
+
+#[test]
+fn the_checker_catches_a_split_brain() {
+    let caught = first_failing_seed(Faults {
+        arbitrator_grants_all: true,
+        ..Faults::default()
+    });
+    let (seed, why) = caught.expect("no seed failed with the arbitrator granting every side");
+    assert!(why.contains("split brain"), "seed {seed:#x}: {why}");
     eprintln!("seed {seed:#x} caught it: {why}");
 }
 

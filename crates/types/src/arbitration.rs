@@ -71,23 +71,53 @@ pub fn survival(
     }
 }
 
+/// The view an arbitration request names when it asks whether nodes that
+/// found no running cluster may form a new one without every configured
+/// node (a partial initial start). Views of a running cluster are never 0.
+pub const FORM_VIEW: u64 = 0;
+
+/// The arbitrator's answer to a partial initial start of `forming`: it may
+/// go on only if no data node outside it is known to run in a cluster
+/// (`started`: the data nodes the arbitrator hears from that report they
+/// are started). Otherwise a cluster runs on the other side of a split,
+/// and a second one beside it would be a split brain. `Err` lists the
+/// started nodes outside.
+pub fn may_form(forming: &BTreeSet<u16>, started: &BTreeSet<u16>) -> Result<(), Vec<u16>> {
+    let outside: Vec<u16> = started.difference(forming).copied().collect();
+    if outside.is_empty() {
+        Ok(())
+    } else {
+        Err(outside)
+    }
+}
+
 /// A survival grant the arbitrator gave.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Grant {
-    /// The view both sides agreed on before they split.
+    /// The view the granted side had committed when it asked.
     pub view: u64,
+    /// The newest view the granted side knew of (committed or only
+    /// proposed): every split up to it is the same split.
+    pub newest: u64,
     pub survivors: BTreeSet<u16>,
 }
 
 /// The arbitrator (mgmd): grants survival to the first side of a split
 /// that asks, and refuses every other side of the same split.
 ///
-/// A request names the last view its side agreed on before the split
-/// (both sides share it) and the side's survivors. The first request for
-/// a view newer than any granted wins; a later request for the same view
+/// A request names the last view its side committed and the newest view
+/// it knows of, committed or only proposed (a president's proposal that
+/// some member took may have been committed by the other side, or never
+/// by anyone), and the side's survivors. The two sides of one split may
+/// name different views — one side committed a view the other only took
+/// as a proposal, or a president's own proposal never left its side —
+/// but each names a committed view no newer than the newest view the
+/// other knows of. So: a request whose committed view is not newer than
+/// the granted side's newest belongs to the split already decided, and
 /// wins only if its survivors are a subset of the granted side (that side
-/// asking again, maybe after losing more nodes); a request for an older
-/// view comes from a side that missed later views and is refused.
+/// asking again, maybe after losing more nodes); a request whose committed
+/// view is newer comes after the split healed (views only advance through
+/// the surviving side) and is a new split: the first such request wins.
 /// The grant must outlive the arbitrator's restarts (mgmd persists it).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Arbitrator {
@@ -105,14 +135,15 @@ impl Arbitrator {
         self.granted.as_ref()
     }
 
-    /// Answers a side's request: `true` lets it survive.
-    pub fn request(&mut self, view: u64, survivors: &BTreeSet<u16>) -> bool {
+    /// Answers a side's request (`view`: its last committed view;
+    /// `newest`: the newest view it knows of): `true` lets it survive.
+    pub fn request(&mut self, view: u64, newest: u64, survivors: &BTreeSet<u16>) -> bool {
         match &self.granted {
-            Some(g) if view < g.view => false,
-            Some(g) if view == g.view => survivors.is_subset(&g.survivors),
+            Some(g) if view <= g.newest => survivors.is_subset(&g.survivors),
             _ => {
                 self.granted = Some(Grant {
                     view,
+                    newest: newest.max(view),
                     survivors: survivors.clone(),
                 });
                 true
@@ -171,16 +202,50 @@ mod tests {
     }
 
     #[test]
+    fn a_partial_start_waits_while_a_cluster_runs_elsewhere() {
+        assert_eq!(may_form(&set(&[1, 2]), &set(&[])), Ok(()));
+        assert_eq!(may_form(&set(&[1, 2]), &set(&[1])), Ok(()));
+        assert_eq!(may_form(&set(&[1, 2]), &set(&[3])), Err(vec![3]));
+        assert_eq!(may_form(&set(&[1]), &set(&[2, 3])), Err(vec![2, 3]));
+    }
+
+    #[test]
     fn the_arbitrator_grants_one_side_per_view() {
         let mut a = Arbitrator::default();
-        assert!(a.request(7, &set(&[1, 3])));
-        assert!(!a.request(7, &set(&[2, 4])), "the other side of view 7");
-        assert!(a.request(7, &set(&[1])), "the winning side, smaller");
-        assert!(!a.request(6, &set(&[2])), "a side that missed view 7");
-        assert!(a.request(9, &set(&[3])), "a later split");
+        assert!(a.request(7, 7, &set(&[1, 3])));
+        assert!(!a.request(7, 7, &set(&[2, 4])), "the other side of view 7");
+        assert!(a.request(7, 7, &set(&[1])), "the winning side, smaller");
+        assert!(!a.request(6, 7, &set(&[2])), "a side that missed view 7");
+        assert!(a.request(9, 9, &set(&[3])), "a later split");
         assert_eq!(a.grant().unwrap().view, 9);
         let restored = Arbitrator::with_grant(a.grant().cloned());
         assert_eq!(restored, a);
+    }
+
+    #[test]
+    fn sides_that_name_different_views_of_one_split() {
+        // Side {2} committed view 35 only; side {3}'s president had
+        // proposed 36 (never committed, {2} never took it).
+        let mut a = Arbitrator::default();
+        assert!(a.request(35, 35, &set(&[2])));
+        assert!(
+            !a.request(35, 36, &set(&[3])),
+            "the other side, naming its own proposal"
+        );
+        // The other order: {3} asks first.
+        let mut a = Arbitrator::default();
+        assert!(a.request(35, 36, &set(&[3])));
+        assert!(!a.request(35, 35, &set(&[2])));
+        // Side {1, 3} committed 40, which side {2, 4} had only taken as a
+        // proposal (its committed view is still 39).
+        let mut a = Arbitrator::default();
+        assert!(a.request(39, 40, &set(&[2, 4])));
+        assert!(!a.request(40, 40, &set(&[1, 3])));
+        let mut a = Arbitrator::default();
+        assert!(a.request(40, 40, &set(&[1, 3])));
+        assert!(!a.request(39, 40, &set(&[2, 4])));
+        // Views past the newest one known: a new split.
+        assert!(a.request(41, 41, &set(&[2, 4])));
     }
 
     /// Two disjoint sides of any split never both survive.
@@ -212,7 +277,7 @@ mod tests {
                     let mut decide = |s: &BTreeSet<u16>| match survival(&previous, s, &groups) {
                         Verdict::Survive => true,
                         Verdict::ShutDown(_) => false,
-                        Verdict::AskArbitrator => arbitrator.request(1, s),
+                        Verdict::AskArbitrator => arbitrator.request(1, 1, s),
                     };
                     let (sa, sb) = (decide(&a), decide(&b));
                     assert!(

@@ -110,6 +110,9 @@ error_codes! {
     NodeFailed = 4025, Temporary, "Node failure caused abort of transaction; retry";
     /// The fragment's replicas or primary changed while the operation was on its way.
     DistributionChanged = 1204, Temporary, "Temporary failure, distribution changed; retry";
+    /// Signals towards another data node pile up unsent (that node or the
+    /// link is slow): new operations that would start there are refused.
+    SendBufferOverloaded = 1218, Temporary, "Send buffers overloaded in the data node; retry";
     /// The connection broke after a commit was requested: the outcome is unknown.
     CommitOutcomeUnknown = 4012, UnknownResult, "Connection lost after commit was requested; outcome unknown";
     /// The client gave up waiting for the data node.

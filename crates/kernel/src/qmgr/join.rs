@@ -107,8 +107,27 @@ impl Qmgr {
             .all(|g| g.iter().any(|n| fresh_linked.contains(n)));
         let majority = fresh_linked.len() * 2 > self.cfg.data_nodes.len();
         let lowest = fresh_linked.iter().next() == Some(&me);
-        if lowest && (everyone || (partial_due && covers_groups && majority)) {
+        if lowest && everyone {
             return self.form(now_ms, &fresh_linked, q, events);
+        }
+        if lowest && partial_due && covers_groups && majority {
+            // Without every node, a cluster may be running where this node
+            // cannot see it (a split): the arbitrator decides.
+            let asked = self
+                .form_ask
+                .as_ref()
+                .is_some_and(|(_, until)| now_ms < *until);
+            if !asked && now_ms >= self.next_form_ask_ms {
+                self.form_ask = Some((
+                    fresh_linked.clone(),
+                    now_ms + self.cfg.arbitration_timeout_ms,
+                ));
+                events.push(QmgrEvent::Arbitrate {
+                    view: FORM_VIEW,
+                    newest: FORM_VIEW,
+                    survivors: fresh_linked.iter().copied().collect(),
+                });
+            }
         }
         let linked: Vec<u16> = self.links.keys().copied().collect();
         let targets: Vec<u16> = match self.president_hint.filter(|p| self.links.contains_key(p)) {
@@ -128,6 +147,31 @@ impl Qmgr {
         }
     }
 
+    /// The arbitrator's answer to a partial initial start.
+    pub(super) fn form_answer(
+        &mut self,
+        now_ms: u64,
+        granted: bool,
+        q: &mut VecDeque<BlockSignal>,
+        events: &mut Vec<QmgrEvent>,
+    ) {
+        let Some((nodes, _)) = self.form_ask.take() else {
+            return;
+        };
+        let still = nodes.iter().all(|&n| {
+            n == self.cfg.node_id || (self.links.contains_key(&n) && self.fresh.contains(&n))
+        });
+        if granted && still {
+            return self.form(now_ms, &nodes, q, events);
+        }
+        if !granted {
+            events.push(QmgrEvent::Note(format!(
+                "the arbitrator (mgmd) refused a partial start of data nodes {nodes:?}: a cluster runs elsewhere; joining it instead"
+            )));
+            self.next_form_ask_ms = now_ms + self.cfg.arbitration_timeout_ms.max(1000);
+        }
+    }
+
     /// Forms the first view of a new cluster with `nodes` (this node the
     /// lowest), every one of them started (there is no data yet).
     pub(super) fn form(
@@ -137,6 +181,7 @@ impl Qmgr {
         q: &mut VecDeque<BlockSignal>,
         events: &mut Vec<QmgrEvent>,
     ) {
+        self.form_ask = None;
         let members: Vec<Member> = nodes
             .iter()
             .map(|&n| Member {

@@ -43,7 +43,7 @@ mod join;
 mod round;
 
 use crate::signal::{BlockSignal, ClusterSignal, JoinRefusal, Member, View};
-use shoal_types::arbitration::{survival, Verdict};
+use shoal_types::arbitration::{survival, Verdict, FORM_VIEW};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Heartbeats a member may miss before it is suspected (NDB's 4).
@@ -90,7 +90,11 @@ pub enum QmgrEvent {
     /// This node must stop (the string says why).
     ShutDown(String),
     /// Ask the arbitrator whether `survivors` may go on after view `view`.
-    Arbitrate { view: u64, survivors: Vec<u16> },
+    Arbitrate {
+        view: u64,
+        newest: u64,
+        survivors: Vec<u16>,
+    },
     /// Close the link to a node dropped from the cluster.
     CloseLink(u16),
     /// Something worth a line in the node's log.
@@ -166,6 +170,11 @@ pub struct Qmgr {
     /// Peers that said they are not in a cluster either.
     fresh: BTreeSet<u16>,
     president_hint: Option<u16>,
+    /// A partial initial start asked of the arbitrator: the nodes, and
+    /// when the question is given up (no answer: ask again).
+    form_ask: Option<(BTreeSet<u16>, u64)>,
+    /// No new question before this (after a refusal).
+    next_form_ask_ms: u64,
 }
 
 fn empty_view() -> View {
@@ -205,6 +214,8 @@ impl Qmgr {
             next_join_ms: now_ms,
             fresh: BTreeSet::new(),
             president_hint: None,
+            form_ask: None,
+            next_form_ask_ms: 0,
         }
     }
 
@@ -410,6 +421,9 @@ impl Qmgr {
         q: &mut VecDeque<BlockSignal>,
         events: &mut Vec<QmgrEvent>,
     ) {
+        if self.phase == Phase::Joining {
+            return self.form_answer(now_ms, granted, q, events);
+        }
         let Some(round) = self.round.as_mut() else {
             return;
         };

@@ -247,33 +247,46 @@ impl Qmgr {
         // every proposal one of its nodes took: the other side may have
         // committed that proposal and judge by it.
         let mut verdict = Verdict::Survive;
-        let mut arbitration_view = r.committed.number;
         for reference in std::iter::once(&r.committed).chain(r.prepared.iter()) {
             let previous = started(reference);
             if previous.iter().all(|n| survivors.contains(n)) {
                 continue;
             }
-            match survival(&previous, &survivors, &self.cfg.node_groups) {
+            // Only nodes started in the reference count: a node that
+            // finishes its start in this very round was not there when
+            // the sides parted, and counting it would let this side claim
+            // a majority over a half the other side counts as its own.
+            let surviving: BTreeSet<u16> = survivors.intersection(&previous).copied().collect();
+            match survival(&previous, &surviving, &self.cfg.node_groups) {
                 Verdict::Survive => {}
                 Verdict::ShutDown(why) => {
                     verdict = Verdict::ShutDown(why);
                     break;
                 }
-                Verdict::AskArbitrator => {
-                    verdict = Verdict::AskArbitrator;
-                    arbitration_view = arbitration_view.max(reference.number);
-                }
+                Verdict::AskArbitrator => verdict = Verdict::AskArbitrator,
             }
         }
+        // The arbitrator tells the sides of one split apart by the view
+        // each committed and the newest each knows of (its own proposals
+        // included: the other side may know of no newer view than the
+        // one this side committed; see `Arbitrator`).
+        let view = r.committed.number;
+        let newest = r
+            .prepared
+            .iter()
+            .map(|v| v.number)
+            .chain([view, r.proposal.number])
+            .max()
+            .unwrap_or(view);
         match verdict {
             Verdict::Survive => self.commit_round(now_ms, q, events),
             Verdict::ShutDown(why) => self.shut_down_side(why, q, events),
             Verdict::AskArbitrator => {
-                let view = arbitration_view;
                 let r = self.round.as_mut().expect("a round");
                 r.arbitration_deadline_ms = Some(now_ms + self.cfg.arbitration_timeout_ms);
                 events.push(QmgrEvent::Arbitrate {
                     view,
+                    newest,
                     survivors: survivors.into_iter().collect(),
                 });
             }

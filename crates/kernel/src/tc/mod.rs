@@ -57,7 +57,7 @@ use crate::pool::{clear_keeping, Pool, Recycle};
 use crate::signal::{first_txn_ref, Chain, FragKey, TxnRef};
 use shoal_types::{ShoalError, TransId};
 use shoal_wire::{ExecType, OpResult, Signal, TcKeyConf, TcKeyRef, TransState};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 pub use failure::Takeover;
 
@@ -312,6 +312,9 @@ pub struct Tc {
     /// Failed coordinators this node is taking over, by node.
     takeovers: BTreeMap<u16, Takeover>,
     /// The members of the view in force (where takeover asks, and tells).
+    /// Data nodes the link to which is overloaded (the runtime says so):
+    /// operations that would start there are refused (1218).
+    overloaded: BTreeSet<u16>,
     members: Vec<u16>,
 }
 
@@ -361,6 +364,16 @@ impl Tc {
             started: VecDeque::new(),
             takeovers: BTreeMap::new(),
             members: Vec::new(),
+            overloaded: BTreeSet::new(),
+        }
+    }
+
+    /// The runtime's word on the link towards `node`: too much unsent.
+    pub fn set_peer_overloaded(&mut self, node: u16, overloaded: bool) {
+        if overloaded {
+            self.overloaded.insert(node);
+        } else {
+            self.overloaded.remove(&node);
         }
     }
 

@@ -316,6 +316,7 @@ impl Tc {
         let whole_txn = t.op_base == 0 && req.ops.len() == 1 && req.exec == ExecType::Commit;
         let own_chain = Chain::new(&[own]);
         let mut unavailable = None;
+        let mut overloaded = None;
         for (i, op) in req.ops.into_iter().enumerate() {
             let read = op.op == OpType::Read;
             let locks = !(read && op.lock == LockMode::CommittedRead);
@@ -355,6 +356,10 @@ impl Tc {
                 // An unknown table: this node's LQH answers "no such table".
                 None => (0, 0, own_chain, false),
             };
+            if self.overloaded.contains(&chain[0]) {
+                overloaded = Some((i, chain[0]));
+                break;
+            }
             if locks {
                 for (hop, &node) in chain.iter().enumerate() {
                     let part = t.part_mut(node);
@@ -395,7 +400,24 @@ impl Tc {
                 commit_at_last,
             });
         }
-        if let Some(i) = unavailable {
+        let refused = match (unavailable, overloaded) {
+            (Some(i), _) => Some((
+                i,
+                ShoalError::with_detail(
+                    ErrorCode::NodeFailed,
+                    "no replica of the operation's fragment is alive; retry once the cluster has recovered",
+                ),
+            )),
+            (None, Some((i, node))) => Some((
+                i,
+                ShoalError::with_detail(
+                    ErrorCode::SendBufferOverloaded,
+                    format!("too much waits unsent towards data node {node}, which holds the operation's fragment; retry after a moment"),
+                ),
+            )),
+            (None, None) => None,
+        };
+        if let Some((i, e)) = refused {
             // Nothing after operation i was sent; the ones before may be
             // out: the abort waits for them as for any failure.
             let sent = t.op_chains.len();
@@ -403,10 +425,6 @@ impl Tc {
                 t.answered[j] = true;
             }
             t.outstanding = t.outstanding.saturating_sub(t.answered.len() - sent);
-            let e = ShoalError::with_detail(
-                ErrorCode::NodeFailed,
-                "no replica of the operation's fragment is alive; retry once the cluster has recovered",
-            );
             let reply = AbortReply::Failed {
                 error: e,
                 op_index: i as u16,

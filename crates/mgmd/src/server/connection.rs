@@ -355,10 +355,14 @@ impl Connection {
                     .map(|()| Response::Ok);
                 self.respond_result(id, result).await
             }
-            Request::Arbitrate { view, survivors } => {
+            Request::Arbitrate {
+                view,
+                newest,
+                survivors,
+            } => {
                 let result = match self.role {
                     Role::DataNode(asker) => shared
-                        .arbitrate(asker, view, survivors)
+                        .arbitrate(asker, view, newest, survivors)
                         .await
                         .map(|granted| Response::Arbitration { granted }),
                     _ => Err(ShoalError::with_detail(

@@ -43,7 +43,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use shoal_types::arbitration::Arbitrator;
+use shoal_types::arbitration::{may_form, Arbitrator, FORM_VIEW};
 use shoal_types::{ErrorCode, SchemaVersion, ShoalError, TableDef, TableId};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::tcp::OwnedWriteHalf;

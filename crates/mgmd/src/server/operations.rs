@@ -235,11 +235,36 @@ impl Shared {
         Ok(())
     }
 
+    /// Data node `asker` asks whether `forming` may start a cluster without
+    /// the other data nodes: only if none of those is connected here and
+    /// reports itself started (it may run a cluster the forming nodes
+    /// cannot see). Nothing is remembered: the answer follows the states.
+    fn may_form(&self, asker: u16, forming: &BTreeSet<u16>) -> bool {
+        let started: BTreeSet<u16> = self
+            .lock()
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.kind == SessionKind::DataNode && s.state == NodeState::Started)
+            .map(|(&id, _)| id)
+            .collect();
+        match may_form(forming, &started) {
+            Ok(()) => {
+                info!(asker, nodes = ?forming, "arbitration: partial start allowed (no other data node is started)");
+                true
+            }
+            Err(outside) => {
+                warn!(asker, nodes = ?forming, started = ?outside, "arbitration: partial start refused (data nodes outside it are started)");
+                false
+            }
+        }
+    }
+
     /// Data node `asker` asks whether its side of a split may survive.
     pub(super) async fn arbitrate(
         &self,
         asker: u16,
         view: u64,
+        newest: u64,
         survivors: Vec<u16>,
     ) -> Result<bool, ShoalError> {
         if survivors.len() > usize::from(NODE_ID_MAX) {
@@ -264,13 +289,16 @@ impl Shared {
                 ),
             ));
         }
+        if view == FORM_VIEW {
+            return Ok(self.may_form(asker, &survivors));
+        }
         let _op = self.arbitration_op.lock().await;
         // Decided on a copy, committed only once durable: a grant that
         // failed to reach the disk must not be remembered either.
         let (granted, changed) = {
             let st = self.lock();
             let mut arbitrator = st.arbitrator.clone();
-            let granted = arbitrator.request(view, &survivors);
+            let granted = arbitrator.request(view, newest, &survivors);
             let changed = (arbitrator.grant() != st.arbitrator.grant()).then_some(arbitrator);
             (granted, changed)
         };
@@ -291,14 +319,16 @@ impl Shared {
             self.lock().arbitrator = arbitrator;
         }
         if granted {
-            info!(view, survivors = ?survivors, asker, "arbitration: survival granted");
+            info!(view, newest, survivors = ?survivors, asker, "arbitration: survival granted");
         } else {
             let winner = self.lock().arbitrator.grant().cloned();
             warn!(
                 view,
+                newest,
                 survivors = ?survivors,
                 asker,
                 granted_view = winner.as_ref().map(|g| g.view),
+                granted_newest = winner.as_ref().map(|g| g.newest),
                 granted_survivors = ?winner.map(|g| g.survivors),
                 "arbitration: survival refused (another side already won)"
             );

@@ -12,8 +12,41 @@ use crate::model::Row;
 use crate::txn::{decode_read, OpKind, PlannedOp, K_COL};
 
 impl World {
+    /// Records the view node `from` runs now, and which starts it left out
+    /// since the view seen before (for the split-brain check).
+    pub(super) fn note_view(&mut self, from: u16) {
+        let incarnation = self.nodes[from as usize - 1].incarnation;
+        let Some(view) = self.node_ref(from).map(|n| n.view().clone()) else {
+            return;
+        };
+        let members: Vec<(u16, u32)> = view
+            .members
+            .iter()
+            .map(|m| (m.node, m.incarnation))
+            .collect();
+        let me = (from, incarnation);
+        if let Some((number, before)) = self.seen_views.get(&me) {
+            if *number == view.number {
+                return;
+            }
+            for gone in before.iter().filter(|m| !members.contains(m)) {
+                self.dropped_by.insert((me, *gone));
+                let at = self.dropped_at.entry(*gone).or_insert(view.number);
+                *at = (*at).min(view.number);
+            }
+        }
+        self.seen_views.insert(me, (view.number, members));
+    }
+
     /// No two running, started nodes each believe the other is out of the
     /// cluster: that would be two sides both going on (split brain).
+    ///
+    /// A node dropped by a view newer than its own, which has not dropped
+    /// the other itself, is out and does not know it yet (frozen or cut
+    /// off while the cluster went on, maybe while the other joined): it
+    /// learns when it hears from the cluster, and cannot commit meanwhile.
+    /// Two sides that dropped each other, or two that never shared a view
+    /// (one formed a new cluster), are a split brain.
     pub(super) fn check_split_brain(&self) -> Result<(), String> {
         let started: Vec<(u16, u32)> = (1..=self.opts.data_nodes)
             .filter(|&n| matches!(self.nodes[n as usize - 1].state, NodeState::Running(_)))
@@ -27,9 +60,20 @@ impl World {
             for &(b, ib) in &started[i + 1..] {
                 let va = self.node_ref(a).expect("running").view();
                 let vb = self.node_ref(b).expect("running").view();
-                let a_has_b = va.member(b).is_some_and(|m| m.incarnation == ib);
-                let b_has_a = vb.member(a).is_some_and(|m| m.incarnation == ia);
-                if !a_has_b && !b_has_a {
+                // A node that still lists an earlier start of the other
+                // has not dropped it: it was frozen or cut off while the
+                // other restarted, and learns it is out when it hears from
+                // the cluster (a side that goes on has dropped the other
+                // side's nodes from its views altogether).
+                let a_has_b = va.member(b).is_some_and(|m| m.incarnation <= ib);
+                let b_has_a = vb.member(a).is_some_and(|m| m.incarnation <= ia);
+                let stale = |n: (u16, u32), number: u64| {
+                    self.dropped_at.get(&n).is_some_and(|&at| at > number)
+                };
+                let mutual = self.dropped_by.contains(&((a, ia), (b, ib)))
+                    && self.dropped_by.contains(&((b, ib), (a, ia)));
+                let either_stale = stale((a, ia), va.number) || stale((b, ib), vb.number);
+                if !a_has_b && !b_has_a && (mutual || !either_stale) {
                     return Err(format!(
                         "split brain: node {a} runs view {} {:?} and node {b} runs view {} {:?}, each without the other",
                         va.number,

@@ -162,10 +162,19 @@ impl World {
     /// Whether the cluster dropped data node `node` in `incarnation`
     /// (some started member's view has another start of it, or not it).
     pub(super) fn node_declared_failed(&self, node: u16, incarnation: u32) -> bool {
+        // Only nodes in the newest view count as witnesses: a node frozen
+        // or cut off since an older view (itself dropped, not knowing it
+        // yet) still lists the members of its day.
+        let newest = (1..=self.opts.data_nodes)
+            .filter_map(|id| self.node_ref(id))
+            .filter(|n| n.role() == NodeRole::Started)
+            .map(|n| n.view().number)
+            .max();
         (1..=self.opts.data_nodes).any(|id| {
             id != node
                 && self.node_ref(id).is_some_and(|n| {
                     n.role() == NodeRole::Started
+                        && Some(n.view().number) == newest
                         && n.view().member(node).map(|m| m.incarnation) != Some(incarnation)
                 })
         })

@@ -309,6 +309,9 @@ struct Decided {
     writes: Vec<(u32, Image)>,
 }
 
+/// One start of a data node: (node id, incarnation).
+type Start = (u16, u32);
+
 struct World {
     opts: SimOptions,
     load: Load,
@@ -378,6 +381,14 @@ struct World {
     /// Rows per copy batch of a node restart: small in most seeds, so a
     /// copy takes many batches and writes meet it half done.
     copy_batch_rows: usize,
+    /// The views each start of a node committed, as seen after each of its
+    /// steps: (number, members) of the latest, by (node, incarnation).
+    seen_views: BTreeMap<Start, (u64, Vec<Start>)>,
+    /// (dropper, dropped): a start that committed a view leaving out a
+    /// start its previous view held.
+    dropped_by: BTreeSet<(Start, Start)>,
+    /// The lowest view number that left a start out.
+    dropped_at: BTreeMap<Start, u64>,
 }
 
 impl World {
@@ -444,6 +455,9 @@ impl World {
             trace: std::env::var_os("SHOAL_SIM_TRACE").is_some_and(|v| v == "1"),
             // From the seed, not the RNG (whose stream stays as it was).
             copy_batch_rows: [2, 8, 32, 512][(opts.seed >> 2) as usize % 4],
+            seen_views: BTreeMap::new(),
+            dropped_by: BTreeSet::new(),
+            dropped_at: BTreeMap::new(),
         };
         for id in 1..=opts.data_nodes {
             world.nodes.push(SimNode {

@@ -93,7 +93,13 @@ pub struct SimReport {
     /// Crashes while some node copied its fragments (of the copying node
     /// or another), and second crashes while the first was handled.
     pub crashes_mid_copy: u64,
+    /// Freezes, cuts and splits while some node copied its fragments.
+    pub other_faults_mid_copy: u64,
     pub cascades: u64,
+    /// Partial initial starts the arbitrator allowed, and refused because
+    /// a cluster ran elsewhere.
+    pub partial_starts: u64,
+    pub partial_starts_refused: u64,
     /// Copy batches with more to follow (a copy in several batches).
     pub copy_batches_not_last: u64,
     /// Data nodes that stopped themselves (declared failed, lost a split).
@@ -147,17 +153,20 @@ impl fmt::Display for SimReport {
         if self.failures {
             write!(
                 f,
-                "; {} crashes ({} mid-copy, {} cascading), {} freezes, {} cuts, {} splits, {} shutdowns, {} restarts ({} rejoined, {} copy batches with more to follow), takeovers {} committed / {} aborted, {} unknown, {} cluster downs",
+                "; {} crashes ({} mid-copy, {} cascading), {} freezes, {} cuts, {} splits ({} other faults mid-copy), {} shutdowns, {} restarts ({} rejoined, {} copy batches with more to follow, partial starts {} allowed / {} refused), takeovers {} committed / {} aborted, {} unknown, {} cluster downs",
                 self.crashes,
                 self.crashes_mid_copy,
                 self.cascades,
                 self.freezes,
                 self.cuts,
                 self.splits,
+                self.other_faults_mid_copy,
                 self.shutdowns,
                 self.restarts,
                 self.rejoined,
                 self.copy_batches_not_last,
+                self.partial_starts,
+                self.partial_starts_refused,
                 self.takeover_committed,
                 self.takeover_aborted,
                 self.unknown,

@@ -13,7 +13,8 @@ use std::collections::BTreeSet;
 
 use rand::Rng;
 use shoal_kernel::signal::{tc_node_of, TxnRef};
-use shoal_kernel::Output;
+use shoal_kernel::{NodeRole, Output};
+use shoal_types::arbitration::{may_form, FORM_VIEW};
 use shoal_types::{ErrorCode, TransId};
 use shoal_wire::{OpResult, Signal, TcKeyConf, TransState};
 
@@ -38,6 +39,7 @@ impl World {
     /// locks inside the call, so an operation that waited for them may be
     /// answered before the commit is reported — yet it ran after it.
     pub(super) fn handle_outputs(&mut self, from: u16, out: Vec<Output>) -> Result<(), String> {
+        self.note_view(from);
         // A node the cluster dropped (cut off by a split, frozen past the
         // failure detection) runs on until it learns it is out. It cannot
         // commit a write — every fragment it writes has a replica on the
@@ -116,7 +118,11 @@ impl World {
                 Output::TakeoverFinished { node, incarnation } => {
                     finished.push((node, incarnation))
                 }
-                Output::Arbitrate { view, survivors } => self.arbitrate(from, view, survivors),
+                Output::Arbitrate {
+                    view,
+                    newest,
+                    survivors,
+                } => self.arbitrate(from, view, newest, survivors),
                 Output::CloseLink { node } => self.close_link(from, node),
                 Output::ShutDown { reason } => self.node_stopped(from, &reason),
                 Output::Log(line) => {
@@ -693,7 +699,7 @@ impl World {
 
     /// A president asks the arbitrator; the answer comes back if it can
     /// reach mgmd.
-    fn arbitrate(&mut self, from: u16, view: u64, survivors: Vec<u16>) {
+    fn arbitrate(&mut self, from: u16, view: u64, newest: u64, survivors: Vec<u16>) {
         let reachable = self
             .arbitrator_reach
             .as_ref()
@@ -705,10 +711,30 @@ impl World {
             return;
         }
         let side: BTreeSet<u16> = survivors.into_iter().collect();
-        let granted = self.arbitrator.request(view, &side);
+        let granted = if view == FORM_VIEW {
+            // mgmd hears from every data node process that runs (a frozen
+            // one keeps its session): the started ones are in a cluster.
+            let started: BTreeSet<u16> = (1..=self.opts.data_nodes)
+                .filter(|&n| {
+                    self.node_ref(n)
+                        .is_some_and(|d| d.role() == NodeRole::Started)
+                })
+                .collect();
+            let allowed = may_form(&side, &started).is_ok();
+            if allowed {
+                self.report.partial_starts += 1;
+            } else {
+                self.report.partial_starts_refused += 1;
+            }
+            allowed
+        } else if self.opts.faults.arbitrator_grants_all {
+            true
+        } else {
+            self.arbitrator.request(view, newest, &side)
+        };
         if self.trace {
             eprintln!(
-                "{:>8} ms arbitrator: view {view} {side:?} from node {from}: {}",
+                "{:>8} ms arbitrator: view {view} (newest {newest}) {side:?} from node {from}: {}",
                 self.now,
                 if granted { "granted" } else { "refused" }
             );
