@@ -263,6 +263,20 @@ impl DataNode {
                 self.tc.commit_acks(conn, &ack.trans);
                 Ok(())
             }
+            other => self.other_client_signal(conn, other, out),
+        }
+    }
+
+    /// The client signals that are not on every transaction's path.
+    #[cold]
+    #[inline(never)]
+    fn other_client_signal(
+        &mut self,
+        conn: ConnId,
+        signal: Signal,
+        out: &mut Vec<Output>,
+    ) -> Result<(), ShoalError> {
+        match signal {
             Signal::FragmentRowsReq(req) => {
                 let max_bytes = (req.max_bytes as usize).min(self.cfg.max_answer_bytes / 2);
                 let page = self
@@ -453,6 +467,7 @@ impl DataNode {
 
     /// Where a signal goes: its destination, except that answers for a
     /// failed coordinator go to the node taking it over.
+    #[inline(always)]
     fn route(&self, sig: &BlockSignal) -> crate::signal::BlockAddr {
         let mut dest = sig.destination();
         if dest.block == Block::Tc && !self.redirect.is_empty() {
@@ -464,6 +479,7 @@ impl DataNode {
     }
 
     /// One signal to its block: here, or out to its node.
+    #[inline(always)]
     fn deliver(&mut self, now_ms: u64, from: u16, sig: BlockSignal, out: &mut Vec<Output>) {
         if self.qmgr.is_stopped() {
             return;

@@ -96,6 +96,17 @@ impl<V: Recycle> Pool<V> {
         }
     }
 
+    /// Frees `txn`'s record for reuse after `read` has looked at it (one
+    /// lookup, where `get` and `remove` take two); `None` if it had none.
+    #[inline]
+    pub fn take<R>(&mut self, txn: &TxnRef, read: impl FnOnce(&V) -> R) -> Option<R> {
+        let i = self.index.remove(txn)? as usize;
+        let r = read(&self.slots[i]);
+        self.slots[i].recycle();
+        self.free.push(i as u32);
+        Some(r)
+    }
+
     /// Every record, in no particular order.
     pub fn iter(&self) -> impl Iterator<Item = (TxnRef, &V)> {
         self.index

@@ -535,7 +535,7 @@ mod node_signals {
             BlockSignal::CommitReq {
                 txn,
                 node: 3,
-                frags: vec![(TableId(4), 1)],
+                frags: vec![(TableId(4), 1)].into(),
                 release: false,
             },
             BlockSignal::CommitConf {

@@ -186,7 +186,10 @@ impl Recycle for LqhTxn {
         self.trans = TransId(0);
         clear_keeping(&mut self.rows);
         self.waiting = None;
-        self.queued = VecDeque::new();
+        // Its allocation (if any) goes, as before; an empty one costs no drop.
+        if self.queued.capacity() != 0 {
+            self.queued = VecDeque::new();
+        }
         self.failed = false;
         self.committed = false;
         clear_keeping(&mut self.ops_seen);

@@ -38,7 +38,7 @@ impl Tc {
             q.push_back(BlockSignal::CommitReq {
                 txn,
                 node,
-                frags: frags.clone(),
+                frags: crate::signal::FragList::new(frags),
                 release: wave == Wave::Primaries,
             });
             t.awaiting.push(node);

@@ -402,10 +402,13 @@ impl Tc {
     /// tombstone for its client is finished too).
     fn low_water(&mut self) -> TxnRef {
         while let Some(&oldest) = self.started.front() {
-            let live = match self.txns.get(&oldest) {
-                Some(t) => !matches!(t.state, TxnState::Ended(_)),
-                None => self.unacked.contains_key(&oldest),
-            };
+            // Unacknowledged commits first: while clients acknowledge in
+            // batches the oldest is usually one (one lookup, not two).
+            let live = self.unacked.contains_key(&oldest)
+                || self
+                    .txns
+                    .get(&oldest)
+                    .is_some_and(|t| !matches!(t.state, TxnState::Ended(_)));
             if live {
                 return oldest;
             }
@@ -435,20 +438,27 @@ impl Tc {
         q: &mut VecDeque<crate::signal::BlockSignal>,
         out: &mut Vec<Output>,
     ) {
-        let t = self.txns.get(&txn).expect("present");
-        let key = (t.conn, t.trans);
-        let keep_marker = t.committed && !t.client_gone && !t.parts.is_empty();
-        let taken_over_from = t.taken_over_from;
-        let (committed, api_node) = (t.committed, t.api_node);
+        let (key, keep_marker, client_gone, taken_over_from, committed, api_node) = self
+            .txns
+            .take(&txn, |t| {
+                (
+                    (t.conn, t.trans),
+                    t.committed && !t.client_gone && !t.parts.is_empty(),
+                    t.client_gone,
+                    t.taken_over_from,
+                    t.committed,
+                    t.api_node,
+                )
+            })
+            .expect("present");
         if keep_marker {
             self.unacked.insert(txn, key);
             if self.unacked.len() > UNACKED_COMMITS_MAX {
                 self.forget_oldest_unacked();
             }
-        } else if !t.client_gone {
+        } else if !client_gone {
             self.by_client.remove(&key);
         }
-        self.txns.remove(&txn);
         if let Some(failed) = taken_over_from {
             self.taken_over_finished(failed, txn, api_node, key.1, committed, q, out);
         }

@@ -34,6 +34,71 @@ pub type TxnRef = u64;
 /// A fragment of a table.
 pub type FragKey = (TableId, FragmentId);
 
+/// Most fragments a [`FragList`] holds without allocating.
+pub const FRAG_LIST_INLINE: usize = 4;
+
+/// The fragments a `CommitReq` names: up to [`FRAG_LIST_INLINE`] held
+/// inline (the commit of a transaction that touched few fragments, the
+/// usual case, allocates nothing), more in a vector.
+#[derive(Clone)]
+pub enum FragList {
+    Inline {
+        len: u8,
+        frags: [FragKey; FRAG_LIST_INLINE],
+    },
+    Heap(Vec<FragKey>),
+}
+
+impl FragList {
+    pub fn new(frags: &[FragKey]) -> FragList {
+        if frags.len() <= FRAG_LIST_INLINE {
+            let mut inline = [(TableId(0), 0); FRAG_LIST_INLINE];
+            inline[..frags.len()].copy_from_slice(frags);
+            FragList::Inline {
+                len: frags.len() as u8,
+                frags: inline,
+            }
+        } else {
+            FragList::Heap(frags.to_vec())
+        }
+    }
+}
+
+impl std::ops::Deref for FragList {
+    type Target = [FragKey];
+    #[inline]
+    fn deref(&self) -> &[FragKey] {
+        match self {
+            FragList::Inline { len, frags } => &frags[..usize::from(*len)],
+            FragList::Heap(v) => v,
+        }
+    }
+}
+
+impl From<Vec<FragKey>> for FragList {
+    fn from(v: Vec<FragKey>) -> FragList {
+        if v.len() <= FRAG_LIST_INLINE {
+            FragList::new(&v)
+        } else {
+            FragList::Heap(v)
+        }
+    }
+}
+
+impl PartialEq for FragList {
+    fn eq(&self, other: &FragList) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for FragList {}
+
+impl std::fmt::Debug for FragList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
 /// The node whose TC coordinates `txn`.
 #[inline]
 pub fn tc_node_of(txn: TxnRef) -> u16 {
@@ -208,7 +273,7 @@ pub enum BlockSignal {
     CommitReq {
         txn: TxnRef,
         node: u16,
-        frags: Vec<FragKey>,
+        frags: FragList,
         release: bool,
     },
     /// LQH → TC; `release` echoes the request's, naming the round.
@@ -394,7 +459,7 @@ impl BlockSignal {
                 out.push(u8::from(*release));
                 out.push(0);
                 put_u32(out, frags.len() as u32);
-                for (table, frag) in frags {
+                for (table, frag) in frags.iter() {
                     put_u32(out, table.0);
                     put_u32(out, *frag);
                 }
@@ -537,7 +602,7 @@ impl BlockSignal {
                 BlockSignal::CommitReq {
                     txn,
                     node,
-                    frags,
+                    frags: frags.into(),
                     release,
                 }
             }
@@ -638,7 +703,7 @@ mod tests {
             BlockSignal::CommitReq {
                 txn,
                 node: 4,
-                frags: vec![(TableId(9), 5), (TableId(10), 0)],
+                frags: vec![(TableId(9), 5), (TableId(10), 0)].into(),
                 release: true,
             },
             BlockSignal::CommitConf {
