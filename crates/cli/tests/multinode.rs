@@ -101,7 +101,9 @@ fn a_transaction_across_node_groups_is_atomic() {
         let mut tx = c.transaction();
         tx.insert(&rec, &row(g0[0], 10)).unwrap();
         tx.insert(&rec, &row(g1[0], 20)).unwrap();
-        tx.execute(ExecType::Commit).await.unwrap();
+        if let Err(e) = tx.execute(ExecType::Commit).await {
+            panic!("{e}\n{}", cluster.logs());
+        }
         assert_eq!(value(&c, &rec, g0[0]).await, Some(Value::Int(10)));
         assert_eq!(value(&c, &rec, g1[0]).await, Some(Value::Int(20)));
 

@@ -30,6 +30,7 @@ impl Qmgr {
             Phase::Stopped => {}
             Phase::Joining => {
                 self.fresh.insert(from);
+                self.fresh_links.insert(from, linked.to_vec());
                 refuse(q, JoinRefusal::Fresh, 0);
             }
             Phase::Member if !self.is_president() => {
@@ -96,6 +97,14 @@ impl Qmgr {
             .filter(|n| self.links.contains_key(n) && self.fresh.contains(n))
             .chain([me])
             .collect();
+        // Every one of them linked to every other (as each last said).
+        let mutually_linked = fresh_linked.iter().all(|&n| {
+            n == me
+                || self
+                    .fresh_links
+                    .get(&n)
+                    .is_some_and(|l| fresh_linked.iter().all(|&o| o == n || l.contains(&o)))
+        });
         let everyone = fresh_linked.len() == self.cfg.data_nodes.len();
         // 0: wait for every configured node, however long it takes.
         let partial_due = self.cfg.start_partial_timeout_ms != 0
@@ -107,10 +116,10 @@ impl Qmgr {
             .all(|g| g.iter().any(|n| fresh_linked.contains(n)));
         let majority = fresh_linked.len() * 2 > self.cfg.data_nodes.len();
         let lowest = fresh_linked.iter().next() == Some(&me);
-        if lowest && everyone {
+        if lowest && everyone && mutually_linked {
             return self.form(now_ms, &fresh_linked, q, events);
         }
-        if lowest && partial_due && covers_groups && majority {
+        if lowest && partial_due && covers_groups && majority && mutually_linked {
             // Without every node, a cluster may be running where this node
             // cannot see it (a split): the arbitrator decides.
             let asked = self

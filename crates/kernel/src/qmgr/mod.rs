@@ -46,6 +46,9 @@ use crate::signal::{BlockSignal, ClusterSignal, JoinRefusal, Member, View};
 use shoal_types::arbitration::{survival, Verdict, FORM_VIEW};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
+/// Proposals remembered between two committed views.
+const TAKEN_MAX: usize = 16;
+
 /// Heartbeats a member may miss before it is suspected (NDB's 4).
 pub const MISSED_HEARTBEATS_MAX: u64 = 4;
 
@@ -169,7 +172,14 @@ pub struct Qmgr {
     next_join_ms: u64,
     /// Peers that said they are not in a cluster either.
     fresh: BTreeSet<u16>,
+    /// The nodes each joining peer said it is linked to (its latest
+    /// `JoinReq`): a first view forms only among nodes all linked to
+    /// each other, or what they send each other would be lost.
+    fresh_links: BTreeMap<u16, Vec<u16>>,
     president_hint: Option<u16>,
+    /// Proposals taken since the last view committed here (a few: older
+    /// ones drop off), for the failures a commit implies.
+    taken: Vec<View>,
     /// A partial initial start asked of the arbitrator: the nodes, and
     /// when the question is given up (no answer: ask again).
     form_ask: Option<(BTreeSet<u16>, u64)>,
@@ -213,9 +223,11 @@ impl Qmgr {
             join_started_ms: now_ms,
             next_join_ms: now_ms,
             fresh: BTreeSet::new(),
+            fresh_links: BTreeMap::new(),
             president_hint: None,
             form_ask: None,
             next_form_ask_ms: 0,
+            taken: Vec::new(),
         }
     }
 
@@ -302,12 +314,17 @@ impl Qmgr {
         match self.phase {
             Phase::Stopped => false,
             Phase::Member if self.listening_to(from) => true,
+            // A stop order is taken from anyone (it is addressed to this
+            // start, and stopping is always safe): a node that no longer
+            // listens to the cluster, or is still joining, must still
+            // learn that the cluster declared it failed.
             _ => matches!(
                 sig,
                 BlockSignal::Cluster(
                     ClusterSignal::JoinReq { .. }
                         | ClusterSignal::JoinRef { .. }
                         | ClusterSignal::ViewCommit { .. }
+                        | ClusterSignal::ClusterShutdown { .. }
                 )
             ),
         }
@@ -399,6 +416,7 @@ impl Qmgr {
     ) {
         self.links.remove(&node);
         self.fresh.remove(&node);
+        self.fresh_links.remove(&node);
         if self.phase == Phase::Member {
             if let Some(m) = self.committed.member(node) {
                 let inc = m.incarnation;
@@ -516,7 +534,14 @@ impl Qmgr {
             .filter(|m| m.node != self.cfg.node_id && !self.suspects.contains_key(&m.node))
             .filter(|m| {
                 let heard = self.last_heard.get(&m.node).copied().unwrap_or(now_ms);
-                now_ms.saturating_sub(heard) > MISSED_HEARTBEATS_MAX * interval
+                let silent_ms = now_ms.saturating_sub(heard);
+                // Silent too long; or, sooner, silent for a heartbeat
+                // interval with no link to it in its start: the link broke
+                // before it became a member (its loss was no member's
+                // failure then), and what was sent on it since is lost even
+                // if a new link comes up later.
+                silent_ms > MISSED_HEARTBEATS_MAX * interval
+                    || (silent_ms > interval && self.links.get(&m.node) != Some(&m.incarnation))
             })
             .map(|m| (m.node, m.incarnation))
             .collect();

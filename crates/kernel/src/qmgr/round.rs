@@ -161,7 +161,7 @@ impl Qmgr {
             );
         }
         // The president takes its own proposal at once.
-        self.prepared = Some(proposal.clone());
+        self.take_proposal(proposal.clone());
         prepared.retain(|v| v.number > committed.number);
         self.round = Some(Round {
             base,
@@ -348,6 +348,16 @@ impl Qmgr {
         self.stop(why, events);
     }
 
+    /// This node takes proposal `view` (remembered until a view commits,
+    /// a bounded few).
+    pub(super) fn take_proposal(&mut self, view: View) {
+        if self.taken.len() >= TAKEN_MAX {
+            self.taken.remove(0);
+        }
+        self.taken.push(view.clone());
+        self.prepared = Some(view);
+    }
+
     pub(super) fn stop(&mut self, why: String, events: &mut Vec<QmgrEvent>) {
         if self.phase != Phase::Stopped {
             self.phase = Phase::Stopped;
@@ -419,7 +429,7 @@ impl Qmgr {
             _ => None,
         };
         self.dist_version = self.dist_version.max(view.dist_version);
-        self.prepared = Some(view.clone());
+        self.take_proposal(view.clone());
         // The new president leads now; suspicions of the ones it drops
         // are settled, the others it may not know of.
         send(
@@ -478,6 +488,15 @@ impl Qmgr {
             "committing a view without this node"
         );
         let old = std::mem::replace(&mut self.committed, view.clone());
+        // Views this node took as proposals but never saw committed may
+        // have been committed by others (the commit was lost on the way):
+        // their members are dropped from those nodes' views as from ours,
+        // so the failures (and the takeovers everyone waits for) are the
+        // same on every node.
+        let between: Vec<View> = std::mem::take(&mut self.taken)
+            .into_iter()
+            .filter(|p| p.number > old.number && p.number < view.number)
+            .collect();
         if self
             .prepared
             .as_ref()
@@ -487,9 +506,14 @@ impl Qmgr {
         }
         self.phase = Phase::Member;
         self.dist_version = self.dist_version.max(view.dist_version);
-        for m in &old.members {
+        let mut dropped = BTreeSet::new();
+        for m in old
+            .members
+            .iter()
+            .chain(between.iter().flat_map(|p| p.members.iter()))
+        {
             let kept = view.member(m.node).map(|v| v.incarnation) == Some(m.incarnation);
-            if !kept {
+            if !kept && m.node != self.cfg.node_id && dropped.insert((m.node, m.incarnation)) {
                 let f = self.failed.entry(m.node).or_insert(0);
                 *f = (*f).max(m.incarnation);
                 self.pending_takeovers.insert((m.node, m.incarnation));
@@ -507,6 +531,7 @@ impl Qmgr {
         self.suspects
             .retain(|n, i| view.member(*n).is_some_and(|m| m.incarnation == *i));
         self.fresh.clear();
+        self.fresh_links.clear();
         events.push(QmgrEvent::ViewCommitted { old, new: view });
     }
 }

@@ -16,26 +16,31 @@ impl World {
     /// since the view seen before (for the split-brain check).
     pub(super) fn note_view(&mut self, from: u16) {
         let incarnation = self.nodes[from as usize - 1].incarnation;
-        let Some(view) = self.node_ref(from).map(|n| n.view().clone()) else {
+        let me = (from, incarnation);
+        let Some(view) = self.node_ref(from).map(|n| n.view()) else {
             return;
         };
+        let number = view.number;
+        if self
+            .seen_views
+            .get(&me)
+            .is_some_and(|(seen, _)| *seen == number)
+        {
+            return; // the usual case: no view change
+        }
         let members: Vec<(u16, u32)> = view
             .members
             .iter()
             .map(|m| (m.node, m.incarnation))
             .collect();
-        let me = (from, incarnation);
-        if let Some((number, before)) = self.seen_views.get(&me) {
-            if *number == view.number {
-                return;
-            }
+        if let Some((_, before)) = self.seen_views.get(&me) {
             for gone in before.iter().filter(|m| !members.contains(m)) {
                 self.dropped_by.insert((me, *gone));
-                let at = self.dropped_at.entry(*gone).or_insert(view.number);
-                *at = (*at).min(view.number);
+                let at = self.dropped_at.entry(*gone).or_insert(number);
+                *at = (*at).min(number);
             }
         }
-        self.seen_views.insert(me, (view.number, members));
+        self.seen_views.insert(me, (number, members));
     }
 
     /// No two running, started nodes each believe the other is out of the
