@@ -574,11 +574,9 @@ fn rows_spread_over_fragments_and_a_key_prefix_keeps_them_together() {
     }
 }
 
-/// Two data nodes with two replicas, driven by hand: shows where the
-/// transaction's state lives while it commits.
-#[test]
-fn replicas_keep_what_a_takeover_needs() {
-    use crate::signal::BlockSignal;
+/// Two data nodes with two replicas of the test table's one fragment
+/// (node 1 its primary), formed into a cluster.
+fn two_replicas_one_fragment() -> Vec<DataNode> {
     use shoal_types::distribution::DistributionSpec;
     let mut def = table();
     def.distribution = Some(DistributionSpec {
@@ -603,6 +601,15 @@ fn replicas_keep_what_a_takeover_needs() {
         })
         .collect();
     crate::testkit::form_cluster(&mut nodes, 0);
+    nodes
+}
+
+/// Two data nodes with two replicas, driven by hand: shows where the
+/// transaction's state lives while it commits.
+#[test]
+fn replicas_keep_what_a_takeover_needs() {
+    use crate::signal::BlockSignal;
+    let mut nodes = two_replicas_one_fragment();
     let h = Harness::new(KernelConfig::default());
     // The one fragment's primary is node 1: a write runs 1 -> 2.
     let send = |nodes: &mut Vec<DataNode>, request, exec, ops| {
@@ -743,30 +750,7 @@ fn repeated_client_requests_run_once() {
 
 #[test]
 fn an_overloaded_link_refuses_new_operations_towards_it() {
-    use shoal_types::distribution::DistributionSpec;
-    let mut def = table();
-    def.distribution = Some(DistributionSpec {
-        version: 1,
-        node_groups: vec![vec![1, 2]],
-        fragments_per_group: 1,
-    });
-    let mut nodes: Vec<DataNode> = [1u16, 2]
-        .iter()
-        .map(|&node_id| {
-            let mut n = DataNode::new(
-                KernelConfig {
-                    node_id,
-                    data_nodes: vec![1, 2],
-                    node_groups: vec![vec![1, 2]],
-                    ..KernelConfig::default()
-                },
-                0,
-            );
-            n.create_table(&def);
-            n
-        })
-        .collect();
-    crate::testkit::form_cluster(&mut nodes, 0);
+    let mut nodes = two_replicas_one_fragment();
     let h = Harness::new(KernelConfig::default());
     // The fragment's primary is node 1; node 2 coordinates.
     let insert = |nodes: &mut Vec<DataNode>, trans: u64, k: u32| {

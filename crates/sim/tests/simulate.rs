@@ -84,6 +84,10 @@ fn random_transactions_match_the_model() {
             ),
             (totals.copy_batches_not_last, "copies in several batches"),
             (
+                totals.crashes_mid_chain,
+                "crashes in the middle of a replica chain (R=3)",
+            ),
+            (
                 totals.other_faults_mid_copy,
                 "freezes, cuts or splits while a node copied",
             ),
@@ -119,6 +123,7 @@ fn add_up(totals: &mut SimReport, report: SimReport) {
     totals.crashes += report.crashes;
     totals.crashes_mid_copy += report.crashes_mid_copy;
     totals.cascades += report.cascades;
+    totals.crashes_mid_chain += report.crashes_mid_chain;
     totals.other_faults_mid_copy += report.other_faults_mid_copy;
     totals.partial_starts_refused += report.partial_starts_refused;
     totals.copy_batches_not_last += report.copy_batches_not_last;

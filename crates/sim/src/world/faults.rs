@@ -71,28 +71,37 @@ impl Plan {
 }
 
 impl World {
-    /// Started, running nodes.
-    fn started_nodes(&self) -> Vec<u16> {
+    /// Running (not frozen) nodes whose role passes `role`.
+    fn running_nodes(&self, role: impl Fn(NodeRole) -> bool) -> Vec<u16> {
         (1..=self.opts.data_nodes)
             .filter(|&n| {
                 matches!(self.nodes[n as usize - 1].state, NodeState::Running(_))
-                    && self
-                        .node_ref(n)
-                        .is_some_and(|d| d.role() == NodeRole::Started)
+                    && self.node_ref(n).is_some_and(|d| role(d.role()))
             })
             .collect()
     }
 
+    /// Whether `node` is, with every replica of some fragment started, the
+    /// middle of that fragment's write chain (three or more replicas:
+    /// neither its primary nor its last replica).
+    fn in_the_middle_of_a_chain(&self, node: u16) -> bool {
+        let started = self.started_nodes();
+        self.map.fragments.iter().any(|f| {
+            let r = &f.replicas;
+            r.len() >= 3
+                && r.iter().all(|n| started.contains(n))
+                && r[1..r.len() - 1].contains(&node)
+        })
+    }
+
+    /// Started, running nodes.
+    fn started_nodes(&self) -> Vec<u16> {
+        self.running_nodes(|r| r == NodeRole::Started)
+    }
+
     /// Running nodes that are members still copying their fragments.
     fn copying_nodes(&self) -> Vec<u16> {
-        (1..=self.opts.data_nodes)
-            .filter(|&n| {
-                matches!(self.nodes[n as usize - 1].state, NodeState::Running(_))
-                    && self
-                        .node_ref(n)
-                        .is_some_and(|d| matches!(d.role(), NodeRole::Starting { .. }))
-            })
-            .collect()
+        self.running_nodes(|r| matches!(r, NodeRole::Starting { .. }))
     }
 
     /// The second crash of a cascade: `node` goes too if the first crash
@@ -277,6 +286,9 @@ impl World {
             Active::Crash(victims) => {
                 for &v in victims {
                     self.report.crashes += 1;
+                    if self.in_the_middle_of_a_chain(v) {
+                        self.report.crashes_mid_chain += 1;
+                    }
                     self.take_down(v);
                 }
             }

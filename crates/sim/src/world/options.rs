@@ -93,6 +93,8 @@ pub struct SimReport {
     /// Crashes while some node copied its fragments (of the copying node
     /// or another), and second crashes while the first was handled.
     pub crashes_mid_copy: u64,
+    /// Crashes of a node in the middle of a replica chain (R=3).
+    pub crashes_mid_chain: u64,
     /// Freezes, cuts and splits while some node copied its fragments.
     pub other_faults_mid_copy: u64,
     pub cascades: u64,
@@ -153,10 +155,11 @@ impl fmt::Display for SimReport {
         if self.failures {
             write!(
                 f,
-                "; {} crashes ({} mid-copy, {} cascading), {} freezes, {} cuts, {} splits ({} other faults mid-copy), {} shutdowns, {} restarts ({} rejoined, {} copy batches with more to follow, partial starts {} allowed / {} refused), takeovers {} committed / {} aborted, {} unknown, {} cluster downs",
+                "; {} crashes ({} mid-copy, {} cascading, {} mid-chain), {} freezes, {} cuts, {} splits ({} other faults mid-copy), {} shutdowns, {} restarts ({} rejoined, {} copy batches with more to follow, partial starts {} allowed / {} refused), takeovers {} committed / {} aborted, {} unknown, {} cluster downs",
                 self.crashes,
                 self.crashes_mid_copy,
                 self.cascades,
+                self.crashes_mid_chain,
                 self.freezes,
                 self.cuts,
                 self.splits,
