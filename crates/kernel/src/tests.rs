@@ -778,3 +778,78 @@ fn an_overloaded_link_refuses_new_operations_towards_it() {
     nodes[1].set_peer_overloaded(1, false);
     assert_eq!(conf(&insert(&mut nodes, 2, 1)).state, TransState::Committed);
 }
+
+/// Two of three data nodes find no running cluster: after
+/// `start_partial_timeout_ms` they ask the arbitrator before starting one
+/// without the third, wait while it refuses (a cluster may run where they
+/// cannot see it), and start once it agrees.
+#[test]
+fn a_partial_start_waits_for_the_arbitrator() {
+    let mut nodes: Vec<DataNode> = [1u16, 2]
+        .iter()
+        .map(|&node_id| {
+            DataNode::new(
+                KernelConfig {
+                    node_id,
+                    data_nodes: vec![1, 2, 3],
+                    node_groups: vec![vec![1, 2, 3]],
+                    start_partial_timeout_ms: 1000,
+                    arbitration_timeout_ms: 500,
+                    ..KernelConfig::default()
+                },
+                0,
+            )
+        })
+        .collect();
+    let mut now_ms = 0;
+    let mut out = Vec::new();
+    for (i, peer) in [(0usize, 2u16), (1, 1)] {
+        let mut o = Vec::new();
+        nodes[i].peer_linked(now_ms, peer, 1, &mut o);
+        let from = nodes[i].node_id();
+        out.extend(o.into_iter().map(|o| (from, o)));
+    }
+    crate::testkit::deliver(&mut nodes, now_ms, out);
+    // Runs the two nodes for `ms`; returns the arbitration requests made.
+    let run = |nodes: &mut Vec<DataNode>, now_ms: &mut u64, ms: u64| {
+        let mut asked = Vec::new();
+        for _ in 0..ms / 10 {
+            *now_ms += 10;
+            let mut out = Vec::new();
+            for n in nodes.iter_mut() {
+                let mut o = Vec::new();
+                n.tick(*now_ms, &mut o);
+                out.extend(o.into_iter().map(|o| (n.node_id(), o)));
+            }
+            for o in crate::testkit::deliver(nodes, *now_ms, out) {
+                if let Output::Arbitrate {
+                    view, survivors, ..
+                } = o
+                {
+                    asked.push((view, survivors));
+                }
+            }
+        }
+        asked
+    };
+    let asked = run(&mut nodes, &mut now_ms, 1500);
+    assert_eq!(asked.first(), Some(&(0, vec![1, 2])), "{asked:?}");
+    assert!(nodes.iter().all(|n| n.role() == crate::NodeRole::Joining));
+    // Refused: no cluster forms, and the question is asked again later.
+    let mut o = Vec::new();
+    nodes[0].arbitration_result(now_ms, false, &mut o);
+    let asked = run(&mut nodes, &mut now_ms, 3000);
+    assert!(nodes.iter().all(|n| n.role() == crate::NodeRole::Joining));
+    assert!(!asked.is_empty(), "asked again after a refusal");
+    // Granted: the two form a cluster.
+    let mut o = Vec::new();
+    nodes[0].arbitration_result(now_ms, true, &mut o);
+    let out = o.into_iter().map(|o| (1u16, o)).collect();
+    crate::testkit::deliver(&mut nodes, now_ms, out);
+    run(&mut nodes, &mut now_ms, 100);
+    assert!(
+        nodes.iter().all(|n| n.role() == crate::NodeRole::Started),
+        "{:?}",
+        nodes.iter().map(|n| n.role()).collect::<Vec<_>>()
+    );
+}
