@@ -92,6 +92,14 @@ impl FinishedTxns {
         }
     }
 
+    /// How `txn` ended, if it is remembered (not below the low-water
+    /// mark: those are over and acknowledged, their outcome no longer
+    /// asked for).
+    pub fn get(&self, txn: TxnRef) -> Option<&Finished> {
+        let at = self.above.binary_search_by_key(&txn, |f| f.txn).ok()?;
+        self.above.get(at)
+    }
+
     /// The remembered commits (markers), oldest first.
     pub fn commits(&self) -> impl Iterator<Item = &Finished> {
         self.above.iter().filter(|f| f.committed)

@@ -538,23 +538,37 @@ impl RowLayout {
         }
     }
 
-    /// Appends an attribute list of the given columns (all when `cols` is
-    /// `None`) of a stored row. Column ids must have been checked.
+    /// Appends an attribute list of every column of a stored row, in
+    /// column order.
+    pub fn read_all_attrs(&self, fixed: &[u8], var: &[u8], out: &mut Vec<u8>) {
+        let n = self.table.columns.len();
+        self.read_attrs(fixed, var, n, 0..n as u16, out)
+    }
+
+    /// Appends an attribute list of the `count` columns `cols` names of a
+    /// stored row, in that order. Column ids must have been checked.
     pub fn read_attrs(
         &self,
         fixed: &[u8],
         var: &[u8],
-        cols: Option<&mut dyn Iterator<Item = u16>>,
+        count: usize,
+        cols: impl Iterator<Item = u16>,
         out: &mut Vec<u8>,
     ) {
-        let w = AttrListWriter::begin(out);
-        let mut w = w;
+        // The answer is at most a header per column plus the row's bytes:
+        // one allocation, not a doubling per few columns (small rows; a
+        // few columns of a wide row grow as needed).
+        let bound = 2 + 4 * count + fixed.len() + var.len();
+        if bound <= 4096 {
+            out.reserve(bound);
+        }
+        let mut w = AttrListWriter::begin(out);
         let vars = if self.var_count > 0 {
             self.var_values(var)
         } else {
             Vec::new()
         };
-        let mut emit = |col: u16, out: &mut Vec<u8>| {
+        for col in cols {
             let i = col as usize;
             let v = match self.slots[i] {
                 Slot::Fixed { offset, len } => {
@@ -563,18 +577,6 @@ impl RowLayout {
                 Slot::Var { index } => vars[index],
             };
             w.push(out, col, v);
-        };
-        match cols {
-            Some(it) => {
-                for c in it {
-                    emit(c, out);
-                }
-            }
-            None => {
-                for c in 0..self.table.columns.len() as u16 {
-                    emit(c, out);
-                }
-            }
         }
         w.finish(out);
     }
@@ -682,7 +684,7 @@ mod tests {
         );
         assert_eq!(l.column_bytes(&fixed, &var, 3), None);
         let mut out = Vec::new();
-        l.read_attrs(&fixed, &var, None, &mut out);
+        l.read_all_attrs(&fixed, &var, &mut out);
         let (read, _) = AttrSlice::parse(&out).unwrap();
         let vals: Vec<_> = read.iter().collect();
         assert_eq!(vals.len(), 5);

@@ -1,14 +1,13 @@
 //! LQH: an operation on a row it holds the lock it needs for (read,
-//! insert, update, write, delete, kept pending until commit), applying or
-//! dropping a pending change, and the checks of a request's body.
+//! insert, update, write, delete, kept pending until commit), and
+//! applying or dropping a pending change.
 
+use super::body::{read_image, read_own, Body};
 use super::{err, FragEntry, Pending, PendingKind};
 use crate::signal::{BlockSignal, TxnRef};
 use shoal_storage::{Fragment, Memory, RowId};
-use shoal_types::layout::AttrSlice;
 use shoal_types::{ErrorCode, RowLayout, ShoalError};
-use shoal_wire::signals::ALL_COLUMNS;
-use shoal_wire::{KeyOp, OpResult, OpType};
+use shoal_wire::{OpResult, OpType};
 
 /// The image of a row as the operating transaction sees it.
 enum Current {
@@ -88,101 +87,11 @@ pub(super) fn too_many_ops(txn: TxnRef, op_no: u32, max: usize) -> BlockSignal {
     }
 }
 
-/// Checks the parts of a request that do not depend on the row: the read
-/// column list, or the attribute list's structure.
-pub(super) fn check_request_body(layout: &RowLayout, op: &KeyOp) -> Result<(), ShoalError> {
-    match op.op {
-        OpType::Read => read_columns(&op.attrs).and_then(|cols| match cols {
-            Some(ids) => layout.check_column_ids(ids),
-            None => Ok(()),
-        }),
-        OpType::Delete => {
-            if op.attrs.is_empty() {
-                Ok(())
-            } else {
-                Err(err(ErrorCode::BadRequest, "a delete carries no attributes"))
-            }
-        }
-        _ => {
-            let (_, rest) = AttrSlice::parse(&op.attrs)?;
-            if rest.is_empty() {
-                Ok(())
-            } else {
-                Err(err(ErrorCode::BadRequest, "bytes after the attribute list"))
-            }
-        }
-    }
-}
-
-/// Parses a read's column list: `None` means all columns.
-fn read_columns(bytes: &[u8]) -> Result<Option<impl Iterator<Item = u16> + '_>, ShoalError> {
-    if bytes.len() < 2 {
-        return Err(err(ErrorCode::BadRequest, "read column list truncated"));
-    }
-    let count = u16::from_le_bytes([bytes[0], bytes[1]]);
-    if count == ALL_COLUMNS {
-        return if bytes.len() == 2 {
-            Ok(None)
-        } else {
-            Err(err(
-                ErrorCode::BadRequest,
-                "bytes after an all-columns read list",
-            ))
-        };
-    }
-    if bytes.len() != 2 + 2 * count as usize {
-        return Err(err(
-            ErrorCode::BadRequest,
-            "read column list length does not match its count",
-        ));
-    }
-    Ok(Some(
-        bytes[2..]
-            .chunks_exact(2)
-            .map(|c| u16::from_le_bytes([c[0], c[1]])),
-    ))
-}
-
-pub(super) fn read_image(layout: &RowLayout, fixed: &[u8], var: &[u8], op: &KeyOp) -> OpResult {
-    let mut data = Vec::with_capacity(64);
-    match read_columns(&op.attrs).expect("checked") {
-        Some(mut ids) => layout.read_attrs(fixed, var, Some(&mut ids), &mut data),
-        None => layout.read_attrs(fixed, var, None, &mut data),
-    }
-    OpResult { code: 0, data }
-}
-
-/// A committed read by the transaction that has uncommitted changes to the
-/// row: it sees its own writes.
-pub(super) fn read_own(
-    entry: &FragEntry,
-    layout: &RowLayout,
-    row: RowId,
-    op: &KeyOp,
-) -> Result<OpResult, ShoalError> {
-    let (cfixed, cvar) = entry.frag.row(row);
-    let Some(pending) = entry.pending.get(&row) else {
-        return Err(err(
-            ErrorCode::Internal,
-            format!("row {row} has no pending change"),
-        ));
-    };
-    match &pending.kind {
-        PendingKind::Inserted => Ok(read_image(layout, cfixed, cvar, op)),
-        PendingKind::Updated { fixed, var } => Ok(read_image(
-            layout,
-            fixed,
-            var.as_deref().unwrap_or(cvar),
-            op,
-        )),
-        PendingKind::Deleted | PendingKind::InsertedThenDeleted => Err(not_found()),
-    }
-}
-
 /// Runs an operation on a row this transaction has locked as needed.
 /// `commit_now`: the caller commits the transaction here right after (the
 /// last replica deciding, `commit_at_last`), so an update of a committed
 /// row is written in place instead of kept pending.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn apply_locked(
     entry: &mut FragEntry,
     layout: &RowLayout,
@@ -190,7 +99,9 @@ pub(super) fn apply_locked(
     txn: TxnRef,
     row: RowId,
     commit_now: bool,
-    op: &KeyOp,
+    op_type: OpType,
+    key: &[u8],
+    body: &Body,
 ) -> Result<OpResult, ShoalError> {
     let ok = || OpResult {
         code: 0,
@@ -216,20 +127,21 @@ pub(super) fn apply_locked(
         }
     };
     let exists = !matches!(current, Current::Missing);
-    match op.op {
-        OpType::Read => {
+    let attrs = match *body {
+        Body::Read(cols) => {
             if !exists {
                 return Err(not_found());
             }
-            match current {
+            return match current {
                 Current::Committed => {
                     let (fixed, var) = entry.frag.row(row);
-                    Ok(read_image(layout, fixed, var, op))
+                    Ok(read_image(layout, fixed, var, cols))
                 }
-                _ => read_own(entry, layout, row, op),
-            }
+                _ => read_own(entry, layout, row, cols),
+            };
         }
-        OpType::Delete => {
+        Body::Write(attrs) => attrs,
+        Body::Delete => {
             if !exists {
                 return Err(not_found());
             }
@@ -253,13 +165,14 @@ pub(super) fn apply_locked(
                     );
                 }
             }
-            Ok(ok())
+            return Ok(ok());
         }
+    };
+    match op_type {
         OpType::Insert if exists => Err(ShoalError::new(ErrorCode::TupleAlreadyExists)),
         OpType::Insert | OpType::Write if !exists => {
             // Re-insert after this transaction deleted the row: a full new image.
-            let (attrs, _) = AttrSlice::parse(&op.attrs)?;
-            let (fixed, var) = layout.build_row(&op.key, attrs)?;
+            let (fixed, var) = layout.build_row(key, attrs)?;
             let p = entry
                 .pending
                 .get_mut(&row)
@@ -287,7 +200,6 @@ pub(super) fn apply_locked(
             if !exists {
                 return Err(not_found());
             }
-            let (attrs, _) = AttrSlice::parse(&op.attrs)?;
             let (cfixed, cvar) = entry.frag.row(row);
             match entry.pending.get_mut(&row) {
                 None if commit_now => {
@@ -346,6 +258,10 @@ pub(super) fn apply_locked(
             Ok(ok())
         }
         OpType::Insert => unreachable!("both insert cases handled"),
+        OpType::Read | OpType::Delete => Err(err(
+            ErrorCode::Internal,
+            format!("a {op_type:?} with an attribute list"),
+        )),
     }
 }
 

@@ -7,9 +7,11 @@
 //! this node is the one restarting, and reports a failed coordinator's
 //! transactions to the node taking them over.
 //!
-//! Modules: `exec` (operations, lock waits), `apply` (an operation on a
-//! locked row, request checks), `commit` (commit, complete, abort), `copy`
-//! (node-restart copy, both ends), `takeover` (failed coordinators).
+//! Modules: `exec` (the flow of operations, lock waits), `op` (one
+//! operation: checks, row lookup, insert, locking), `body` (a request's
+//! body parsed once, read answers), `apply` (an operation on a locked
+//! row), `commit` (commit, complete, abort), `copy` (node-restart copy,
+//! both ends), `takeover` (failed coordinators).
 //!
 //! Invariants:
 //! - The row store holds committed images, plus *tentative* rows inserted
@@ -39,9 +41,11 @@
 //! ([`FinishedTxns`]) down to the coordinator's low-water mark.
 
 mod apply;
+mod body;
 mod commit;
 mod copy;
 mod exec;
+mod op;
 mod takeover;
 
 use crate::config::KernelConfig;
@@ -331,7 +335,7 @@ impl Lqh {
             if !entry.frag.is_tentative(id) {
                 let (fixed, var) = entry.frag.row(id);
                 let mut data = Vec::new();
-                entry.layout.read_attrs(fixed, var, None, &mut data);
+                entry.layout.read_all_attrs(fixed, var, &mut data);
                 rows.push((id, data));
             }
             at = id + 1;
@@ -375,7 +379,7 @@ impl Lqh {
             if !entry.frag.is_tentative(id) {
                 let (fixed, var) = entry.frag.row(id);
                 let mut data = Vec::new();
-                entry.layout.read_attrs(fixed, var, None, &mut data);
+                entry.layout.read_all_attrs(fixed, var, &mut data);
                 bytes += 8 + data.len();
                 rows.push((id, data));
             }
@@ -575,8 +579,16 @@ impl Lqh {
                 // A replica whose last-replica decision committed the
                 // transaction cannot abort it (its coordinator did not hear
                 // the decision: the primary failed first): it finishes the
-                // commit and says so.
-                let committed = self.txns.get(&txn).is_some_and(|t| t.committed);
+                // commit and says so. The commit may have finished the
+                // record already (a committed delete releases its row at
+                // once): then the remembered outcome says it.
+                let committed = match self.txns.get(&txn) {
+                    Some(t) => t.committed,
+                    None => self.finished[..]
+                        .get(usize::from(tc_node_of(txn)))
+                        .and_then(|f| f.get(txn))
+                        .is_some_and(|f| f.committed),
+                };
                 if !self.txns.contains_key(&txn) {
                     // An operation may still be on its way here (its chain
                     // broke at a failed node, so the abort overtook it):
