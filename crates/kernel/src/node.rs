@@ -433,11 +433,14 @@ impl DataNode {
         signal: BlockSignal,
         out: &mut Vec<Output>,
     ) {
-        if self.route(&signal).node != self.node_id || !self.qmgr.accepts(from, &signal) {
+        let dest = self.route(&signal);
+        if dest.node != self.node_id || !self.qmgr.accepts(from, &signal) {
             return;
         }
         self.qmgr.heard_from(from, now_ms);
-        self.deliver(now_ms, from, signal, out);
+        if !self.qmgr.is_stopped() {
+            self.deliver_here(now_ms, from, dest.block, signal, out);
+        }
         self.run(now_ms, out);
     }
 
@@ -495,7 +498,20 @@ impl DataNode {
             }
             return;
         }
-        match dest.block {
+        self.deliver_here(now_ms, from, dest.block, sig, out);
+    }
+
+    /// One signal to a block of this node.
+    #[inline(always)]
+    fn deliver_here(
+        &mut self,
+        now_ms: u64,
+        from: u16,
+        block: Block,
+        sig: BlockSignal,
+        out: &mut Vec<Output>,
+    ) {
+        match block {
             Block::Tc => self
                 .tc
                 .handle(now_ms, from, sig, &self.dih, &mut self.queue, out),

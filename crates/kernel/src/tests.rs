@@ -380,6 +380,15 @@ fn inactive_transaction_is_aborted() {
     assert_eq!(h.value(1), None);
     let out = h.send(1, 10, ExecType::Commit, vec![]);
     assert_eq!(refused(&out).0, ErrorCode::InactiveTimeout as u16);
+
+    // A request that arrives after the timeout but before the next tick
+    // (the node was paused, or busy) finds the transaction expired too.
+    let ins = h.op(OpType::Insert, 2, 1, "b");
+    conf(&h.send(1, 11, ExecType::NoCommit, vec![ins]));
+    h.now += 1_000;
+    let out = h.send(1, 11, ExecType::Commit, vec![]);
+    assert_eq!(refused(&out), (ErrorCode::InactiveTimeout as u16, 0xFFFF));
+    assert_eq!(h.value(2), None);
 }
 
 #[test]
@@ -704,6 +713,74 @@ fn replicas_keep_what_a_takeover_needs() {
     for n in &nodes {
         assert_eq!(n.stats().rows, 1);
     }
+}
+
+/// A single-operation delete commits at its last replica (the row goes
+/// at once, and the replica's record with it); an abort arriving there
+/// afterwards (its coordinator, seeing the primary fail, aborted without
+/// hearing the decision) must be answered "committed", from what the
+/// replica remembers of the finished transaction.
+#[test]
+fn an_abort_after_a_last_replica_committed_delete_is_answered_committed() {
+    use crate::signal::BlockSignal;
+    let mut nodes = two_replicas_one_fragment();
+    let h = Harness::new(KernelConfig::default());
+    let deliver_all =
+        |nodes: &mut Vec<DataNode>, mut out: Vec<Output>, stop: &dyn Fn(&BlockSignal) -> bool| {
+            let mut queue: std::collections::VecDeque<(u16, BlockSignal)> = Default::default();
+            let mut from = 1;
+            loop {
+                for o in out.drain(..) {
+                    if let Output::ToNode { signal, .. } = o {
+                        queue.push_back((from, signal));
+                    }
+                }
+                let (sender, sig) = queue.pop_front()?;
+                if stop(&sig) {
+                    return Some(sig);
+                }
+                let to = sig.destination_node();
+                from = to;
+                nodes[to as usize - 1].node_signal(0, sender, sig, &mut out);
+            }
+        };
+    let send = |nodes: &mut Vec<DataNode>, trans, op| {
+        let mut out = Vec::new();
+        let req = TcKeyReq {
+            trans: TransId(trans),
+            request: 0,
+            exec: ExecType::Commit,
+            ops: vec![op],
+        };
+        nodes[0]
+            .client_signal(0, 9, Signal::TcKeyReq(req), &mut out)
+            .unwrap();
+        out
+    };
+    let out = send(&mut nodes, 1, h.op(OpType::Insert, 1, 10, "x"));
+    assert!(deliver_all(&mut nodes, out, &|_| false).is_none());
+    let out = send(&mut nodes, 2, h.op(OpType::Delete, 1, 0, ""));
+    let conf = deliver_all(&mut nodes, out, &|s| {
+        matches!(s, BlockSignal::LqhKeyConf { .. })
+    });
+    let Some(BlockSignal::LqhKeyConf { txn, committed, .. }) = conf else {
+        panic!("the last replica answers: {conf:?}");
+    };
+    assert!(committed, "the last replica decided");
+    assert!(
+        nodes[1].replica_transactions(1).is_empty(),
+        "the committed delete finished the record"
+    );
+    let mut out = Vec::new();
+    nodes[1].node_signal(0, 1, BlockSignal::AbortReq { txn, node: 2 }, &mut out);
+    let answer = out.iter().find_map(|o| match o {
+        Output::ToNode {
+            signal: BlockSignal::AbortConf { committed, .. },
+            ..
+        } => Some(*committed),
+        _ => None,
+    });
+    assert_eq!(answer, Some(true), "{out:?}");
 }
 
 #[test]

@@ -138,6 +138,43 @@ struct Round {
     arbitration_deadline_ms: Option<u64>,
 }
 
+/// When each member was last heard from, by node id: a dense array, as
+/// every signal from another node updates it.
+#[derive(Default)]
+struct LastHeard {
+    at: Vec<Option<u64>>,
+}
+
+impl LastHeard {
+    /// Notes a signal from `node`, if it is tracked (a member).
+    #[inline]
+    fn heard(&mut self, node: u16, now_ms: u64) {
+        if let Some(Some(t)) = self.at.get_mut(usize::from(node)) {
+            *t = now_ms;
+        }
+    }
+
+    fn get(&self, node: u16) -> Option<u64> {
+        self.at.get(usize::from(node)).copied().flatten()
+    }
+
+    /// Tracks exactly `nodes`; one newly tracked counts as heard now.
+    fn track(&mut self, nodes: impl Iterator<Item = u16> + Clone, now_ms: u64) {
+        for (n, t) in self.at.iter_mut().enumerate() {
+            if !nodes.clone().any(|m| usize::from(m) == n) {
+                *t = None;
+            }
+        }
+        for n in nodes {
+            let i = usize::from(n);
+            if self.at.len() <= i {
+                self.at.resize(i + 1, None);
+            }
+            self.at[i].get_or_insert(now_ms);
+        }
+    }
+}
+
 pub struct Qmgr {
     cfg: QmgrConfig,
     phase: Phase,
@@ -148,7 +185,7 @@ pub struct Qmgr {
     /// Nodes the runtime has a link to, with their incarnation.
     links: BTreeMap<u16, u32>,
     /// When each other member was last heard from.
-    last_heard: BTreeMap<u16, u64>,
+    last_heard: LastHeard,
     next_heartbeat_ms: u64,
     /// Members this node believes dead, in the incarnation it knew.
     suspects: BTreeMap<u16, u32>,
@@ -209,7 +246,7 @@ impl Qmgr {
             committed: empty_view(),
             prepared: None,
             links: BTreeMap::new(),
-            last_heard: BTreeMap::new(),
+            last_heard: LastHeard::default(),
             next_heartbeat_ms: 0,
             suspects: BTreeMap::new(),
             next_fail_report_ms: 0,
@@ -363,9 +400,7 @@ impl Qmgr {
     /// A signal from any node was handled: the sender is alive.
     #[inline]
     pub fn heard_from(&mut self, node: u16, now_ms: u64) {
-        if let Some(t) = self.last_heard.get_mut(&node) {
-            *t = now_ms;
-        }
+        self.last_heard.heard(node, now_ms);
     }
 
     /// The runtime linked to `node`, which runs in `incarnation`.
@@ -533,7 +568,7 @@ impl Qmgr {
             .iter()
             .filter(|m| m.node != self.cfg.node_id && !self.suspects.contains_key(&m.node))
             .filter(|m| {
-                let heard = self.last_heard.get(&m.node).copied().unwrap_or(now_ms);
+                let heard = self.last_heard.get(m.node).unwrap_or(now_ms);
                 let silent_ms = now_ms.saturating_sub(heard);
                 // Silent too long; or, sooner, silent for a heartbeat
                 // interval with no link to it in its start: the link broke

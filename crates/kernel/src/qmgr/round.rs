@@ -522,12 +522,9 @@ impl Qmgr {
                 }
             }
         }
-        self.last_heard.retain(|n, _| view.contains(*n));
-        for m in &view.members {
-            if m.node != self.cfg.node_id {
-                self.last_heard.entry(m.node).or_insert(now_ms);
-            }
-        }
+        let own = self.cfg.node_id;
+        let others = view.members.iter().map(|m| m.node).filter(|&n| n != own);
+        self.last_heard.track(others, now_ms);
         self.suspects
             .retain(|n, i| view.member(*n).is_some_and(|m| m.incarnation == *i));
         self.fresh.clear();

@@ -120,6 +120,24 @@ fn add_frag(set: &mut Vec<FragKey>, frag: FragKey) {
     }
 }
 
+/// What a client's name for a transaction stands for.
+#[derive(Clone, Copy, Debug)]
+struct Named {
+    txn: TxnRef,
+    /// Committed, its answer not acknowledged yet: the record is gone, the
+    /// replicas' commit markers stay.
+    unacked: bool,
+}
+
+/// A transaction this node began, by its reference and its client's name
+/// for it (so the low-water mark finds its state in one lookup).
+#[derive(Clone, Copy)]
+struct Started {
+    txn: TxnRef,
+    conn: ConnId,
+    trans: TransId,
+}
+
 /// What TC knows of one client connection.
 #[derive(Default)]
 struct ClientConn {
@@ -297,17 +315,17 @@ pub struct Tc {
     cfg: KernelConfig,
     txns: Pool<Txn>,
     /// Live transactions, and committed ones whose answer the client has
-    /// not acknowledged, by the client's names for them.
-    by_client: DetHashMap<(ConnId, TransId), TxnRef>,
-    /// Committed transactions awaiting the client's acknowledgement (their
-    /// replicas keep commit markers meanwhile).
-    unacked: DetHashMap<TxnRef, (ConnId, TransId)>,
+    /// not acknowledged (their replicas keep commit markers meanwhile), by
+    /// the client's names for them.
+    by_client: DetHashMap<(ConnId, TransId), Named>,
+    /// Entries of `by_client` that are unacknowledged commits.
+    unacked: usize,
     /// Per client connection: its API node and newest transaction.
     clients: DetHashMap<ConnId, ClientConn>,
     /// Transactions in the order they began; the front is the oldest that
     /// may be unfinished or unacknowledged (others are popped lazily, and
     /// the whole list compacted when it outgrows the live ones).
-    started: VecDeque<TxnRef>,
+    started: VecDeque<Started>,
     next_ref: TxnRef,
     /// Failed coordinators this node is taking over, by node.
     takeovers: BTreeMap<u16, Takeover>,
@@ -358,7 +376,7 @@ impl Tc {
             next_ref: first_txn_ref(cfg.node_id, cfg.incarnation),
             txns: Pool::new(cfg.hash_seed),
             by_client: new_map(cfg.hash_seed),
-            unacked: new_map(cfg.hash_seed),
+            unacked: 0,
             clients: new_map(cfg.hash_seed),
             cfg,
             started: VecDeque::new(),
@@ -388,7 +406,7 @@ impl Tc {
 
     /// Committed transactions whose answers are not acknowledged yet.
     pub fn unacked_count(&self) -> usize {
-        self.unacked.len()
+        self.unacked
     }
 
     /// A client connected from API node `api_node`.
@@ -404,28 +422,37 @@ impl Tc {
         while let Some(&oldest) = self.started.front() {
             // Unacknowledged commits first: while clients acknowledge in
             // batches the oldest is usually one (one lookup, not two).
-            let live = self.unacked.contains_key(&oldest)
-                || self
-                    .txns
-                    .get(&oldest)
-                    .is_some_and(|t| !matches!(t.state, TxnState::Ended(_)));
-            if live {
-                return oldest;
+            if self.is_unacked(&oldest) || self.is_unfinished(oldest.txn) {
+                return oldest.txn;
             }
             self.started.pop_front();
         }
         self.next_ref
     }
 
+    fn is_unacked(&self, s: &Started) -> bool {
+        self.by_client
+            .get(&(s.conn, s.trans))
+            .is_some_and(|n| n.unacked && n.txn == s.txn)
+    }
+
+    /// Has a record that is not an ended tombstone (a transaction whose
+    /// client is gone keeps its record until it is finished).
+    fn is_unfinished(&self, txn: TxnRef) -> bool {
+        self.txns
+            .get(&txn)
+            .is_some_and(|t| !matches!(t.state, TxnState::Ended(_)))
+    }
+
     /// Keeps the list of started transactions within a multiple of the
     /// live and unacknowledged ones: one transaction left open holds the
     /// front back, and every later one would otherwise stay listed.
     fn compact_started(&mut self) {
-        let live = self.txns.len() + self.unacked.len();
+        let live = self.txns.len() + self.unacked;
         if self.started.len() > 2 * live + 1024 {
-            let (txns, unacked) = (&self.txns, &self.unacked);
-            self.started
-                .retain(|r| txns.contains_key(r) || unacked.contains_key(r));
+            let mut started = std::mem::take(&mut self.started);
+            started.retain(|s| self.txns.contains_key(&s.txn) || self.is_unacked(s));
+            self.started = started;
         }
     }
 
@@ -452,9 +479,13 @@ impl Tc {
             })
             .expect("present");
         if keep_marker {
-            self.unacked.insert(txn, key);
-            if self.unacked.len() > UNACKED_COMMITS_MAX {
-                self.forget_oldest_unacked();
+            if let Some(n) = self.by_client.get_mut(&key) {
+                debug_assert_eq!(n.txn, txn, "a client's name for one transaction");
+                n.unacked = true;
+                self.unacked += 1;
+                if self.unacked > UNACKED_COMMITS_MAX {
+                    self.forget_oldest_unacked();
+                }
             }
         } else if !client_gone {
             self.by_client.remove(&key);
@@ -468,9 +499,11 @@ impl Tc {
     /// within the bound.
     fn forget_oldest_unacked(&mut self) {
         let mut i = 0;
-        while self.unacked.len() > UNACKED_COMMITS_MAX && i < self.started.len() {
-            if let Some(key) = self.unacked.remove(&self.started[i]) {
-                self.by_client.remove(&key);
+        while self.unacked > UNACKED_COMMITS_MAX && i < self.started.len() {
+            let s = self.started[i];
+            if self.is_unacked(&s) {
+                self.by_client.remove(&(s.conn, s.trans));
+                self.unacked -= 1;
             }
             i += 1;
         }
@@ -479,12 +512,14 @@ impl Tc {
     /// The client acknowledged these committed transactions' answers.
     pub fn commit_acks(&mut self, conn: ConnId, trans: &[TransId]) {
         for &t in trans {
-            // Two lookups in the usual case: the name is a committed
+            // One lookup in the usual case: the name is a committed
             // transaction's. A client acknowledging a live transaction
             // (it never should) gets its name put back.
-            if let Some(r) = self.by_client.remove(&(conn, t)) {
-                if self.unacked.remove(&r).is_none() {
-                    self.by_client.insert((conn, t), r);
+            if let Some(n) = self.by_client.remove(&(conn, t)) {
+                if n.unacked {
+                    self.unacked -= 1;
+                } else {
+                    self.by_client.insert((conn, t), n);
                 }
             }
         }
@@ -507,8 +542,14 @@ impl Tc {
             .collect();
         self.clients.remove(&conn);
         // Its unacknowledged commits need no marker any more.
-        self.unacked.retain(|_, (c, _)| *c != conn);
-        self.by_client.retain(|(c, _), _| *c != conn);
+        let unacked = &mut self.unacked;
+        self.by_client.retain(|(c, _), n| {
+            let keep = *c != conn;
+            if !keep && n.unacked {
+                *unacked -= 1;
+            }
+            keep
+        });
         for r in mine {
             let t = self.txns.get_mut(&r).expect("listed");
             t.client_gone = true;
@@ -540,18 +581,28 @@ impl Tc {
         let idle: Vec<TxnRef> = self
             .txns
             .iter()
-            .filter(|(_, t)| {
-                matches!(t.state, TxnState::Open)
-                    && now_ms.saturating_sub(t.last_active_ms) >= timeout
-            })
+            .filter(|(_, t)| idle_too_long(t, now_ms, timeout))
             .map(|(r, _)| r)
             .collect();
         for r in idle {
-            let error = ShoalError::with_detail(
-                shoal_types::ErrorCode::InactiveTimeout,
-                format!("idle longer than transaction_inactive_timeout_ms={timeout}"),
-            );
-            self.abort(r, AbortReply::Later(error), q, out);
+            self.abort(r, AbortReply::Later(inactive_error(timeout)), q, out);
         }
     }
+}
+
+/// An open transaction idle past `transaction_inactive_timeout_ms`
+/// (`timeout`; 0: never). Checked at every tick, and when its next request
+/// arrives: a node that was paused or busy may see the request before its
+/// next tick.
+fn idle_too_long(t: &Txn, now_ms: u64, timeout: u64) -> bool {
+    timeout != 0
+        && matches!(t.state, TxnState::Open)
+        && now_ms.saturating_sub(t.last_active_ms) >= timeout
+}
+
+fn inactive_error(timeout: u64) -> ShoalError {
+    ShoalError::with_detail(
+        shoal_types::ErrorCode::InactiveTimeout,
+        format!("idle longer than transaction_inactive_timeout_ms={timeout}"),
+    )
 }

@@ -102,7 +102,8 @@ impl Tc {
     ) {
         let (trans, request) = (req.trans, req.request);
         let send = |out: &mut Vec<Output>, signal| out.push(Output::Send { conn, signal });
-        let txn_ref = match self.by_client.get(&(conn, trans)).copied() {
+        let timeout = self.cfg.transaction_inactive_timeout_ms;
+        let txn_ref = match self.by_client.get(&(conn, trans)).map(|n| n.txn) {
             Some(r) => {
                 let Some(t) = self.txns.get_mut(&r) else {
                     // Committed, its answer not acknowledged yet: a repeat
@@ -138,6 +139,14 @@ impl Tc {
                     return send(out, reject(trans, request, &e, NO_OP));
                 }
                 match &t.state {
+                    TxnState::Open if super::idle_too_long(t, now_ms, timeout) => {
+                        t.request = request;
+                        let reply = AbortReply::Failed {
+                            error: super::inactive_error(timeout),
+                            op_index: NO_OP,
+                        };
+                        return self.abort(r, reply, q, out);
+                    }
                     TxnState::Open => {
                         t.request = request;
                         r
@@ -242,13 +251,23 @@ impl Tc {
         let r = self.next_ref;
         self.next_ref += 1;
         self.compact_started();
-        self.started.push_back(r);
+        self.started.push_back(super::Started {
+            txn: r,
+            conn,
+            trans,
+        });
         let t = self.txns.get_or_insert(r);
         t.conn = conn;
         t.trans = trans;
         t.api_node = api_node;
         t.last_active_ms = now_ms;
-        self.by_client.insert((conn, trans), r);
+        self.by_client.insert(
+            (conn, trans),
+            super::Named {
+                txn: r,
+                unacked: false,
+            },
+        );
         Some(r)
     }
 

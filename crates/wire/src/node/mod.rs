@@ -308,6 +308,25 @@ pub enum BlockSignal {
     Cluster(ClusterSignal),
 }
 
+/// The block instance that takes a cluster signal: out of line, so the
+/// per-operation signals' routing stays small enough to inline.
+#[inline(never)]
+fn cluster_destination(c: &ClusterSignal) -> BlockAddr {
+    let block = match c {
+        ClusterSignal::TakeoverReq { .. }
+        | ClusterSignal::CopyFragReq { .. }
+        | ClusterSignal::CopyRows { .. }
+        | ClusterSignal::CopyRowsConf { .. } => Block::Lqh,
+        ClusterSignal::TakeoverTxn { .. } | ClusterSignal::TakeoverConf { .. } => Block::Tc,
+        ClusterSignal::FragState { .. }
+        | ClusterSignal::FragStateConf { .. }
+        | ClusterSignal::CopyFragConf { .. }
+        | ClusterSignal::CopyFragRef { .. } => Block::Dih,
+        _ => Block::Qmgr,
+    };
+    BlockAddr::new(c.to(), block)
+}
+
 /// `LqhKeyReq::row` of an operation whose row id is not known (yet).
 pub const ROW_NONE: u32 = u32::MAX;
 
@@ -327,23 +346,7 @@ impl BlockSignal {
             | BlockSignal::CommitConf { txn, .. }
             | BlockSignal::CompleteConf { txn, .. }
             | BlockSignal::AbortConf { txn, .. } => BlockAddr::new(tc_node_of(*txn), Block::Tc),
-            BlockSignal::Cluster(c) => {
-                let block = match c {
-                    ClusterSignal::TakeoverReq { .. }
-                    | ClusterSignal::CopyFragReq { .. }
-                    | ClusterSignal::CopyRows { .. }
-                    | ClusterSignal::CopyRowsConf { .. } => Block::Lqh,
-                    ClusterSignal::TakeoverTxn { .. } | ClusterSignal::TakeoverConf { .. } => {
-                        Block::Tc
-                    }
-                    ClusterSignal::FragState { .. }
-                    | ClusterSignal::FragStateConf { .. }
-                    | ClusterSignal::CopyFragConf { .. }
-                    | ClusterSignal::CopyFragRef { .. } => Block::Dih,
-                    _ => Block::Qmgr,
-                };
-                BlockAddr::new(c.to(), block)
-            }
+            BlockSignal::Cluster(c) => cluster_destination(c),
         }
     }
 
