@@ -28,9 +28,19 @@ struct Mgmd {
 
 impl Mgmd {
     async fn start(dir: &Path, data_nodes: u32) -> Mgmd {
+        Mgmd::start_with(dir, data_nodes, |_| {}).await
+    }
+
+    /// Starts mgmd with its configuration changed by `tune` first.
+    async fn start_with(
+        dir: &Path,
+        data_nodes: u32,
+        tune: impl FnOnce(&mut ClusterConfig),
+    ) -> Mgmd {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let port = listener.local_addr().unwrap().port();
-        let config = ClusterConfig::local(data_nodes, 1, port, dir);
+        let mut config = ClusterConfig::local(data_nodes, 1, port, dir);
+        tune(&mut config);
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(server::run(config, listener, async {
             let _ = stopped.await;
@@ -626,8 +636,15 @@ async fn arbitrator_grants_one_side_and_remembers_it_across_restart() {
 #[tokio::test]
 async fn a_partial_start_is_refused_while_another_data_node_is_started() {
     let dir = tempfile::tempdir().unwrap();
-    let mgmd = Mgmd::start(dir.path(), 3).await;
+    // A short formation lease (4 heartbeats + an arbitration timeout).
+    let mgmd = Mgmd::start_with(dir.path(), 3, |c| {
+        c.heartbeat_interval_ms = 50;
+        c.arbitration_timeout_ms = 100;
+    })
+    .await;
+    let lease = Duration::from_millis(300);
     let mut n1 = data_node(&mgmd.addr, 1).await;
+    let mut n2 = data_node(&mgmd.addr, 2).await;
     let mut n3 = data_node(&mgmd.addr, 3).await;
     let status = |state| NodeStatus {
         state,
@@ -638,7 +655,15 @@ async fn a_partial_start_is_refused_while_another_data_node_is_started() {
         listen_port: 40000,
         start_phase: None,
     };
+    // Right after mgmd started, running data nodes may not have
+    // reattached yet: no partial start for a lease.
+    assert!(!n1.arbitrate(0, 0, vec![1, 2]).await.unwrap());
+    tokio::time::sleep(lease).await;
     // Nobody started: nodes 1 and 2 may start without node 3.
+    assert!(n1.arbitrate(0, 0, vec![1, 2]).await.unwrap());
+    // Meanwhile no other group may (it could share nodes with this one);
+    // the same group asking again may.
+    assert!(!n2.arbitrate(0, 0, vec![2, 3]).await.unwrap());
     assert!(n1.arbitrate(0, 0, vec![1, 2]).await.unwrap());
     // Node 3 runs a cluster the others cannot see: refused (and nothing
     // is stored: the answer follows the states).
@@ -651,10 +676,13 @@ async fn a_partial_start_is_refused_while_another_data_node_is_started() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // A start that includes node 3 is no partial start of the others.
+    // A start that includes node 3 is no partial start of the others
+    // (once the lease of the last allowed group ran out).
+    tokio::time::sleep(lease).await;
     assert!(n1.arbitrate(0, 0, vec![1, 3]).await.unwrap());
     // Node 3 gone from mgmd: allowed again.
     drop(n3);
+    tokio::time::sleep(lease).await;
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while !n1.arbitrate(0, 0, vec![1, 2]).await.unwrap() {
         assert!(std::time::Instant::now() < deadline, "node 3 still counted");
@@ -663,7 +691,7 @@ async fn a_partial_start_is_refused_while_another_data_node_is_started() {
     // No grant was stored: a survival request of a later view is decided
     // as the first of its split.
     assert!(n1.arbitrate(5, 5, vec![1]).await.unwrap());
-    drop(n1);
+    drop((n1, n2));
     mgmd.stop().await;
 }
 

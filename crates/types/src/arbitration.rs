@@ -91,6 +91,96 @@ pub fn may_form(forming: &BTreeSet<u16>, started: &BTreeSet<u16>) -> Result<(), 
     }
 }
 
+/// How long a partial initial start the arbitrator allowed keeps every
+/// other one out, and how long an arbitrator that just started refuses
+/// them all: long enough for granted nodes to form their cluster and
+/// report themselves started, and for the data nodes of a running cluster
+/// to reattach to a restarted arbitrator and say so (a failure-detection
+/// time plus an arbitration round). After it, the started nodes speak
+/// for themselves ([`may_form`]).
+pub fn formation_lease_ms(heartbeat_interval_ms: u64, arbitration_timeout_ms: u64) -> u64 {
+    4 * heartbeat_interval_ms + arbitration_timeout_ms
+}
+
+/// Why the arbitrator refused a partial initial start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FormRefusal {
+    /// These data nodes outside it are started: a cluster runs there.
+    Started(Vec<u16>),
+    /// Another partial start (these nodes) was allowed moments ago; the
+    /// two groups may share nodes, and only one may form.
+    OtherForming(Vec<u16>),
+    /// The arbitrator itself started this many ms ago: the nodes of a
+    /// running cluster may not have reattached yet.
+    JustStarted(u64),
+}
+
+impl std::fmt::Display for FormRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FormRefusal::Started(n) => write!(f, "data nodes {n:?} outside it are started"),
+            FormRefusal::OtherForming(n) => {
+                write!(
+                    f,
+                    "a partial start of data nodes {n:?} was allowed just before"
+                )
+            }
+            FormRefusal::JustStarted(ms) => write!(
+                f,
+                "the arbitrator started {ms} ms ago; running data nodes may not have reattached yet"
+            ),
+        }
+    }
+}
+
+/// The arbitrator's memory of partial initial starts: one at a time, and
+/// none right after the arbitrator (re)started (it does not know what it
+/// allowed before). Two groups of a split, each a majority of the
+/// configured nodes, share nodes; each would otherwise be allowed to form
+/// a cluster of its own with them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FormationGate {
+    started_ms: u64,
+    /// See [`formation_lease_ms`].
+    lease_ms: u64,
+    /// The latest partial start allowed, and until when it keeps others out.
+    allowed: Option<(BTreeSet<u16>, u64)>,
+}
+
+impl FormationGate {
+    /// A gate for an arbitrator that started at `now_ms`.
+    pub fn new(now_ms: u64, lease_ms: u64) -> FormationGate {
+        FormationGate {
+            started_ms: now_ms,
+            lease_ms,
+            allowed: None,
+        }
+    }
+
+    /// Answers a partial initial start of `forming` (`started`: the data
+    /// nodes the arbitrator hears from that report they are started).
+    /// The group allowed last may ask again (a retry) while its lease runs.
+    pub fn request(
+        &mut self,
+        now_ms: u64,
+        forming: &BTreeSet<u16>,
+        started: &BTreeSet<u16>,
+    ) -> Result<(), FormRefusal> {
+        may_form(forming, started).map_err(FormRefusal::Started)?;
+        let up_ms = now_ms.saturating_sub(self.started_ms);
+        if up_ms < self.lease_ms {
+            return Err(FormRefusal::JustStarted(up_ms));
+        }
+        if let Some((nodes, until)) = &self.allowed {
+            if now_ms < *until && nodes != forming {
+                return Err(FormRefusal::OtherForming(nodes.iter().copied().collect()));
+            }
+        }
+        self.allowed = Some((forming.clone(), now_ms + self.lease_ms));
+        Ok(())
+    }
+}
+
 /// A survival grant the arbitrator gave.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Grant {
@@ -207,6 +297,32 @@ mod tests {
         assert_eq!(may_form(&set(&[1, 2]), &set(&[1])), Ok(()));
         assert_eq!(may_form(&set(&[1, 2]), &set(&[3])), Err(vec![3]));
         assert_eq!(may_form(&set(&[1]), &set(&[2, 3])), Err(vec![2, 3]));
+    }
+
+    #[test]
+    fn one_partial_start_at_a_time_and_none_right_after_a_restart() {
+        const LEASE: u64 = 10_000;
+        let mut g = FormationGate::new(1_000, LEASE);
+        let (a, b) = (set(&[1, 3, 4]), set(&[2, 3, 4]));
+        let none = set(&[]);
+        assert_eq!(
+            g.request(2_000, &a, &none),
+            Err(FormRefusal::JustStarted(1_000))
+        );
+        let t = 1_000 + LEASE;
+        assert_eq!(g.request(t, &a, &none), Ok(()));
+        assert_eq!(
+            g.request(t + 1, &b, &none),
+            Err(FormRefusal::OtherForming(vec![1, 3, 4])),
+            "two groups sharing nodes 3 and 4"
+        );
+        assert_eq!(g.request(t + 2, &a, &none), Ok(()), "a retry");
+        assert_eq!(
+            g.request(t + 3, &b, &set(&[1])),
+            Err(FormRefusal::Started(vec![1]))
+        );
+        // The first group never started: after its lease another may form.
+        assert_eq!(g.request(t + 2 + LEASE, &b, &none), Ok(()));
     }
 
     #[test]

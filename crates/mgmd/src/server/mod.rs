@@ -43,7 +43,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use shoal_types::arbitration::{may_form, Arbitrator, FORM_VIEW};
+use shoal_types::arbitration::{formation_lease_ms, Arbitrator, FormationGate, FORM_VIEW};
 use shoal_types::{ErrorCode, SchemaVersion, ShoalError, TableDef, TableId};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::tcp::OwnedWriteHalf;
@@ -120,6 +120,7 @@ pub async fn run(
         .into_iter()
         .map(|id| (id, true))
         .collect();
+    let lease_ms = formation_lease_ms(config.heartbeat_interval_ms, config.arbitration_timeout_ms);
     let shared = Arc::new(Shared {
         ack_timeout: Duration::from_millis(config.schema_ack_timeout_ms),
         mgmd_port: local_addr.port(),
@@ -138,7 +139,9 @@ pub async fn run(
             starts,
             wanted_running,
             arbitrator: Arbitrator::with_grant(grant),
+            formation: FormationGate::new(0, lease_ms),
         }),
+        started: std::time::Instant::now(),
     });
 
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -212,6 +215,8 @@ struct Shared {
     arbitration_op: tokio::sync::Mutex<()>,
     /// Never held across an `.await`.
     state: Mutex<State>,
+    /// When this mgmd started (the clock of `State::formation`).
+    started: std::time::Instant,
 }
 
 struct State {
@@ -232,6 +237,10 @@ struct State {
     wanted_running: BTreeMap<u16, bool>,
     /// Mirrors `arbitration.json` (changed only after a successful write).
     arbitrator: Arbitrator,
+    /// Partial initial starts allowed (in memory: after a restart none is
+    /// allowed for a while, see `FormationGate`). Its clock is
+    /// milliseconds since this mgmd started.
+    formation: FormationGate,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

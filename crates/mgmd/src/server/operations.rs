@@ -238,22 +238,25 @@ impl Shared {
     /// Data node `asker` asks whether `forming` may start a cluster without
     /// the other data nodes: only if none of those is connected here and
     /// reports itself started (it may run a cluster the forming nodes
-    /// cannot see). Nothing is remembered: the answer follows the states.
+    /// cannot see), no other group was allowed just before (two groups of
+    /// a split may share nodes), and this mgmd did not just start (the
+    /// nodes of a running cluster may not have reattached yet).
     fn may_form(&self, asker: u16, forming: &BTreeSet<u16>) -> bool {
-        let started: BTreeSet<u16> = self
-            .lock()
+        let now_ms = self.started.elapsed().as_millis() as u64;
+        let mut st = self.lock();
+        let started: BTreeSet<u16> = st
             .sessions
             .iter()
             .filter(|(_, s)| s.kind == SessionKind::DataNode && s.state == NodeState::Started)
             .map(|(&id, _)| id)
             .collect();
-        match may_form(forming, &started) {
+        match st.formation.request(now_ms, forming, &started) {
             Ok(()) => {
                 info!(asker, nodes = ?forming, "arbitration: partial start allowed (no other data node is started)");
                 true
             }
-            Err(outside) => {
-                warn!(asker, nodes = ?forming, started = ?outside, "arbitration: partial start refused (data nodes outside it are started)");
+            Err(why) => {
+                warn!(asker, nodes = ?forming, "arbitration: partial start refused: {why}");
                 false
             }
         }

@@ -45,7 +45,7 @@ use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use shoal_kernel::signal::{BlockSignal, TxnRef};
 use shoal_kernel::{ConnId, DataNode, Faults, KernelConfig};
-use shoal_types::arbitration::Arbitrator;
+use shoal_types::arbitration::{formation_lease_ms, Arbitrator, FormationGate};
 use shoal_types::distribution::{node_groups, DistributionMap, DistributionSpec};
 use shoal_types::{ColumnDef, ColumnType, RowLayout, SchemaVersion, TableDef, TableId, TransId};
 use shoal_wire::{Signal, TcKeyReq};
@@ -333,6 +333,9 @@ struct World {
     /// Nodes that can reach the arbitrator (`None`: all).
     arbitrator_reach: Option<BTreeSet<u16>>,
     arbitrator: Arbitrator,
+    /// The arbitrator's partial initial starts (mgmd's rule: one group at
+    /// a time, none right after it started).
+    formation: FormationGate,
     faults: faults::Plan,
     map: DistributionMap,
     conns: HashMap<ConnId, ConnInfo>,
@@ -418,6 +421,10 @@ impl World {
             cut: BTreeSet::new(),
             arbitrator_reach: None,
             arbitrator: Arbitrator::default(),
+            formation: FormationGate::new(
+                0,
+                formation_lease_ms(HEARTBEAT_MS, ARBITRATION_TIMEOUT_MS),
+            ),
             faults: faults::Plan::default(),
             map,
             conns: HashMap::new(),

@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use rand::Rng;
 use shoal_kernel::signal::{tc_node_of, TxnRef};
 use shoal_kernel::{NodeRole, Output};
-use shoal_types::arbitration::{may_form, FORM_VIEW};
+use shoal_types::arbitration::FORM_VIEW;
 use shoal_types::{ErrorCode, TransId};
 use shoal_wire::{OpResult, Signal, TcKeyConf, TransState};
 
@@ -720,7 +720,7 @@ impl World {
                         .is_some_and(|d| d.role() == NodeRole::Started)
                 })
                 .collect();
-            let allowed = may_form(&side, &started).is_ok();
+            let allowed = self.formation.request(self.now, &side, &started).is_ok();
             if allowed {
                 self.report.partial_starts += 1;
             } else {
