@@ -47,6 +47,10 @@ use tokio::task::{AbortHandle, JoinHandle};
 
 /// Bytes the reader asks the socket for at least, per read.
 const READ_CHUNK_BYTES: usize = 64 * 1024;
+/// Acknowledgements gathered while requests are in flight that make the
+/// writer send them without waiting for a request to ride with.
+const ACKS_ALONE_MIN: usize = 1024;
+
 /// Buffers above this size are shrunk back once empty, so one burst does
 /// not pin memory for the life of the connection.
 const BUFFER_KEEP_BYTES: usize = 4 * 1024 * 1024;
@@ -563,7 +567,13 @@ impl Connection {
             }
             Ok(())
         })();
-        let wake = st.acks.len() > acks_before;
+        // Acknowledgements ride with the next write. Only when nothing is
+        // in flight (so no later answer is sure to bring a write along) or
+        // many have gathered does the writer go out for them alone: a
+        // frame of acknowledgements per answer batch costs both sides a
+        // write, a read and a decode.
+        let wake = st.acks.len() > acks_before
+            && (st.pending.is_empty() || st.acks.len() >= ACKS_ALONE_MIN);
         drop(st);
         if wake {
             self.notify.notify_one();
@@ -737,6 +747,11 @@ async fn sweep_loop(conn: Arc<Connection>, tick: Duration, ticks_max: u32, timeo
                 .map(|(t, _)| *t)
                 .collect();
             expired.extend(late.into_iter().filter_map(|t| st.pending.remove(&t)));
+            if !expired.is_empty() && st.pending.is_empty() && !st.acks.is_empty() {
+                // Acknowledgements that waited for a write nobody will
+                // make now.
+                conn.notify.notify_one();
+            }
         }
         for p in expired.drain(..) {
             let _ = p.tx.send(Err(ShoalError::with_detail(
