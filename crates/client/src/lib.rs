@@ -47,7 +47,9 @@
 //! `current_thread` runtime per thread with its own `Cluster` works, as does
 //! one `multi_thread` runtime shared by all.
 
+mod attr_reader;
 pub mod cluster;
+mod column_access;
 pub mod conn;
 pub mod error;
 mod outcomes;

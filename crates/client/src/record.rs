@@ -21,6 +21,7 @@ use shoal_types::hash_key;
 use shoal_types::value::encode_value;
 use shoal_types::{ErrorCode, RowLayout, SchemaVersion, ShoalError, TableDef, TableId, Value};
 use shoal_wire::{KeyOp, LockMode, OpType, ALL_COLUMNS};
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -41,6 +42,9 @@ struct TableInner {
     map: Option<DistributionMap>,
     /// The spec of [`Table::full_record`], built once.
     full: Arc<RecordSpec>,
+    /// Column ids by name, so that looking a column up by name (as
+    /// `Row::get` does for every call) does not scan the columns.
+    by_name: HashMap<Box<str>, u16>,
 }
 
 impl fmt::Debug for Table {
@@ -60,8 +64,19 @@ impl Table {
         let all: Vec<u16> = (0..def.columns.len() as u16).collect();
         let full = Arc::new(RecordSpec::new(&def, all, true));
         let map = def.distribution.as_ref().and_then(|d| d.map().ok());
+        let mut by_name = HashMap::with_capacity(def.columns.len());
+        for (i, c) in def.columns.iter().enumerate() {
+            // The first of two same-named columns wins, as in
+            // `TableDef::column_index` (mgmd refuses such tables anyway).
+            by_name.entry(c.name.as_str().into()).or_insert(i as u16);
+        }
         Table {
-            inner: Arc::new(TableInner { layout, map, full }),
+            inner: Arc::new(TableInner {
+                layout,
+                map,
+                full,
+                by_name,
+            }),
         }
     }
 
@@ -107,9 +122,9 @@ impl Table {
         self.def().version
     }
 
-    /// The id of the column called `name`.
+    /// The id of the column called `name` (a hash lookup).
     pub fn column(&self, name: &str) -> Option<u16> {
-        self.def().column_index(name)
+        self.inner.by_name.get(name).copied()
     }
 
     /// The row layout (shared with the data nodes' encoding rules).

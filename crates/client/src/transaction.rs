@@ -414,7 +414,7 @@ impl Transaction {
                             "operation failed (error ignored on request)",
                         ));
                     } else if slot.is_read {
-                        match Row::new(slot.table.clone(), r.data) {
+                        match Row::parse(slot.table.clone(), r.data) {
                             Ok(row) => slot.row = Some(row),
                             Err(e) => {
                                 slot.error = Some(e.clone());
