@@ -36,6 +36,11 @@ impl<'a> AttrReader<'a> {
         })
     }
 
+    /// How many attributes the list announces that are not read yet.
+    pub fn left(&self) -> u16 {
+        self.left
+    }
+
     /// The next attribute, `Ok(None)` after the last one the count
     /// announces.
     #[inline]

@@ -1,5 +1,6 @@
-//! Typed, allocation-free access to one column of a row, for the row
-//! types of this crate ([`Row`](crate::Row), an indexed attribute list).
+//! Typed, allocation-free access to one column of a row, shared by both
+//! row types ([`RowBuf`](crate::RowBuf), laid out by a record, and
+//! [`Row`](crate::Row), an indexed attribute list).
 //!
 //! A row type provides `fn column(&self, col: u16) -> Option<Column<'_>>`
 //! (O(1), its values already validated when the row was filled) and gets

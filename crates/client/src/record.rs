@@ -16,6 +16,7 @@
 //! `0xFFFF` alone for all columns.
 
 use crate::error::bad_request;
+use crate::record_layout::RecordLayout;
 use shoal_types::distribution::{distribution_key, DistributionMap};
 use shoal_types::hash_key;
 use shoal_types::value::encode_value;
@@ -43,7 +44,7 @@ struct TableInner {
     /// The spec of [`Table::full_record`], built once.
     full: Arc<RecordSpec>,
     /// Column ids by name, so that looking a column up by name (as
-    /// `Row::get` does for every call) does not scan the columns.
+    /// `RowBuf::get` does for every call) does not scan the columns.
     by_name: HashMap<Box<str>, u16>,
 }
 
@@ -207,6 +208,9 @@ struct RecordSpec {
     /// A NOT NULL column without a default that the record lacks: an
     /// insert through this record would fail with `IllegalNull`.
     missing_required: Option<u16>,
+    /// Where each column sits in a [`RowBuf`](crate::RowBuf) read through
+    /// this record.
+    layout: RecordLayout,
 }
 
 impl RecordSpec {
@@ -253,7 +257,9 @@ impl RecordSpec {
                     && !columns.contains(&(*i as u16))
             })
             .map(|(i, _)| i as u16);
+        let layout = RecordLayout::new(def, &columns);
         RecordSpec {
+            layout,
             columns,
             key_positions,
             key_run,
@@ -278,6 +284,18 @@ impl Record {
     /// True when the record holds every primary-key column.
     pub fn has_key(&self) -> bool {
         self.spec.key_positions.iter().all(Option::is_some)
+    }
+
+    /// Where each column sits in a row buffer read through this record.
+    pub(crate) fn layout(&self) -> &RecordLayout {
+        &self.spec.layout
+    }
+
+    /// True when both handles are the same record of the same table
+    /// handle (clones of one another): a row buffer laid out by one is
+    /// laid out by the other.
+    pub(crate) fn same_as(&self, other: &Record) -> bool {
+        Arc::ptr_eq(&self.spec, &other.spec) && Arc::ptr_eq(&self.table.inner, &other.table.inner)
     }
 
     /// Encodes an insert, update or write (upsert) of one row.

@@ -1,8 +1,11 @@
-//! [`Row`]: an attribute list of some columns of a table (a read's
-//! answer), checked once when parsed (structure, column ids, value sizes)
-//! and indexed by column id then, so every accessor is O(1) without
-//! copying the values out of the list. Asking for every column of a
-//! 25-column row used to re-walk the list for each one.
+//! [`Row`]: an attribute list of some columns of a table, from any source
+//! (a read's raw answer, a replica page), checked once when parsed
+//! (structure, column ids, value sizes) and indexed by column id then, so
+//! every accessor is O(1) without copying the values out of the list.
+//!
+//! Reads through a [`Record`](crate::Record) land in a
+//! [`RowBuf`](crate::RowBuf) instead, laid out by the record; a `Row` is
+//! for attribute lists no record describes.
 
 use crate::attr_reader::{read_u16, AttrReader};
 use crate::column_access::{all_column_accessors, Column};
