@@ -13,7 +13,11 @@
 //! every read pass), stddev as a percentage of the mean.
 //!
 //! Every read checks the values it gets against what the phase before
-//! wrote, so a fast wrong answer cannot pass as a fast right one.
+//! wrote, so a fast wrong answer cannot pass as a fast right one. The
+//! check compares each column's bytes with the expected encoding, written
+//! into a reused buffer, and rows land in row buffers each thread hands
+//! from transaction to transaction (`Transaction::read_into`), so checking
+//! allocates nothing per row, as in flexAsynch with NdbRecord.
 //! Temporary errors retry the transaction (counted); anything else stops
 //! the run with the error.
 //!
@@ -26,7 +30,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 use shoal_client::{
     Cluster, ColumnDef, ColumnType, ErrorClass, ErrorCode, ExecType, LockMode, OpId, Record,
-    ShoalError, TableDef, Transaction, Value,
+    RowBuf, ShoalError, TableDef, Transaction, Value,
 };
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -257,21 +261,43 @@ pub struct Report {
     pub phases: Vec<PhaseReport>,
 }
 
+/// The first word of the value column `col` of row `key` holds in
+/// generation `generation`.
+fn word_of(key: u32, col: u32, generation: u32) -> u32 {
+    key.wrapping_mul(31)
+        .wrapping_add(col)
+        .wrapping_add(generation.wrapping_mul(0x9E37_79B9))
+}
+
 /// The value column `col` of row `key` holds in generation `generation`.
 fn value_of(opts: &Options, key: u32, col: u32, generation: u32) -> Value {
-    let word = key
-        .wrapping_mul(31)
-        .wrapping_add(col)
-        .wrapping_add(generation.wrapping_mul(0x9E37_79B9));
     if opts.attribute_words == 1 {
-        Value::UInt(u64::from(word))
+        Value::UInt(u64::from(word_of(key, col, generation)))
     } else {
         let mut bytes = Vec::with_capacity(opts.attribute_words as usize * 4);
-        for w in 0..opts.attribute_words {
-            bytes.extend_from_slice(&word.wrapping_add(w).to_le_bytes());
-        }
+        expected_bytes(opts, key, col, generation, &mut bytes);
         Value::Bytes(bytes)
     }
+}
+
+/// Writes into `out` the canonical bytes of [`value_of`] (an INT UNSIGNED
+/// for `-s 1`, else a BINARY of `-s` words): what a read must return.
+fn expected_bytes(opts: &Options, key: u32, col: u32, generation: u32, out: &mut Vec<u8>) {
+    out.clear();
+    let word = word_of(key, col, generation);
+    for w in 0..opts.attribute_words {
+        out.extend_from_slice(&word.wrapping_add(w).to_le_bytes());
+    }
+}
+
+/// Buffers a thread reuses for every read it checks.
+#[derive(Default)]
+struct ReadBuffers {
+    /// Row buffers handed to `read_into` and taken back after the check;
+    /// at most one per read in flight.
+    rows: Vec<RowBuf>,
+    /// The expected bytes of one value.
+    expected: Vec<u8>,
 }
 
 /// Entry point of `shoal bench flexasynch ARGS`.
@@ -575,8 +601,9 @@ async fn worker(
             return;
         }
     };
+    let mut buffers = ReadBuffers::default();
     while let Some(cmd) = commands.recv().await {
-        let result = run_thread_phase(&cluster, &record, &opts, thread, cmd).await;
+        let result = run_thread_phase(&cluster, &record, &opts, thread, cmd, &mut buffers).await;
         if results.send(result).is_err() {
             return;
         }
@@ -590,6 +617,7 @@ async fn run_thread_phase(
     opts: &Options,
     thread: u32,
     cmd: Command,
+    buffers: &mut ReadBuffers,
 ) -> PhaseResult {
     let mut out = PhaseResult {
         ops: 0,
@@ -610,7 +638,7 @@ async fn run_thread_phase(
         let mut reads = Vec::with_capacity(opts.parallel as usize);
         for p in 0..opts.parallel {
             let first = round_key + p * opts.ops_per_trans;
-            match prepare(cluster, record, opts, cmd, first, cmd.cleanup) {
+            match prepare(cluster, record, opts, cmd, first, cmd.cleanup, buffers) {
                 Ok((tx, r)) => {
                     txns.push(tx);
                     reads.push(r);
@@ -622,14 +650,18 @@ async fn run_thread_phase(
         }
         let results = Transaction::execute_all(&mut txns, ExecType::Commit).await;
         let elapsed = start.elapsed();
-        for (p, (result, (tx, r))) in results.into_iter().zip(txns.iter().zip(&reads)).enumerate() {
+        for (p, (result, (tx, r))) in results
+            .into_iter()
+            .zip(txns.iter_mut().zip(&reads))
+            .enumerate()
+        {
             let first = round_key + p as u32 * opts.ops_per_trans;
-            let outcome = match result.and_then(|()| verify(tx, r, opts, cmd)) {
+            let outcome = match result.and_then(|()| verify(tx, r, opts, cmd, buffers)) {
                 Ok(()) => Ok((0, elapsed)),
                 Err(e) if e.class() != ErrorClass::Permanent => {
                     // Retry this one alone (temporary error or unknown outcome).
                     let maybe_done = cmd.cleanup || e.class() == ErrorClass::UnknownResult;
-                    run_transaction(cluster, record, opts, cmd, first, maybe_done)
+                    run_transaction(cluster, record, opts, cmd, first, maybe_done, buffers)
                         .await
                         .map(|(retries, t)| (retries + 1, t))
                 }
@@ -669,11 +701,12 @@ async fn run_transaction(
     first: u32,
     // After an unknown outcome the writes may have happened: tolerate it.
     mut maybe_done: bool,
+    buffers: &mut ReadBuffers,
 ) -> Result<(u64, Duration), String> {
     let mut retries = 0;
     loop {
         let start = Instant::now();
-        match attempt(cluster, record, opts, cmd, first, maybe_done).await {
+        match attempt(cluster, record, opts, cmd, first, maybe_done, buffers).await {
             Ok(()) => return Ok((retries, start.elapsed())),
             Err(e) if e.class() == ErrorClass::Temporary && retries < RETRIES_MAX => retries += 1,
             Err(e) if e.class() == ErrorClass::UnknownResult && retries < RETRIES_MAX => {
@@ -692,10 +725,11 @@ async fn attempt(
     cmd: Command,
     first: u32,
     maybe_done: bool,
+    buffers: &mut ReadBuffers,
 ) -> Result<(), ShoalError> {
-    let (mut tx, reads) = prepare(cluster, record, opts, cmd, first, maybe_done)?;
+    let (mut tx, reads) = prepare(cluster, record, opts, cmd, first, maybe_done, buffers)?;
     tx.execute(ExecType::Commit).await?;
-    verify(&tx, &reads, opts, cmd)
+    verify(&mut tx, &reads, opts, cmd, buffers)
 }
 
 /// A transaction with the `-c` operations on keys `first..first + c`
@@ -707,6 +741,7 @@ fn prepare(
     cmd: Command,
     first: u32,
     maybe_done: bool,
+    buffers: &mut ReadBuffers,
 ) -> Result<(Transaction, Vec<(u32, OpId)>), ShoalError> {
     let mut tx = cluster.transaction();
     let mut reads = Vec::new();
@@ -732,7 +767,8 @@ fn prepare(
             }
             Phase::Delete => tx.delete(record, &pk)?,
             Phase::Read => {
-                let op = tx.read(record, &pk, lock)?;
+                let buf = buffers.rows.pop().unwrap_or_default();
+                let op = tx.read_into(record, &pk, lock, buf)?;
                 reads.push((key, op));
                 op
             }
@@ -744,29 +780,47 @@ fn prepare(
     Ok((tx, reads))
 }
 
-/// Checks that every read returned the values the phase wrote.
+/// Checks that every read returned the values the phase wrote, and takes
+/// the row buffers back for the next transactions.
 fn verify(
-    tx: &Transaction,
+    tx: &mut Transaction,
     reads: &[(u32, OpId)],
     opts: &Options,
     cmd: Command,
+    buffers: &mut ReadBuffers,
 ) -> Result<(), ShoalError> {
     for &(key, op) in reads {
-        let row = tx.row(op).ok_or_else(|| {
+        let row = tx.take_row(op).ok_or_else(|| {
             ShoalError::with_detail(
                 ErrorCode::Internal,
                 format!("read of key {key} returned no row"),
             )
         })?;
-        for col in 1..opts.attributes {
-            let want = value_of(opts, key, col, cmd.generation);
+        let checked = check_row(&row, key, opts, cmd, &mut buffers.expected);
+        buffers.rows.push(row);
+        checked?;
+    }
+    Ok(())
+}
+
+/// Compares every value column of the row of `key` with the bytes the
+/// phase wrote, without decoding them.
+fn check_row(
+    row: &RowBuf,
+    key: u32,
+    opts: &Options,
+    cmd: Command,
+    want: &mut Vec<u8>,
+) -> Result<(), ShoalError> {
+    for col in 1..opts.attributes {
+        expected_bytes(opts, key, col, cmd.generation, want);
+        if row.get_raw(col as u16)? != Some(want.as_slice()) {
             let got = row.get_idx(col as u16);
-            if got.as_ref() != Some(&want) {
-                return Err(ShoalError::with_detail(
-                    ErrorCode::Internal,
-                    format!("key {key} COL{col}: read {got:?}, expected {want:?} (wrong data; the benchmark stops)"),
-                ));
-            }
+            let want = value_of(opts, key, col, cmd.generation);
+            return Err(ShoalError::with_detail(
+                ErrorCode::Internal,
+                format!("key {key} COL{col}: read {got:?}, expected {want:?} (wrong data; the benchmark stops)"),
+            ));
         }
     }
     Ok(())
@@ -835,5 +889,26 @@ mod tests {
             value_of(&o, 7, 1, 2),
             "generations differ"
         );
+    }
+
+    #[test]
+    fn expected_bytes_are_the_encoding_of_the_values_written() {
+        for flags in ["-a 4 -s 1", "-a 4 -s 3"] {
+            let o = Options::parse(&args(flags)).unwrap();
+            let def = o.table_def();
+            let mut want = Vec::new();
+            for (key, col, generation) in [(0, 1, 1), (7, 3, 2), (u32::MAX, 2, 9)] {
+                let mut encoded = Vec::new();
+                let cdef = &def.columns[col as usize];
+                shoal_types::value::encode_value(
+                    cdef,
+                    &value_of(&o, key, col, generation),
+                    &mut encoded,
+                )
+                .unwrap();
+                expected_bytes(&o, key, col, generation, &mut want);
+                assert_eq!(want, encoded, "{flags}: key {key} col {col}");
+            }
+        }
     }
 }

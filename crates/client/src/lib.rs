@@ -26,6 +26,14 @@
 //! - [`Transaction`] queues operations (encoding and validating each one at
 //!   once, so bad values fail before anything is sent) and sends them with
 //!   one `TcKeyReq` per [`Transaction::execute`].
+//! - [`RowBuf`] is where a read lands: its answer is checked once, on
+//!   arrival, and laid out by the read's record (null bits, fixed-size
+//!   columns at offsets the record fixed, variable-size ones through an
+//!   offset entry), so every column is then read in O(1), typed
+//!   (`get_u32`, `get_str`, …) without building a [`Value`]. Buffers are
+//!   reused across transactions ([`Transaction::read_into`],
+//!   [`Transaction::take_row`]), like NdbRecord's row memory. [`Row`] is
+//!   the same for an attribute list no record describes.
 //!
 //! - When a data node fails, [`outcomes`] tells a commit that lost its
 //!   answer how it ended, from the report of the node that took the failed
@@ -47,12 +55,16 @@
 //! `current_thread` runtime per thread with its own `Cluster` works, as does
 //! one `multi_thread` runtime shared by all.
 
+mod attr_reader;
 pub mod cluster;
+mod column_access;
 pub mod conn;
 pub mod error;
 mod outcomes;
 pub mod record;
+mod record_layout;
 pub mod row;
+pub mod row_buf;
 pub mod transaction;
 pub mod verify;
 
@@ -60,6 +72,7 @@ pub use cluster::{Cluster, ClusterOptions};
 pub use error::{ErrorClass, ErrorCode, ShoalError};
 pub use record::{Record, Table};
 pub use row::Row;
+pub use row_buf::RowBuf;
 pub use transaction::{OpId, TableRef, Transaction, TransactionState};
 pub use verify::ReplicaReport;
 

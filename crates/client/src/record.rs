@@ -16,11 +16,13 @@
 //! `0xFFFF` alone for all columns.
 
 use crate::error::bad_request;
+use crate::record_layout::RecordLayout;
 use shoal_types::distribution::{distribution_key, DistributionMap};
 use shoal_types::hash_key;
 use shoal_types::value::encode_value;
 use shoal_types::{ErrorCode, RowLayout, SchemaVersion, ShoalError, TableDef, TableId, Value};
 use shoal_wire::{KeyOp, LockMode, OpType, ALL_COLUMNS};
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -41,6 +43,9 @@ struct TableInner {
     map: Option<DistributionMap>,
     /// The spec of [`Table::full_record`], built once.
     full: Arc<RecordSpec>,
+    /// Column ids by name, so that looking a column up by name (as
+    /// `RowBuf::get` does for every call) does not scan the columns.
+    by_name: HashMap<Box<str>, u16>,
 }
 
 impl fmt::Debug for Table {
@@ -60,8 +65,19 @@ impl Table {
         let all: Vec<u16> = (0..def.columns.len() as u16).collect();
         let full = Arc::new(RecordSpec::new(&def, all, true));
         let map = def.distribution.as_ref().and_then(|d| d.map().ok());
+        let mut by_name = HashMap::with_capacity(def.columns.len());
+        for (i, c) in def.columns.iter().enumerate() {
+            // The first of two same-named columns wins, as in
+            // `TableDef::column_index` (mgmd refuses such tables anyway).
+            by_name.entry(c.name.as_str().into()).or_insert(i as u16);
+        }
         Table {
-            inner: Arc::new(TableInner { layout, map, full }),
+            inner: Arc::new(TableInner {
+                layout,
+                map,
+                full,
+                by_name,
+            }),
         }
     }
 
@@ -107,9 +123,9 @@ impl Table {
         self.def().version
     }
 
-    /// The id of the column called `name`.
+    /// The id of the column called `name` (a hash lookup).
     pub fn column(&self, name: &str) -> Option<u16> {
-        self.def().column_index(name)
+        self.inner.by_name.get(name).copied()
     }
 
     /// The row layout (shared with the data nodes' encoding rules).
@@ -192,6 +208,9 @@ struct RecordSpec {
     /// A NOT NULL column without a default that the record lacks: an
     /// insert through this record would fail with `IllegalNull`.
     missing_required: Option<u16>,
+    /// Where each column sits in a [`RowBuf`](crate::RowBuf) read through
+    /// this record.
+    layout: RecordLayout,
 }
 
 impl RecordSpec {
@@ -238,7 +257,9 @@ impl RecordSpec {
                     && !columns.contains(&(*i as u16))
             })
             .map(|(i, _)| i as u16);
+        let layout = RecordLayout::new(def, &columns);
         RecordSpec {
+            layout,
             columns,
             key_positions,
             key_run,
@@ -263,6 +284,18 @@ impl Record {
     /// True when the record holds every primary-key column.
     pub fn has_key(&self) -> bool {
         self.spec.key_positions.iter().all(Option::is_some)
+    }
+
+    /// Where each column sits in a row buffer read through this record.
+    pub(crate) fn layout(&self) -> &RecordLayout {
+        &self.spec.layout
+    }
+
+    /// True when both handles are the same record of the same table
+    /// handle (clones of one another): a row buffer laid out by one is
+    /// laid out by the other.
+    pub(crate) fn same_as(&self, other: &Record) -> bool {
+        Arc::ptr_eq(&self.spec, &other.spec) && Arc::ptr_eq(&self.table.inner, &other.table.inner)
     }
 
     /// Encodes an insert, update or write (upsert) of one row.

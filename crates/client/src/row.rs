@@ -1,20 +1,34 @@
-//! A row returned by a read: the attribute list the data node sent, checked
-//! once when it arrives (structure, column ids, value sizes) and decoded
-//! lazily, one column at a time, when the caller asks.
+//! [`Row`]: an attribute list of some columns of a table, from any source
+//! (a read's raw answer, a replica page), checked once when parsed
+//! (structure, column ids, value sizes) and indexed by column id then, so
+//! every accessor is O(1) without copying the values out of the list.
+//!
+//! Reads through a [`Record`](crate::Record) land in a
+//! [`RowBuf`](crate::RowBuf) instead, laid out by the record; a `Row` is
+//! for attribute lists no record describes.
 
+use crate::attr_reader::{read_u16, AttrReader};
+use crate::column_access::{all_column_accessors, Column};
 use crate::record::Table;
-use shoal_types::layout::AttrSlice;
-use shoal_types::value::{decode_value, validate_bytes};
+use shoal_types::layout::NULL_LEN;
+use shoal_types::value::validate_bytes;
 use shoal_types::{ErrorCode, ShoalError, Value};
 use std::fmt;
 
-/// The columns one read returned. NULL columns decode to [`Value::Null`];
-/// columns the read did not ask for are `None`.
+/// Marks a column the list does not hold in [`Row`]'s index.
+const ABSENT: u32 = u32::MAX;
+
+/// Some columns of one row, as an attribute list. NULL columns decode to
+/// [`Value::Null`]; columns the list does not hold are `None` (and an
+/// error for the typed accessors).
 #[derive(Clone)]
 pub struct Row {
     table: Table,
-    /// An attribute list, validated in [`Row::new`].
+    /// An attribute list, validated in [`Row::parse`].
     data: Vec<u8>,
+    /// Per table column id, the offset in `data` of its attribute's
+    /// header, or [`ABSENT`].
+    index: Vec<u32>,
 }
 
 impl fmt::Debug for Row {
@@ -27,74 +41,72 @@ impl fmt::Debug for Row {
 }
 
 impl Row {
-    /// Checks an attribute list received from a data node. Everything the
-    /// accessors later rely on is checked here, so they cannot panic on
-    /// bad input from the network.
-    pub(crate) fn new(table: Table, data: Vec<u8>) -> Result<Row, ShoalError> {
+    /// Checks an attribute list of columns of `table` and indexes it, in
+    /// one pass. Everything the accessors later rely on is checked here,
+    /// so they cannot panic on bad input from the network. Errors
+    /// (`ProtocolViolation`): a truncated list, trailing bytes, an
+    /// unknown or repeated column id, a value of the wrong size or out of
+    /// range.
+    pub fn parse(table: Table, data: Vec<u8>) -> Result<Row, ShoalError> {
         let bad = |what: String| {
             ShoalError::with_detail(
                 ErrorCode::ProtocolViolation,
                 format!("read result for table {:?}: {what}", table.name()),
             )
         };
-        let (attrs, rest) = AttrSlice::parse(&data).map_err(|e| bad(e.detail))?;
-        if !rest.is_empty() {
-            return Err(bad(format!(
-                "{} bytes after the attribute list",
-                rest.len()
-            )));
-        }
         let columns = &table.def().columns;
-        for (col, val) in attrs.iter() {
+        let mut index = vec![ABSENT; columns.len()];
+        let mut reader = AttrReader::new(&data).map_err(|e| bad(e.into()))?;
+        while let Some(attr) = reader.next_attr().map_err(|e| bad(e.into()))? {
+            let col = attr.col as usize;
             let cdef = columns
-                .get(col as usize)
+                .get(col)
                 .ok_or_else(|| bad(format!("unknown column id {col}")))?;
-            if let Some(b) = val {
+            if index[col] != ABSENT {
+                return Err(bad(format!("column id {col} twice")));
+            }
+            index[col] = u32::try_from(attr.at)
+                .ok()
+                .filter(|&at| at != ABSENT)
+                .ok_or_else(|| bad("attribute list too large".into()))?;
+            if let Some(b) = attr.value {
                 validate_bytes(cdef, b).map_err(|e| bad(e.detail))?;
             }
         }
-        Ok(Row { table, data })
+        if reader.trailing() > 0 {
+            return Err(bad(format!(
+                "{} bytes after the attribute list",
+                reader.trailing()
+            )));
+        }
+        Ok(Row { table, data, index })
     }
 
-    fn attrs(&self) -> AttrSlice<'_> {
-        AttrSlice::parse(&self.data)
-            .expect("validated in Row::new")
-            .0
+    /// The value of the column called `name` (see [`Row::get_idx`]).
+    pub fn get(&self, name: &str) -> Option<Value> {
+        self.get_idx(self.table.column(name)?)
     }
 
-    /// The value of the column called `col`.
-    pub fn get(&self, col: &str) -> Option<Value> {
-        self.get_idx(self.table.column(col)?)
-    }
-
-    /// The value of the column with id `col`.
-    pub fn get_idx(&self, col: u16) -> Option<Value> {
-        let ty = self.table.def().columns.get(col as usize)?.ty;
-        self.attrs()
-            .iter()
-            .find(|(c, _)| *c == col)
-            .map(|(_, v)| v.map_or(Value::Null, |b| decode_value(ty, b)))
-    }
-
-    /// Every returned column as `(column id, value)`, in the order the data
-    /// node sent them (the read's column order).
+    /// Every column held as `(column id, value)`, in the list's order.
     pub fn values(&self) -> Vec<(u16, Value)> {
-        let columns = &self.table.def().columns;
-        self.attrs()
-            .iter()
-            .map(|(c, v)| {
-                let val = v.map_or(Value::Null, |b| decode_value(columns[c as usize].ty, b));
-                (c, val)
-            })
-            .collect()
+        let mut out = Vec::with_capacity(self.len());
+        let Ok(mut reader) = AttrReader::new(&self.data) else {
+            return out;
+        };
+        while let Ok(Some(attr)) = reader.next_attr() {
+            if let Some(v) = self.get_idx(attr.col) {
+                out.push((attr.col, v));
+            }
+        }
+        out
     }
 
-    /// Number of columns returned.
+    /// Number of columns held.
     pub fn len(&self) -> usize {
-        self.attrs().len()
+        read_u16(&self.data, 0).map_or(0, usize::from)
     }
 
-    /// True when the read returned no columns.
+    /// True when the list holds no column.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -107,6 +119,30 @@ impl Row {
     /// The raw attribute list (`shoal_types::layout` format).
     pub fn raw(&self) -> &[u8] {
         &self.data
+    }
+
+    all_column_accessors!();
+
+    fn table_name(&self) -> &str {
+        self.table.name()
+    }
+
+    /// Column `col`, in O(1) through the index.
+    #[inline]
+    fn column(&self, col: u16) -> Option<Column<'_>> {
+        let at = *self.index.get(col as usize)?;
+        if at == ABSENT {
+            return None;
+        }
+        let def = self.table.def().columns.get(col as usize)?;
+        let at = at as usize;
+        let len = read_u16(&self.data, at + 2)?;
+        let bytes = if len == NULL_LEN {
+            None
+        } else {
+            Some(self.data.get(at + 4..at + 4 + len as usize)?)
+        };
+        Some(Column { def, bytes })
     }
 }
 
@@ -127,7 +163,7 @@ mod tests {
     }
 
     #[test]
-    fn decodes_lazily_with_nulls() {
+    fn indexes_once_and_reads_typed() {
         let t = table();
         let data = attrs(&[
             (3, Some(&7u64.to_le_bytes())),
@@ -135,7 +171,7 @@ mod tests {
             (1, Some(b"key")),
             (5, Some(&(-2i16).to_le_bytes())),
         ]);
-        let row = Row::new(t, data).unwrap();
+        let row = Row::parse(t, data).unwrap();
         assert_eq!(row.len(), 4);
         assert_eq!(row.get("k1"), Some(Value::UInt(7)));
         assert_eq!(row.get("name"), Some(Value::Null));
@@ -144,6 +180,12 @@ mod tests {
         assert_eq!(row.get("a"), None, "not read");
         assert_eq!(row.get("nope"), None);
         assert_eq!(row.get_idx(99), None);
+        assert_eq!(row.get_u64(3).unwrap(), Some(7));
+        assert_eq!(row.get_str(1).unwrap(), Some("key"));
+        assert_eq!(row.get_i16(5).unwrap(), Some(-2));
+        assert!(row.is_null(2).unwrap());
+        assert_eq!(row.get_u16(5).unwrap_err().code, ErrorCode::BadRequest);
+        assert_eq!(row.get_i32(0).unwrap_err().code, ErrorCode::NoSuchColumn);
         assert_eq!(
             row.values(),
             vec![
@@ -162,15 +204,16 @@ mod tests {
             attrs(&[(3, Some(&[1, 2, 3]))]), // BIGINT needs 8 bytes
             attrs(&[(1, Some(&[b'x'; 9]))]), // VARCHAR(8)
             attrs(&[(42, None)]),            // no such column
+            attrs(&[(2, None), (2, None)]),  // twice
             vec![1, 0, 3, 0],                // truncated
         ];
         for data in bad {
-            let err = Row::new(t.clone(), data).unwrap_err();
+            let err = Row::parse(t.clone(), data).unwrap_err();
             assert_eq!(err.code, ErrorCode::ProtocolViolation);
         }
         let mut extra = attrs(&[]);
         extra.push(0);
-        assert!(Row::new(t.clone(), extra).is_err());
-        assert!(Row::new(t, attrs(&[])).unwrap().is_empty());
+        assert!(Row::parse(t.clone(), extra).is_err());
+        assert!(Row::parse(t, attrs(&[])).unwrap().is_empty());
     }
 }

@@ -16,7 +16,7 @@ use crate::cluster::Cluster;
 use crate::conn::{Connection, Reply, ReplyResult};
 use crate::error::{bad_request, from_wire};
 use crate::record::{encode_delete, Record, Table};
-use crate::row::Row;
+use crate::row_buf::RowBuf;
 use shoal_types::{ErrorCode, ShoalError, TransId, Value};
 use shoal_wire::{ExecType, KeyOp, LockMode, OpType, TransState, OP_IGNORE_ERROR};
 use std::sync::Arc;
@@ -76,10 +76,14 @@ impl TransactionState {
 }
 
 struct OpSlot {
-    /// The table, kept for reads (to decode the row) and for errors.
+    /// The table, kept for routing and for errors.
     table: Table,
-    is_read: bool,
-    row: Option<Row>,
+    /// For a read, the record its answer is laid out by.
+    read: Option<Record>,
+    /// For a read, the buffer its answer lands in: the caller's (from
+    /// [`Transaction::read_into`]) or one made when the answer arrives.
+    /// Filled only once the answer has been checked.
+    row: Option<RowBuf>,
     error: Option<ShoalError>,
 }
 
@@ -159,7 +163,12 @@ impl Transaction {
         self.state
     }
 
-    fn push(&mut self, op: KeyOp, table: &Table, is_read: bool) -> Result<OpId, ShoalError> {
+    fn push(
+        &mut self,
+        op: KeyOp,
+        table: &Table,
+        read: Option<(&Record, Option<RowBuf>)>,
+    ) -> Result<OpId, ShoalError> {
         if self.state.is_finished() {
             return Err(bad_request(format!(
                 "{} is {:?}; start a new one",
@@ -169,10 +178,14 @@ impl Transaction {
         }
         let id = OpId(self.ops.len() as u32);
         self.queued.push(op);
+        let (read, row) = match read {
+            Some((record, buf)) => (Some(record.clone()), buf),
+            None => (None, None),
+        };
         self.ops.push(OpSlot {
             table: table.clone(),
-            is_read,
-            row: None,
+            read,
+            row,
             error: None,
         });
         Ok(id)
@@ -182,20 +195,20 @@ impl Transaction {
     /// with 630 at execute if the key exists.
     pub fn insert(&mut self, record: &Record, values: &[Value]) -> Result<OpId, ShoalError> {
         let op = record.encode_write(OpType::Insert, values)?;
-        self.push(op, record.table(), false)
+        self.push(op, record.table(), None)
     }
 
     /// Queues an update of the record's columns; fails with 626 at execute
     /// if the key does not exist.
     pub fn update(&mut self, record: &Record, values: &[Value]) -> Result<OpId, ShoalError> {
         let op = record.encode_write(OpType::Update, values)?;
-        self.push(op, record.table(), false)
+        self.push(op, record.table(), None)
     }
 
     /// Queues an insert-or-update (upsert).
     pub fn write(&mut self, record: &Record, values: &[Value]) -> Result<OpId, ShoalError> {
         let op = record.encode_write(OpType::Write, values)?;
-        self.push(op, record.table(), false)
+        self.push(op, record.table(), None)
     }
 
     /// Queues a delete by primary key (values in key order); fails with
@@ -203,7 +216,7 @@ impl Transaction {
     pub fn delete(&mut self, table: &impl TableRef, key: &[Value]) -> Result<OpId, ShoalError> {
         let table = table.table_ref();
         let op = encode_delete(table, key)?;
-        self.push(op, table, false)
+        self.push(op, table, None)
     }
 
     /// Queues a read of the record's columns by primary key (values in key
@@ -216,7 +229,25 @@ impl Transaction {
         lock: LockMode,
     ) -> Result<OpId, ShoalError> {
         let op = record.encode_read(key, lock)?;
-        self.push(op, record.table(), true)
+        self.push(op, record.table(), Some((record, None)))
+    }
+
+    /// Queues a read like [`Transaction::read`] whose row lands in `buf`,
+    /// a buffer the caller reuses from transaction to transaction (as
+    /// NDB's NdbRecord reads into the caller's row memory): its memory is
+    /// kept, so a steady stream of reads allocates nothing for rows. Get
+    /// it back with [`Transaction::take_row`] after the execute; until
+    /// then it is empty. On an error here the buffer is dropped.
+    pub fn read_into(
+        &mut self,
+        record: &Record,
+        key: &[Value],
+        lock: LockMode,
+        mut buf: RowBuf,
+    ) -> Result<OpId, ShoalError> {
+        let op = record.encode_read(key, lock)?;
+        buf.clear();
+        self.push(op, record.table(), Some((record, Some(buf))))
     }
 
     /// Lets operation `op` fail with "not found" (626) or "already exists"
@@ -233,10 +264,27 @@ impl Transaction {
         }
     }
 
-    /// The row a read returned (after its execute), or `None` if it has
-    /// not run, failed, or found nothing under `ignore_error`.
-    pub fn row(&self, op: OpId) -> Option<&Row> {
-        self.ops.get(op.index()).and_then(|s| s.row.as_ref())
+    /// The row a read returned (after its execute), laid out by the
+    /// read's record, or `None` if it has not run, failed, or found
+    /// nothing under `ignore_error`.
+    pub fn row(&self, op: OpId) -> Option<&RowBuf> {
+        self.ops
+            .get(op.index())
+            .and_then(|s| s.row.as_ref())
+            .filter(|r| r.is_filled())
+    }
+
+    /// Takes the row a read returned out of the transaction, to keep it
+    /// or to hand its buffer to the next [`Transaction::read_into`];
+    /// `None` as for [`Transaction::row`] (then any buffer the read was
+    /// given is dropped with the transaction).
+    pub fn take_row(&mut self, op: OpId) -> Option<RowBuf> {
+        let slot = self.ops.get_mut(op.index())?;
+        if slot.row.as_ref().is_some_and(RowBuf::is_filled) {
+            slot.row.take()
+        } else {
+            None
+        }
     }
 
     /// The error operation `op` ended with, if any.
@@ -413,13 +461,11 @@ impl Transaction {
                             r.code,
                             "operation failed (error ignored on request)",
                         ));
-                    } else if slot.is_read {
-                        match Row::new(slot.table.clone(), r.data) {
-                            Ok(row) => slot.row = Some(row),
-                            Err(e) => {
-                                slot.error = Some(e.clone());
-                                bad_row.get_or_insert(e);
-                            }
+                    } else if let Some(record) = &slot.read {
+                        let row = slot.row.get_or_insert_with(RowBuf::new);
+                        if let Err(e) = row.fill(record, &r.data) {
+                            slot.error = Some(e.clone());
+                            bad_row.get_or_insert(e);
                         }
                     }
                 }
@@ -449,7 +495,7 @@ impl Transaction {
                     "the commit went through, but its coordinator failed before sending the rows read",
                 );
                 for slot in &mut self.ops[first..first + count] {
-                    if slot.is_read {
+                    if slot.read.is_some() {
                         slot.error.get_or_insert_with(|| e.clone());
                     }
                 }

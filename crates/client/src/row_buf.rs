@@ -1,0 +1,360 @@
+//! [`RowBuf`]: a row laid out by a [`Record`], like the row memory NDB's
+//! NdbRecord reads into. The answer to a read is parsed and checked once,
+//! when it arrives, and copied into the buffer at offsets the record fixed
+//! in advance (`record_layout`); every accessor after that is O(1) and
+//! allocates nothing (except [`RowBuf::get_idx`] for strings and bytes).
+//!
+//! A buffer keeps its allocation when refilled, so a caller that reads
+//! many rows hands the same few buffers to transaction after transaction
+//! ([`Transaction::read_into`](crate::Transaction::read_into) and
+//! [`Transaction::take_row`](crate::Transaction::take_row)).
+//!
+//! Invariants: a buffer is either empty or filled from one well-formed
+//! answer for its record (every record column present once, column ids
+//! and value sizes checked with `shoal_types`' validators); a failed fill
+//! leaves it empty, never half-filled. It never holds more than the
+//! record's largest row.
+
+use crate::attr_reader::AttrReader;
+use crate::column_access::{all_column_accessors, Column};
+use crate::record::{Record, Table};
+use crate::record_layout::{RecordLayout, VAR_ENTRY_BYTES};
+use shoal_types::value::validate_bytes;
+use shoal_types::{ErrorCode, ShoalError, Value};
+use std::fmt;
+
+/// A reusable row buffer, filled by a read through a [`Record`]. Columns
+/// are named by their id in the table (`Table::column` turns a name into
+/// one, once); typed accessors (`get_u32`, `get_str`, …) read a column
+/// without building a [`Value`].
+#[derive(Clone, Default)]
+pub struct RowBuf {
+    /// The record of the last fill, kept while empty so that refilling
+    /// through the same record does not touch its reference counts.
+    record: Option<Record>,
+    filled: bool,
+    /// `[null bitmap][fixed slots][variable bytes]` (`record_layout`).
+    data: Vec<u8>,
+}
+
+impl fmt::Debug for RowBuf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.filled_record() {
+            Some(r) => f
+                .debug_struct("RowBuf")
+                .field("table", &r.table().name())
+                .field("values", &self.values())
+                .finish(),
+            None => f.write_str("RowBuf(empty)"),
+        }
+    }
+}
+
+impl RowBuf {
+    /// An empty buffer; it allocates at its first fill and keeps that
+    /// memory afterwards.
+    pub fn new() -> RowBuf {
+        RowBuf::default()
+    }
+
+    /// Parses a read's answer (an attribute list, `shoal_types::layout`)
+    /// for `record` into this buffer, replacing what it held. The answer
+    /// must hold every column of the record exactly once, in any order,
+    /// and nothing else. Errors (`ProtocolViolation`): a truncated list,
+    /// trailing bytes, an unknown or repeated column id, a column the
+    /// record lacks, a value of the wrong size or out of range; the
+    /// buffer is then empty.
+    pub fn fill(&mut self, record: &Record, answer: &[u8]) -> Result<(), ShoalError> {
+        self.filled = false;
+        if !self.record.as_ref().is_some_and(|r| r.same_as(record)) {
+            self.record = Some(record.clone());
+        }
+        let result = fill_layout(&mut self.data, record, answer);
+        match &result {
+            Ok(()) => self.filled = true,
+            Err(_) => self.data.clear(),
+        }
+        result.map_err(|what| {
+            ShoalError::with_detail(
+                ErrorCode::ProtocolViolation,
+                format!("read result for table {:?}: {what}", record.table().name()),
+            )
+        })
+    }
+
+    /// Empties the buffer, keeping its memory.
+    pub fn clear(&mut self) {
+        self.filled = false;
+        self.data.clear();
+    }
+
+    /// True once a fill succeeded (and until the next fill or clear).
+    pub fn is_filled(&self) -> bool {
+        self.filled
+    }
+
+    /// The record the buffer was filled through, if it is filled.
+    pub fn record(&self) -> Option<&Record> {
+        self.filled_record()
+    }
+
+    /// The table of the row, if the buffer is filled.
+    pub fn table(&self) -> Option<&Table> {
+        self.filled_record().map(Record::table)
+    }
+
+    /// Number of columns held (the record's; 0 when empty).
+    pub fn len(&self) -> usize {
+        self.filled_record().map_or(0, |r| r.columns().len())
+    }
+
+    /// True when the buffer holds no column.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The value of the column called `name` (see [`RowBuf::get_idx`]).
+    pub fn get(&self, name: &str) -> Option<Value> {
+        self.get_idx(self.table()?.column(name)?)
+    }
+
+    /// Every column as `(column id, value)`, in record order.
+    pub fn values(&self) -> Vec<(u16, Value)> {
+        let Some(record) = self.filled_record() else {
+            return Vec::new();
+        };
+        record
+            .columns()
+            .iter()
+            .filter_map(|&c| Some((c, self.get_idx(c)?)))
+            .collect()
+    }
+
+    all_column_accessors!();
+
+    fn filled_record(&self) -> Option<&Record> {
+        self.record.as_ref().filter(|_| self.filled)
+    }
+
+    fn table_name(&self) -> &str {
+        self.table()
+            .map_or("(none: the row buffer is empty)", Table::name)
+    }
+
+    /// Column `col`, in O(1): its slot comes from the record's layout.
+    #[inline]
+    fn column(&self, col: u16) -> Option<Column<'_>> {
+        let record = self.filled_record()?;
+        let slot = record.layout().slot_of(col)?;
+        let def = record.table().def().columns.get(col as usize)?;
+        let p = slot.position as usize;
+        let null = self.data.get(p / 8)? & (1 << (p % 8)) != 0;
+        if null {
+            return Some(Column { def, bytes: None });
+        }
+        let bytes = match slot.fixed_size {
+            Some(n) => self.data.get(slot.offset..slot.offset + n)?,
+            None => {
+                let start = read_u32(&self.data, slot.offset)? as usize;
+                let len = read_u32(&self.data, slot.offset + 4)? as usize;
+                self.data.get(start..start.checked_add(len)?)?
+            }
+        };
+        Some(Column {
+            def,
+            bytes: Some(bytes),
+        })
+    }
+}
+
+/// Lays `answer` out in `data` by `record`'s layout; on error `data` is
+/// left for the caller to clear.
+fn fill_layout(data: &mut Vec<u8>, record: &Record, answer: &[u8]) -> Result<(), String> {
+    let layout: &RecordLayout = record.layout();
+    let columns = &record.table().def().columns;
+    let mut reader = AttrReader::new(answer)?;
+    if reader.left() as usize != layout.len() {
+        return Err(format!(
+            "{} columns for a record of {}",
+            reader.left(),
+            layout.len()
+        ));
+    }
+    data.clear();
+    data.resize(layout.fixed_end, 0);
+    // Answers come in record order (the order asked); any other order is
+    // accepted too, at the cost of tracking which columns were seen.
+    let mut seen: Option<Vec<bool>> = None;
+    let mut i = 0usize;
+    while let Some(attr) = reader.next_attr()? {
+        let in_order = seen.is_none() && layout.slot_at(i).is_some_and(|s| s.col == attr.col);
+        let slot = if in_order {
+            layout.slot_at(i)
+        } else {
+            layout.slot_of(attr.col)
+        };
+        let slot = *slot.ok_or_else(|| {
+            if (attr.col as usize) < columns.len() {
+                format!("column id {} was not asked for", attr.col)
+            } else {
+                format!("unknown column id {}", attr.col)
+            }
+        })?;
+        if !in_order {
+            let seen = seen.get_or_insert_with(|| {
+                let mut s = vec![false; layout.len()];
+                s[..i].fill(true);
+                s
+            });
+            let p = slot.position as usize;
+            if seen[p] {
+                return Err(format!("column id {} twice", attr.col));
+            }
+            seen[p] = true;
+        }
+        i += 1;
+        let def = &columns[slot.col as usize];
+        let Some(value) = attr.value else {
+            let p = slot.position as usize;
+            data[p / 8] |= 1 << (p % 8);
+            continue;
+        };
+        validate_bytes(def, value).map_err(|e| e.detail)?;
+        match slot.fixed_size {
+            Some(n) => data[slot.offset..slot.offset + n].copy_from_slice(value),
+            None => {
+                let start = u32::try_from(data.len()).map_err(|_| "row too large".to_string())?;
+                data.extend_from_slice(value);
+                let entry = &mut data[slot.offset..slot.offset + VAR_ENTRY_BYTES];
+                entry[..4].copy_from_slice(&start.to_le_bytes());
+                entry[4..].copy_from_slice(&(value.len() as u32).to_le_bytes());
+            }
+        }
+    }
+    if reader.trailing() > 0 {
+        return Err(format!(
+            "{} bytes after the attribute list",
+            reader.trailing()
+        ));
+    }
+    // Every value was checked against its column's size, so this holds
+    // for any answer; a failure is a bug in the layout.
+    assert!(data.len() <= layout.row_bytes_max);
+    Ok(())
+}
+
+#[inline]
+fn read_u32(buf: &[u8], at: usize) -> Option<u32> {
+    let b = buf.get(at..at.checked_add(4)?)?;
+    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::tests::table;
+    use shoal_types::layout::AttrListWriter;
+
+    fn attrs(list: &[(u16, Option<&[u8]>)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut w = AttrListWriter::begin(&mut out);
+        for (c, v) in list {
+            w.push(&mut out, *c, *v);
+        }
+        w.finish(&mut out);
+        out
+    }
+
+    #[test]
+    fn fills_by_layout_and_reads_typed() {
+        let t = table();
+        let rec = t.record(&["k1", "name", "k2", "req", "a"]).unwrap();
+        let answer = attrs(&[
+            (3, Some(&7u64.to_le_bytes())),
+            (2, None),
+            (1, Some(b"key")),
+            (5, Some(&(-2i16).to_le_bytes())),
+            (0, Some(&(-9i32).to_le_bytes())),
+        ]);
+        let mut row = RowBuf::new();
+        assert!(!row.is_filled() && row.is_empty());
+        row.fill(&rec, &answer).unwrap();
+        assert_eq!(row.len(), 5);
+        assert_eq!(row.get_u64(3).unwrap(), Some(7));
+        assert_eq!(row.get_str(1).unwrap(), Some("key"));
+        assert_eq!(row.get_bytes(1).unwrap(), Some(&b"key"[..]));
+        assert_eq!(row.get_i16(5).unwrap(), Some(-2));
+        assert_eq!(row.get_i32(0).unwrap(), Some(-9));
+        assert!(row.is_null(2).unwrap());
+        assert_eq!(row.get_str(2).unwrap(), None);
+        assert_eq!(row.get("name"), Some(Value::Null));
+        assert_eq!(row.get("k2"), Some(Value::Str("key".into())));
+        assert_eq!(row.get_raw(0).unwrap(), Some(&(-9i32).to_le_bytes()[..]));
+        // Wrong types and absent columns are errors, not panics.
+        assert_eq!(row.get_u64(0).unwrap_err().code, ErrorCode::BadRequest);
+        assert_eq!(row.get_u32(0).unwrap_err().code, ErrorCode::BadRequest);
+        assert_eq!(row.get_str(3).unwrap_err().code, ErrorCode::BadRequest);
+        assert_eq!(row.get_i32(4).unwrap_err().code, ErrorCode::NoSuchColumn);
+        assert_eq!(row.get_i32(99).unwrap_err().code, ErrorCode::NoSuchColumn);
+        assert_eq!(row.get("n"), None, "not in the record");
+        assert_eq!(
+            row.values(),
+            vec![
+                (3, Value::UInt(7)),
+                (2, Value::Null),
+                (1, Value::Str("key".into())),
+                (5, Value::Int(-2)),
+                (0, Value::Int(-9)),
+            ]
+        );
+    }
+
+    #[test]
+    fn refills_in_place_and_accepts_any_order() {
+        let t = table();
+        let rec = t.record(&["k2", "name"]).unwrap();
+        let mut row = RowBuf::new();
+        row.fill(&rec, &attrs(&[(1, Some(b"longer")), (2, Some(b"ab"))]))
+            .unwrap();
+        // Refill through the same record, answer in the other order.
+        row.fill(&rec, &attrs(&[(2, None), (1, Some(b"k"))]))
+            .unwrap();
+        assert_eq!(row.get_str(1).unwrap(), Some("k"));
+        assert!(row.is_null(2).unwrap());
+        // Refill through another record of the table.
+        let other = t.record(&["req"]).unwrap();
+        row.fill(&other, &attrs(&[(5, Some(&3i16.to_le_bytes()))]))
+            .unwrap();
+        assert_eq!(row.get_i16(5).unwrap(), Some(3));
+        assert_eq!(row.get_str(1).unwrap_err().code, ErrorCode::NoSuchColumn);
+    }
+
+    #[test]
+    fn refuses_malformed_answers_and_stays_empty() {
+        let t = table();
+        let rec = t.record(&["k1", "k2"]).unwrap();
+        let k1 = 1u64.to_le_bytes();
+        let good = attrs(&[(3, Some(&k1)), (1, Some(b"x"))]);
+        let mut extra = good.clone();
+        extra.push(0);
+        let bad = [
+            attrs(&[(3, Some(&k1[..3])), (1, Some(b"x"))]), // BIGINT needs 8 bytes
+            attrs(&[(3, Some(&k1)), (1, Some(&[b'x'; 9]))]), // VARCHAR(8)
+            attrs(&[(3, Some(&k1)), (42, None)]),           // no such column
+            attrs(&[(3, Some(&k1)), (0, None)]),            // not asked for
+            attrs(&[(3, Some(&k1)), (3, Some(&k1))]),       // twice
+            attrs(&[(3, Some(&k1))]),                       // one missing
+            good[..good.len() - 1].to_vec(),                // truncated
+            vec![],
+            extra,
+        ];
+        let mut row = RowBuf::new();
+        for answer in bad {
+            row.fill(&rec, &good).unwrap();
+            let err = row.fill(&rec, &answer).unwrap_err();
+            assert_eq!(err.code, ErrorCode::ProtocolViolation, "{answer:?}");
+            assert!(!row.is_filled() && row.get_idx(3).is_none());
+            assert_eq!(row.get_u64(3).unwrap_err().code, ErrorCode::NoSuchColumn);
+        }
+    }
+}
