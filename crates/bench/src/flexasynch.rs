@@ -387,6 +387,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
 
     let run_phase =
         |cmd: Command, label: &str| -> Result<(f64, u64, Option<Histogram<u64>>), String> {
+            let cpu_before = crate::cpu::CpuSample::now();
             let start = Instant::now();
             for w in &workers {
                 w.commands
@@ -418,8 +419,12 @@ pub fn run(opts: &Options) -> Result<Report, String> {
                 return Err(format!("{label} failed: {e}"));
             }
             let rate = ops as f64 / secs.max(1e-9);
+            let cpu = match (cpu_before, crate::cpu::CpuSample::now()) {
+                (Some(a), Some(b)) => format!(" [{}]", a.report_until(&b, ops)),
+                _ => String::new(),
+            };
             eprintln!(
-                "  {label}: {ops} ops in {secs:.2}s = {rate:.0}/s{}",
+                "  {label}: {ops} ops in {secs:.2}s = {rate:.0}/s{}{cpu}",
                 if retries > 0 {
                     format!(" ({retries} retried)")
                 } else {

@@ -3,5 +3,6 @@
 //! and `bank` (NDB's test bank: transfers that must keep the total).
 
 pub mod bank;
+mod cpu;
 pub mod flexasynch;
 mod stats;

@@ -186,6 +186,11 @@ impl Dih {
 
     /// Whether `node` is starting and its replica of `(table, frag)` is
     /// being copied.
+    /// The start of `node` in the view in force, if it is a member.
+    pub fn incarnation_of(&self, node: u16) -> Option<u32> {
+        self.view.member(node).map(|m| m.incarnation)
+    }
+
     pub fn is_copying(&self, node: u16, table: TableId, frag: FragmentId) -> bool {
         self.starting_node == Some(node)
             && self.starting.get(&(table, frag)) == Some(&FragReplicaState::Copying)

@@ -138,6 +138,44 @@ fn add_up(totals: &mut SimReport, report: SimReport) {
     totals.unknown += report.unknown;
 }
 
+/// Seeds of the shoal-sim binary's longer runs that found bugs, replayed
+/// on every CI run (4 data nodes, 2 replicas, failures, 5000 transactions).
+#[test]
+fn seeds_that_found_bugs_pass() {
+    for (seed, bug) in [
+        (
+            1795575268865349876,
+            "an abort after a last replica's committed delete answered 'not committed'",
+        ),
+        (
+            1795575542081198745,
+            "a node paused past the inactivity timeout served the transaction's next request",
+        ),
+        (
+            1795575753473758816,
+            "two overlapping partial initial starts were both allowed (split brain)",
+        ),
+        (
+            1795576590592926042,
+            "a copy request from before the target failed blocked its next start's copy",
+        ),
+    ] {
+        let opts = SimOptions {
+            seed,
+            transactions: 5000,
+            data_nodes: 4,
+            replicas: 2,
+            read_backup: false,
+            wide: false,
+            failures: true,
+            faults: Faults::default(),
+        };
+        if let Err(failure) = run(&opts) {
+            panic!("seed {seed} ({bug}) fails again: {failure}");
+        }
+    }
+}
+
 /// The checker's self-test: with a protocol broken on purpose, some seed
 /// among the first few with failures must fail.
 fn first_failing_seed(faults: Faults) -> Option<(u64, String)> {

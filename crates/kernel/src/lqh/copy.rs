@@ -48,6 +48,8 @@ pub struct CopyStats {
 pub(super) struct CopyScan {
     /// Who asked (the president), told when the target has everything.
     requester: u16,
+    /// The target's start this copy is for.
+    incarnation: u32,
     /// The lock owner this scan reads as (never a transaction handle).
     owner: u64,
     next_row: RowId,
@@ -94,8 +96,24 @@ impl Lqh {
             }));
             return;
         }
-        if self.copies.contains_key(&(key, target)) {
-            return; // a repeat
+        // Only a copy the distribution state expects: the target is the
+        // starting node and its replica of this fragment is being copied
+        // (the president says so on this link before it asks). A request
+        // from before the target failed, delivered late or repeated,
+        // finds it not copying and is dropped: copying to a node that is
+        // gone would wait for its confirmations forever, and take the
+        // place of the copy its next start needs.
+        let Some(incarnation) = dih
+            .is_copying(target, table, frag)
+            .then(|| dih.incarnation_of(target))
+            .flatten()
+        else {
+            return;
+        };
+        match self.copies.get(&(key, target)) {
+            Some(scan) if scan.incarnation == incarnation => return, // a repeat
+            Some(_) => self.end_copy((key, target)),
+            None => {}
         }
         let owner = self.next_copy_owner;
         self.next_copy_owner += 1;
@@ -103,6 +121,7 @@ impl Lqh {
             (key, target),
             CopyScan {
                 requester: from,
+                incarnation,
                 owner,
                 next_row: 0,
                 seq: 0,
@@ -317,7 +336,13 @@ impl Lqh {
             .copied()
             .collect();
         for k in gone {
-            let scan = self.copies.remove(&k).expect("listed");
+            self.end_copy(k);
+        }
+    }
+
+    /// Ends one copy, giving back its locks.
+    fn end_copy(&mut self, k: (FragKey, u16)) {
+        if let Some(scan) = self.copies.remove(&k) {
             if let Some(entry) = self.frags.get_mut(&k.0) {
                 if let Some((token, row)) = scan.wait {
                     entry
