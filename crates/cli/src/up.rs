@@ -56,15 +56,19 @@ pub fn run(args: UpArgs) -> Result<(), String> {
             args.data_nodes, args.replicas
         ));
     }
+    std::fs::create_dir_all(&args.data_dir)
+        .map_err(|e| format!("cannot create {}: {e}", args.data_dir.display()))?;
+    let data_dir = std::fs::canonicalize(&args.data_dir).map_err(|e| e.to_string())?;
+    // Held until this `shoal up` ends: a second one on the same directory
+    // would start a second cluster over this one's files.
+    let _dir_lock = shoal_mgmd::dir_lock::DirLock::acquire(&data_dir, "up.lock", "shoal up")
+        .map_err(|e| e.detail)?;
     if !port_free(args.mgm_port) {
         return Err(format!(
             "port {} on 127.0.0.1 is taken (another cluster running?); stop it or pass --mgm-port",
             args.mgm_port
         ));
     }
-    std::fs::create_dir_all(&args.data_dir)
-        .map_err(|e| format!("cannot create {}: {e}", args.data_dir.display()))?;
-    let data_dir = std::fs::canonicalize(&args.data_dir).map_err(|e| e.to_string())?;
     let mut config =
         shoal_mgmd::ClusterConfig::local(args.data_nodes, args.replicas, args.mgm_port, &data_dir);
     if let Some(m) = &args.data_memory {

@@ -253,6 +253,21 @@ fn killed_data_node_and_mgmd_are_restarted() {
     });
     assert!(started_as(&status, 2, 1), "{status:#?}");
 
+    // The data dir is this cluster's: a second `shoal up` on it (another
+    // port) refuses to start instead of running a cluster over its files.
+    let second = Command::new(SHOAL)
+        .args(["up", "--data-dir"])
+        .arg(up.dir.path())
+        .args(["--mgm-port", &free_port().to_string()])
+        .output()
+        .expect("run a second shoal up");
+    assert!(!second.status.success(), "{}", text(&second));
+    assert!(
+        text(&second).contains("is in use by another process (shoal up, pid"),
+        "{}",
+        text(&second)
+    );
+
     let old = up.pid("datanode-2").expect("pid file of data node 2");
     kill9(old);
     let new = up.wait_new_pid("datanode-2", old);

@@ -12,6 +12,7 @@
 
 pub mod client;
 pub mod config;
+pub mod dir_lock;
 pub mod proto;
 pub mod server;
 mod store;

@@ -695,6 +695,26 @@ async fn a_partial_start_is_refused_while_another_data_node_is_started() {
     mgmd.stop().await;
 }
 
+#[tokio::test]
+async fn a_second_mgmd_on_the_same_files_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let mgmd = Mgmd::start(dir.path(), 2).await;
+    // Serving (so it holds its directory) once a node got through.
+    let n1 = data_node(&mgmd.addr, 1).await;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let config = ClusterConfig::local(2, 1, port, dir.path());
+    let second = server::run(config, listener, std::future::pending());
+    let err = tokio::time::timeout(Duration::from_secs(10), second)
+        .await
+        .expect("the second mgmd must refuse at once, not serve")
+        .unwrap_err();
+    drop(n1);
+    assert_eq!(err.code, ErrorCode::DataDirInUse, "{err}");
+    assert!(err.detail.contains("mgmd 49, pid"), "{err}");
+    mgmd.stop().await;
+}
+
 /// Waits for the data node's next event, which must be Shutdown, and acks it.
 async fn ack_shutdown(node: &mut DataNodeSession) {
     let (event_id, event) = tokio::time::timeout(Duration::from_secs(10), node.next_event())

@@ -133,6 +133,9 @@ error_codes! {
     NodeIdRefused = 6001, Permanent, "Node id refused by the management server";
     /// The management server could not be reached or answered wrongly.
     MgmdFailure = 6002, Temporary, "Management server unreachable or failed";
+    /// Another process holds the data directory (a second `shoal up`,
+    /// mgmd or data node pointed at it).
+    DataDirInUse = 6003, Permanent, "Data directory in use by another process";
     /// A bug: a state the code believes cannot happen.
     Internal = 6999, Permanent, "Internal error";
 }

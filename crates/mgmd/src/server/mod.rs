@@ -93,6 +93,13 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), ShoalError> {
     config.validate()?;
+    // Held while this mgmd runs: a second mgmd on the same files would
+    // hand out the same start numbers and arbitration grants.
+    let _dir_lock = crate::dir_lock::DirLock::acquire(
+        &config.mgmd_data_dir(),
+        "mgmd.lock",
+        &format!("mgmd {}", config.mgmd_node().node_id),
+    )?;
     let store = Store::open(&config.mgmd_data_dir())?;
     let schema = store.load_schema(config.cluster_id)?;
     let starts = store.load_starts(config.cluster_id)?;
