@@ -49,7 +49,7 @@ pub fn run(args: UpArgs) -> Result<(), String> {
     if args.data_nodes == 0
         || args.replicas == 0
         || args.replicas > 4
-        || args.data_nodes % args.replicas != 0
+        || !args.data_nodes.is_multiple_of(args.replicas)
     {
         return Err(format!(
             "--data-nodes {} must be a positive multiple of --replicas {} (1..=4)",

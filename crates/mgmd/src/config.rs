@@ -383,7 +383,7 @@ pub fn parse_byte_size(s: &str) -> Result<u64, String> {
 pub fn format_byte_size(bytes: u64) -> String {
     for (shift, suffix) in [(40, "T"), (30, "G"), (20, "M"), (10, "K")] {
         let unit = 1u64 << shift;
-        if bytes >= unit && bytes % unit == 0 {
+        if bytes >= unit && bytes.is_multiple_of(unit) {
             return format!("{}{suffix}", bytes / unit);
         }
     }
@@ -653,7 +653,7 @@ impl ClusterConfig {
                 "the config needs at least one [[node]] with type = \"datanode\"",
             ));
         }
-        if data_nodes % self.no_of_replicas as usize != 0 {
+        if !data_nodes.is_multiple_of(self.no_of_replicas as usize) {
             return Err(config_error(format!(
                 "{data_nodes} data node(s) is not a multiple of no_of_replicas = {} \
                  (each node group holds no_of_replicas data nodes)",
@@ -880,7 +880,7 @@ impl ClusterConfig {
         let groups = self.node_groups();
         let data_nodes = self.data_node_ids().len() as u32;
         let total = fragment_count.unwrap_or(self.partitions_per_node * data_nodes);
-        if groups.is_empty() || total == 0 || total % groups.len() as u32 != 0 {
+        if groups.is_empty() || total == 0 || !total.is_multiple_of(groups.len() as u32) {
             return Err(ShoalError::with_detail(
                 ErrorCode::BadTableDefinition,
                 format!(

@@ -381,7 +381,7 @@ async fn serve(
         tokio::select! {
             _ = poll.tick(), if link.session.is_some() && peers_wanted > 0 => {
                 polls += 1;
-                if peers_known == peers_wanted && polls % PEER_POLL_SLOW_TICKS != 0 {
+                if peers_known == peers_wanted && !polls.is_multiple_of(PEER_POLL_SLOW_TICKS) {
                     continue;
                 }
                 let Some(session) = link.session.as_mut() else { continue };

@@ -81,7 +81,7 @@ impl DistributionSpec {
 /// Node groups as NDB forms them by default: data node ids in ascending
 /// order, `replicas` nodes per group (nodes 1,2 → group 0; 3,4 → group 1).
 pub fn node_groups(data_nodes: &[u16], replicas: usize) -> Result<Vec<Vec<u16>>, ShoalError> {
-    if replicas == 0 || data_nodes.is_empty() || data_nodes.len() % replicas != 0 {
+    if replicas == 0 || data_nodes.is_empty() || !data_nodes.len().is_multiple_of(replicas) {
         return Err(ShoalError::with_detail(
             ErrorCode::BadRequest,
             format!(
