@@ -54,6 +54,9 @@ pub struct Options {
     pub retry: Duration,
     pub connect: String,
     pub json: bool,
+    /// Only sum the balances of the existing accounts table and check the
+    /// total (after a restart: nothing committed may be lost).
+    pub check_only: bool,
 }
 
 const USAGE: &str = "usage: shoal bench bank [--accounts N] [--threads T] [--duration-secs S] \
@@ -68,6 +71,10 @@ const USAGE: &str = "usage: shoal bench bank [--accounts N] [--threads T] [--dur
                         temporary errors before failing (default 60)
   --connect HOST:PORT   mgmd (default 127.0.0.1:1186)
   --json                print the result as JSON
+  --check-only          transfer nothing and create nothing: sum the balances
+                        of the existing accounts 0..N-1 (N from --accounts) and
+                        exit non-zero if the table or an account is missing or
+                        the total is not N x 1000
 Each committed transfer adds a row to BANK_HISTORY, kept in data memory.";
 
 impl Options {
@@ -81,6 +88,7 @@ impl Options {
             retry: Duration::from_secs(60),
             connect: "127.0.0.1:1186".into(),
             json: false,
+            check_only: false,
         };
         let mut it = args.iter();
         while let Some(flag) = it.next() {
@@ -113,6 +121,7 @@ impl Options {
                 "--retry-secs" => o.retry = Duration::from_secs(number(flag, value(flag)?)?),
                 "--connect" => o.connect = value(flag)?.clone(),
                 "--json" => o.json = true,
+                "--check-only" => o.check_only = true,
                 "-h" | "--help" => return Err(USAGE.into()),
                 other => return Err(format!("unknown flag {other:?}\n{USAGE}")),
             }
@@ -134,6 +143,9 @@ impl Options {
 }
 pub fn main(args: &[String]) -> Result<(), String> {
     let opts = Options::parse(args)?;
+    if opts.check_only {
+        return check_only(&opts);
+    }
     let report = run(&opts)?;
     if opts.json {
         println!("{}", serde_json::to_string(&report).expect("serializes"));
@@ -152,6 +164,50 @@ pub fn run(opts: &Options) -> Result<Report, String> {
         .build()
         .map_err(|e| format!("cannot start a runtime: {e}"))?;
     rt.block_on(run_async(opts))
+}
+
+/// `--check-only`: the existing accounts' total, checked.
+fn check_only(opts: &Options) -> Result<(), String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start a runtime: {e}"))?;
+    rt.block_on(async {
+        let cluster = Cluster::connect(&opts.connect)
+            .await
+            .map_err(|e| format!("cannot connect to mgmd at {}: {e}", opts.connect))?;
+        let accounts = cluster
+            .table(TABLE)
+            .await
+            .map_err(|e| format!("{TABLE}: {e} (run the bank without --check-only first)"))?
+            .full_record();
+        let total: i64 = balances(&cluster, &accounts, opts.accounts, opts.retry)
+            .await?
+            .iter()
+            .sum();
+        cluster.close().await;
+        let expected = INITIAL_BALANCE * opts.accounts as i64;
+        if opts.json {
+            println!(
+                "{}",
+                serde_json::json!({"accounts": opts.accounts, "total": total, "expected_total": expected, "ok": total == expected})
+            );
+        } else {
+            println!(
+                "bank: {} accounts, total {total} (expected {expected}): {}",
+                opts.accounts,
+                if total == expected { "ok" } else { "WRONG" }
+            );
+        }
+        if total == expected {
+            Ok(())
+        } else {
+            Err(format!(
+                "the total of {} accounts is {total}, expected {expected}: money was lost or made",
+                opts.accounts
+            ))
+        }
+    })
 }
 
 /// The two tables, as records of all their columns.

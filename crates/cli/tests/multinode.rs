@@ -206,4 +206,36 @@ fn bank_keeps_its_total_on_four_nodes() {
         stderr.contains("bank: t=") && stderr.contains("/s  aborts "),
         "{stderr}"
     );
+
+    // `--check-only` sums the existing accounts and changes nothing; with
+    // an account the table lacks it fails.
+    let check = |accounts: &str| {
+        cluster.shoal(&[
+            "bench",
+            "bank",
+            "--connect",
+            &cluster.mgmd_addr,
+            "--accounts",
+            accounts,
+            "--check-only",
+        ])
+    };
+    let out = check("200");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("total 200000 (expected 200000): ok"),
+        "{stdout}"
+    );
+    let out = check("201");
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("summing the balances"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
