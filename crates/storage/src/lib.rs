@@ -12,18 +12,23 @@
 //! - Row ids are stable for the life of a row and reused after removal.
 //!
 //! The crate does no I/O and keeps no clocks, so the simulator and the
-//! runtime drive it alike. Redo and checkpoints (durability issue) will
-//! read rows by row id in row-id order, which the page layout keeps cheap.
+//! runtime drive it alike. The redo log's format ([`redo`]) is here for
+//! the same reason: its writer hands out bytes and its reader takes them,
+//! whoever does the writing. Checkpoints (durability issue) will read
+//! rows by row id in row-id order, which the page layout keeps cheap.
 
 #![forbid(unsafe_code)]
 
+mod crc32c;
 mod fragment;
 mod index;
 mod key;
 mod locks;
 mod memory;
+pub mod redo;
 mod rows;
 
+pub use crc32c::{crc32c, crc32c_update};
 pub use fragment::Fragment;
 pub use locks::{LockManager, LockMode, LockOutcome, LockOwner, WaitToken};
 pub use memory::{Memory, OutOfMemory, PAGE_BYTES};
