@@ -193,15 +193,9 @@ fi
 
 # ------------------------------------------ 3. flexasynch before/after
 if want flex && [[ -n "${BEFORE:-}" ]]; then
-    WT=target/bench-before
-    if [[ ! -d "$WT" ]]; then
-        git worktree add -f "$WT" "$BEFORE" >&2
-    else
-        git -C "$WT" checkout -q "$BEFORE"
-    fi
-    log "building $BEFORE (release) in $WT"
-    (cd "$WT" && CARGO_TARGET_DIR="$PWD/target" cargo build --release -p shoal >&2)
-    OLD=$PWD/$WT/target/release/shoal
+    # shellcheck source=scripts/bench-common.sh
+    source scripts/bench-common.sh
+    OLD=$(build_before "$BEFORE")
     ARGS="-t 4 -con 4 -p 512 -a 2 -o 400 -l 3 -dirty"
     rm -f "$OUT"/flex-*
     for replicas in 1 2; do

@@ -23,17 +23,11 @@ log() { printf '[bench-wide-rows] %s\n' "$*" >&2; }
 log "building shoal (release)"
 cargo build --release -p shoal >&2
 NEW=$PWD/target/release/shoal
+# shellcheck source=scripts/bench-common.sh
+source scripts/bench-common.sh
 OLD=
 if [[ -n "${BEFORE:-}" ]]; then
-    WT=target/bench-before
-    if [[ ! -d "$WT" ]]; then
-        git worktree add -f "$WT" "$BEFORE" >&2
-    else
-        git -C "$WT" checkout -q "$BEFORE"
-    fi
-    log "building $BEFORE (release) in $WT"
-    (cd "$WT" && CARGO_TARGET_DIR="$PWD/target" cargo build --release -p shoal >&2)
-    OLD=$PWD/$WT/target/release/shoal
+    OLD=$(build_before "$BEFORE")
 fi
 
 PIDS=()

@@ -425,6 +425,18 @@ pub(crate) mod tests {
 
     /// `t(a INT, k2 VARCHAR(8) , name VARCHAR(4) NULL, k1 BIGINT UNSIGNED,
     /// n INT NOT NULL DEFAULT 5, req SMALLINT NOT NULL)`, key `(k1, k2)`.
+    /// An attribute list of `list` (column id, value bytes or NULL), as a
+    /// data node sends one.
+    pub(crate) fn attr_list(list: &[(u16, Option<&[u8]>)]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut w = shoal_types::layout::AttrListWriter::begin(&mut out);
+        for (c, v) in list {
+            w.push(&mut out, *c, *v);
+        }
+        w.finish(&mut out);
+        out
+    }
+
     pub(crate) fn table() -> Table {
         let mut def = TableDef::new(
             "t",

@@ -252,18 +252,7 @@ fn read_u32(buf: &[u8], at: usize) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::tests::table;
-    use shoal_types::layout::AttrListWriter;
-
-    fn attrs(list: &[(u16, Option<&[u8]>)]) -> Vec<u8> {
-        let mut out = Vec::new();
-        let mut w = AttrListWriter::begin(&mut out);
-        for (c, v) in list {
-            w.push(&mut out, *c, *v);
-        }
-        w.finish(&mut out);
-        out
-    }
+    use crate::record::tests::{attr_list as attrs, table};
 
     #[test]
     fn fills_by_layout_and_reads_typed() {
