@@ -320,15 +320,20 @@ pub fn read_log(bytes: &[u8], base: Lsn) -> ReadLog {
         if h.iter().all(|&b| b == 0) {
             // Zeros: the padding of a sync, or never written. A sync pads
             // to a block boundary, so what follows starts a block.
-            let next_block = pos + left_in_block;
-            if record.is_none() && !valid_chunk_from(bytes, base, next_block) {
-                break LogEnd::Clean;
-            }
             if record.is_some() {
                 break LogEnd::Torn;
             }
-            pos = next_block;
-            continue;
+            let next_block = pos + left_in_block;
+            if valid_chunk_from(bytes, base, next_block) {
+                pos = next_block;
+                continue;
+            }
+            // Nothing valid right after: the end, unless valid chunks come
+            // later (then the block after this one is damaged).
+            break match damaged(bytes, base, next_block, "a block that holds no valid chunk") {
+                LogEnd::Torn => LogEnd::Clean,
+                other => other,
+            };
         }
         let payload = bytes.get(pos + CHUNK_HEADER_BYTES..pos + CHUNK_HEADER_BYTES + len);
         let good = len <= left_in_block - CHUNK_HEADER_BYTES
