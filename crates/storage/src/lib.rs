@@ -27,6 +27,7 @@ mod locks;
 mod memory;
 pub mod redo;
 mod rows;
+pub mod sysfile;
 
 pub use crc32c::{crc32c, crc32c_update};
 pub use fragment::Fragment;

@@ -1,0 +1,175 @@
+//! The node's record of what is durable (NDB's sysfile): the latest
+//! durable epoch and where a restart reads the redo log from. Small, and
+//! rewritten often, so it must survive a crash in the middle of its own
+//! write: it has two slots in separate blocks, written alternately, each
+//! with a sequence number and a CRC-32C. A torn write spoils at most the
+//! slot being written; the reader takes the valid slot with the higher
+//! sequence number. A new data dir gets record 0, synced, before anything
+//! else, so that even a torn first update leaves a valid slot: both slots
+//! spoiled is always damage, never a crash. Byte by byte in
+//! docs/FILES.md.
+
+use crate::crc32c::crc32c;
+use crate::redo::Lsn;
+
+/// Where the two slots start: one block apart, so a torn write of one
+/// never touches the other.
+pub const SYSFILE_SLOT_STRIDE: usize = 4096;
+/// Bytes of one slot.
+pub const SYSFILE_SLOT_BYTES: usize = 48;
+const MAGIC: &[u8; 4] = b"SHSF";
+const FORMAT_VERSION: u16 = 1;
+
+/// What the node knows to be durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sysfile {
+    /// Grows by one per write; picks the newer slot.
+    pub seq: u64,
+    /// Every transaction of this epoch and before is durable on every
+    /// live node.
+    pub durable_epoch: u64,
+    /// A restart reads the redo log from here (older records are in the
+    /// local checkpoint).
+    pub redo_start: Lsn,
+    /// The redo log is synced up to here (damage found below it is damage
+    /// to durable data).
+    pub redo_synced: Lsn,
+}
+
+/// Why no record could be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SysfileError {
+    /// Both slots hold bytes and neither is valid.
+    Corrupt(String),
+}
+
+impl Sysfile {
+    /// The offset in the file of the slot this record goes to.
+    pub fn offset(&self) -> usize {
+        (self.seq % 2) as usize * SYSFILE_SLOT_STRIDE
+    }
+
+    /// The slot's bytes.
+    pub fn encode(&self) -> [u8; SYSFILE_SLOT_BYTES] {
+        let mut b = [0u8; SYSFILE_SLOT_BYTES];
+        b[0..4].copy_from_slice(MAGIC);
+        b[4..6].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        b[8..16].copy_from_slice(&self.seq.to_le_bytes());
+        b[16..24].copy_from_slice(&self.durable_epoch.to_le_bytes());
+        b[24..32].copy_from_slice(&self.redo_start.to_le_bytes());
+        b[32..40].copy_from_slice(&self.redo_synced.to_le_bytes());
+        let crc = crc32c(&b[..44]);
+        b[44..48].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    /// The next record, with the given contents.
+    pub fn next(&self, durable_epoch: u64, redo_start: Lsn, redo_synced: Lsn) -> Sysfile {
+        Sysfile {
+            seq: self.seq + 1,
+            durable_epoch,
+            redo_start,
+            redo_synced,
+        }
+    }
+
+    fn decode(b: &[u8]) -> Option<Sysfile> {
+        let b = b.get(..SYSFILE_SLOT_BYTES)?;
+        let u64_at = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
+        let crc = u32::from_le_bytes(b[44..48].try_into().expect("4 bytes"));
+        let valid = &b[0..4] == MAGIC
+            && u16::from_le_bytes([b[4], b[5]]) == FORMAT_VERSION
+            && b[6..8] == [0, 0]
+            && b[40..44] == [0; 4]
+            && crc32c(&b[..44]) == crc;
+        let s = Sysfile {
+            seq: u64_at(8),
+            durable_epoch: u64_at(16),
+            redo_start: u64_at(24),
+            redo_synced: u64_at(32),
+        };
+        valid.then_some(s)
+    }
+
+    /// The newest valid record of a sysfile's bytes; `Ok(None)` if it was
+    /// never written (both slots zeros or missing).
+    pub fn read(file: &[u8]) -> Result<Option<Sysfile>, SysfileError> {
+        let slot = |at: usize| file.get(at..(at + SYSFILE_SLOT_BYTES).min(file.len()));
+        let (a, b) = (slot(0), slot(SYSFILE_SLOT_STRIDE));
+        // A slot holds only its own sequence numbers (odd or even).
+        let from = |bytes: Option<&[u8]>, want_offset: usize| {
+            bytes
+                .and_then(Sysfile::decode)
+                .filter(|s| s.offset() == want_offset)
+        };
+        let (ra, rb) = (from(a, 0), from(b, SYSFILE_SLOT_STRIDE));
+        match (ra, rb) {
+            (Some(x), Some(y)) => Ok(Some(if x.seq > y.seq { x } else { y })),
+            (Some(x), None) | (None, Some(x)) => Ok(Some(x)),
+            (None, None) => {
+                let blank = |s: Option<&[u8]>| s.is_none_or(|s| s.iter().all(|&x| x == 0));
+                if blank(a) && blank(b) {
+                    Ok(None)
+                } else {
+                    Err(SysfileError::Corrupt(
+                        "neither sysfile slot holds a valid record".into(),
+                    ))
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file_with(records: &[Sysfile]) -> Vec<u8> {
+        let mut f = vec![0u8; SYSFILE_SLOT_STRIDE + SYSFILE_SLOT_BYTES];
+        for r in records {
+            let at = r.offset();
+            f[at..at + SYSFILE_SLOT_BYTES].copy_from_slice(&r.encode());
+        }
+        f
+    }
+
+    #[test]
+    fn the_newer_valid_slot_wins_and_a_torn_one_is_skipped() {
+        let first = Sysfile {
+            seq: 1,
+            durable_epoch: 10,
+            redo_start: 0,
+            redo_synced: 4096,
+        };
+        let second = first.next(11, 0, 8192);
+        assert_ne!(first.offset(), second.offset());
+        let f = file_with(&[first, second]);
+        assert_eq!(Sysfile::read(&f), Ok(Some(second)));
+        // The second write torn: the first stays.
+        let mut torn = f.clone();
+        torn[second.offset() + 20] ^= 1;
+        assert_eq!(Sysfile::read(&torn), Ok(Some(first)));
+        // Never written.
+        assert_eq!(Sysfile::read(&[]), Ok(None));
+        assert_eq!(Sysfile::read(&vec![0; 5000]), Ok(None));
+        // Both spoiled.
+        let mut bad = f;
+        bad[3] ^= 1;
+        bad[SYSFILE_SLOT_STRIDE + 3] ^= 1;
+        assert!(matches!(Sysfile::read(&bad), Err(SysfileError::Corrupt(_))));
+    }
+
+    #[test]
+    fn a_record_in_the_other_slot_is_not_taken() {
+        let r = Sysfile {
+            seq: 2,
+            durable_epoch: 1,
+            redo_start: 0,
+            redo_synced: 0,
+        };
+        let mut f = vec![0u8; SYSFILE_SLOT_STRIDE + SYSFILE_SLOT_BYTES];
+        // Copied to the wrong slot (a misdirected write).
+        f[SYSFILE_SLOT_STRIDE..].copy_from_slice(&r.encode());
+        assert!(matches!(Sysfile::read(&f), Err(SysfileError::Corrupt(_))));
+    }
+}
