@@ -120,6 +120,11 @@ type PendingMap = HashMap<TransId, Pending, BuildHasherDefault<TransIdHasher>>;
 struct ConnState {
     /// Encoded signals waiting for the writer.
     out: Vec<u8>,
+    /// The next transaction id this connection hands out, and the end of
+    /// its block (see `Shared::next_trans_block`): ids grow on a
+    /// connection, as the node requires, and are unique for the API node.
+    next_trans: u64,
+    trans_block_end: u64,
     encoder: FrameEncoder,
     pending: PendingMap,
     /// Commits to acknowledge with the next write.
@@ -239,6 +244,8 @@ impl Connection {
                 encoder: FrameEncoder::new(frame_bytes_max, signals_max),
                 pending: PendingMap::default(),
                 acks: Vec::new(),
+                next_trans: 0,
+                trans_block_end: 0,
                 closed: false,
                 close_reason: String::new(),
                 tick: 0,
@@ -329,7 +336,7 @@ impl Connection {
             }
             // Taken under the lock: on this connection, ids grow in the
             // order first requests are sent, as the node requires.
-            let trans = *trans.get_or_insert_with(|| self.shared.next_trans());
+            let trans = *trans.get_or_insert_with(|| next_trans(st, &self.shared));
             let sig = Signal::TcKeyReq(TcKeyReq {
                 trans,
                 request,
@@ -375,7 +382,7 @@ impl Connection {
                     self.node_id, st.close_reason
                 )));
             }
-            let trans = self.shared.next_trans();
+            let trans = next_trans(st, &self.shared);
             let sig = Signal::FragmentRowsReq(FragmentRowsReq {
                 trans,
                 table,
@@ -621,6 +628,17 @@ async fn read_hello_reply(
             )));
         }
     }
+}
+
+/// The connection's next transaction id, from its block (a new block
+/// when it is used up; blocks taken later start higher).
+fn next_trans(st: &mut ConnState, shared: &Shared) -> TransId {
+    if st.next_trans == st.trans_block_end {
+        st.next_trans = shared.next_trans_block();
+        st.trans_block_end = st.next_trans + crate::outcomes::TRANS_ID_BLOCK;
+    }
+    st.next_trans += 1;
+    TransId(st.next_trans - 1)
 }
 
 /// Sends whatever accumulated in `out` since the last write, in one write.

@@ -48,6 +48,11 @@ struct State {
     conns: HashMap<Coordinator, Weak<Connection>>,
 }
 
+/// Transaction ids a connection takes from the shared counter at a time:
+/// one atomic add per block, not one per transaction (the counter's cache
+/// line would bounce between the client's threads on every transaction).
+pub(crate) const TRANS_ID_BLOCK: u64 = 1024;
+
 pub(crate) struct Shared {
     next_trans: AtomicU64,
     state: Mutex<State>,
@@ -68,9 +73,10 @@ impl Shared {
         })
     }
 
-    /// A fresh transaction id (unique for this API node).
-    pub fn next_trans(&self) -> TransId {
-        TransId(self.next_trans.fetch_add(1, Ordering::Relaxed) + 1)
+    /// A block of [`TRANS_ID_BLOCK`] fresh transaction ids, unique for
+    /// this API node: the first of them. Blocks taken later start higher.
+    pub fn next_trans_block(&self) -> u64 {
+        self.next_trans.fetch_add(TRANS_ID_BLOCK, Ordering::Relaxed) + 1
     }
 
     pub fn register(&self, node: u16, incarnation: u32, conn: &Arc<Connection>) {
