@@ -214,29 +214,26 @@ mod tests {
             // first write then still leaves a valid slot.
             disk.write("sysfile", current.offset(), &current.encode());
             disk.sync("sysfile");
-            let mut synced = Some(current);
+            let mut synced = current;
             for _ in 0..rng.random_range(1..20) {
                 current = current.next(current.durable_epoch + 1, 0, current.redo_synced + 4096);
                 disk.write("sysfile", current.offset(), &current.encode());
                 if rng.random_bool(0.7) {
                     disk.sync("sysfile");
-                    synced = Some(current);
+                    synced = current;
                 }
             }
             disk.crash(&mut rng);
             let read = Sysfile::read(disk.read("sysfile"))
                 .unwrap_or_else(|e| panic!("seed {seed}: {e:?}"));
-            match (synced, read) {
-                (Some(s), Some(r)) => {
-                    assert!(
-                        r.seq >= s.seq && r.seq <= current.seq,
-                        "seed {seed}: {r:?} after {s:?}"
-                    );
-                    assert_eq!(r.durable_epoch, r.seq, "seed {seed}: a record as written");
-                }
-                (Some(s), None) => panic!("seed {seed}: {s:?} was synced, nothing read"),
-                (None, r) => assert!(r.is_none_or(|r| r.durable_epoch == r.seq), "seed {seed}"),
-            }
+            let Some(r) = read else {
+                panic!("seed {seed}: {synced:?} was synced, nothing read");
+            };
+            assert!(
+                r.seq >= synced.seq && r.seq <= current.seq,
+                "seed {seed}: {r:?} after {synced:?}"
+            );
+            assert_eq!(r.durable_epoch, r.seq, "seed {seed}: a record as written");
         }
     }
 

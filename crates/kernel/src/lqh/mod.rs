@@ -584,7 +584,8 @@ impl Lqh {
                 // once): then the remembered outcome says it.
                 let committed = match self.txns.get(&txn) {
                     Some(t) => t.committed,
-                    None => self.finished[..]
+                    None => self
+                        .finished
                         .get(usize::from(tc_node_of(txn)))
                         .and_then(|f| f.get(txn))
                         .is_some_and(|f| f.committed),
