@@ -43,6 +43,11 @@ enum Command {
         /// Node id to take (default: the first free data node id in the config).
         #[arg(long)]
         node_id: Option<u16>,
+        /// Delete this node's redo log and sysfile first: it starts with
+        /// no rows (it copies them from live replicas, or the cluster
+        /// starts empty).
+        #[arg(long)]
+        initial: bool,
     },
     /// Admin client: `shoal mgm -e show`, `-e "2 restart"`, `-e "all restart"`,
     /// `shoal mgm wait`.
@@ -88,13 +93,16 @@ fn main() -> ExitCode {
     let result: Result<(), String> = match cli.command {
         Command::Up(args) => up::run(args),
         Command::Mgmd { config } => run_mgmd(&config),
-        Command::Datanode { connect, node_id } => {
-            shoal_runtime::run_datanode(shoal_runtime::DataNodeOptions {
-                mgmd_addr: connect,
-                node_id,
-            })
-            .map_err(|e| e.to_string())
-        }
+        Command::Datanode {
+            connect,
+            node_id,
+            initial,
+        } => shoal_runtime::run_datanode(shoal_runtime::DataNodeOptions {
+            mgmd_addr: connect,
+            node_id,
+            initial,
+        })
+        .map_err(|e| e.to_string()),
         Command::Mgm(args) => mgm::run(args),
         Command::Verify { connect } => verify(&connect),
         Command::Bench { name, args } => match name.as_str() {

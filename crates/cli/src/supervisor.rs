@@ -91,6 +91,9 @@ pub struct Program {
     pub data_node: Option<u16>,
     pub exe: PathBuf,
     pub args: Vec<String>,
+    /// Added to `args` on the first start only (`--initial`: a restart
+    /// after a crash must keep the files).
+    pub first_args: Vec<String>,
 }
 
 /// A supervised program and its process.
@@ -180,7 +183,11 @@ impl Supervisor {
                 s.starts, s.program.name, s.last_exit
             )
         });
-        let child = spawn(&s.program.exe, &s.program.args, &log, restart_note)?;
+        let mut args = s.program.args.clone();
+        if s.starts == 0 {
+            args.extend(s.program.first_args.iter().cloned());
+        }
+        let child = spawn(&s.program.exe, &args, &log, restart_note)?;
         write_pid_file(&pid_path, child.id())?;
         let s = &mut self.children[i];
         s.child = Some(child);

@@ -35,6 +35,14 @@ pub struct UpArgs {
     /// Pin data node N to CPU core (N-1) % cores (for benchmarks).
     #[arg(long)]
     pub pin: bool,
+    /// Start the data nodes with no rows: delete their redo logs and
+    /// sysfiles first (tables stay defined in mgmd).
+    #[arg(long)]
+    pub initial: bool,
+    /// Keep rows in memory only (no redo log, no epochs): a stop of the
+    /// whole cluster loses every row.
+    #[arg(long)]
+    pub diskless: bool,
 }
 
 extern "C" fn on_signal(_: libc::c_int) {
@@ -71,6 +79,7 @@ pub fn run(args: UpArgs) -> Result<(), String> {
     }
     let mut config =
         shoal_mgmd::ClusterConfig::local(args.data_nodes, args.replicas, args.mgm_port, &data_dir);
+    config.diskless = args.diskless;
     if let Some(m) = &args.data_memory {
         config.data_memory_bytes =
             shoal_mgmd::config::parse_byte_size(m).map_err(|e| format!("--data-memory: {e}"))?;
@@ -145,6 +154,7 @@ fn programs(
             "--config".into(),
             config_path.display().to_string(),
         ],
+        first_args: Vec::new(),
     }];
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
@@ -174,6 +184,11 @@ fn programs(
             data_node: Some(id as u16),
             exe: child_exe,
             args: cmd_args,
+            first_args: if args.initial {
+                vec!["--initial".into()]
+            } else {
+                Vec::new()
+            },
         });
     }
     programs

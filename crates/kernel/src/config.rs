@@ -12,6 +12,9 @@ pub struct Faults {
     /// The arbitrator (the simulator's mgmd) grants every request, both
     /// sides of a split included.
     pub arbitrator_grants_all: bool,
+    /// Switch epochs without holding commit decisions (a transaction can
+    /// then land in an earlier epoch than one it depends on).
+    pub epoch_switch_without_hold: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -45,6 +48,12 @@ pub struct KernelConfig {
     /// Rows of one batch of a restarting node's copy (at most; a batch is
     /// also bounded in bytes).
     pub copy_batch_rows: usize,
+    /// The president starts a new epoch this often; 0: no epochs and no
+    /// redo log (diskless: rows live in memory only).
+    pub epoch_interval_ms: u64,
+    /// Redo bytes gathered before they go to the log writer (they are
+    /// also handed out at every epoch's save).
+    pub redo_write_bytes: usize,
     /// Seed of the blocks' hash maps (`crate::detmap`): fixed by the
     /// simulator's seed, drawn at random by the runtime.
     pub hash_seed: u64,
@@ -73,6 +82,8 @@ impl Default for KernelConfig {
             copy_bytes_per_sec: 64 << 20,
             max_answer_bytes: (8 << 20) - 64,
             copy_batch_rows: 512,
+            epoch_interval_ms: 0,
+            redo_write_bytes: 256 << 10,
             hash_seed: 0,
             report_commit_points: false,
             faults: Faults::default(),

@@ -144,6 +144,23 @@ pub struct Dih {
     starting: BTreeMap<FragKey, FragReplicaState>,
     /// President only.
     restart: Option<RestartControl>,
+    /// The epoch commits belong to now (kept by [`crate::gcp::Gcp`];
+    /// here because TC and LQH read it where they read routes).
+    epoch_now: EpochNow,
+}
+
+/// What TC and LQH need of the epoch protocol at a commit decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EpochNow {
+    /// The epoch a commit decided now belongs to (0: no epochs run).
+    pub current: u64,
+    /// An epoch switch is being prepared: decide no commit until it is
+    /// done (so a transaction never lands in an earlier epoch than one
+    /// whose changes it saw).
+    pub holding: bool,
+    /// This node's rows are those of the cluster (restored to the
+    /// cluster's restart epoch, or nothing to restore): it may serve.
+    pub restored: bool,
 }
 
 impl Dih {
@@ -160,7 +177,21 @@ impl Dih {
             starting_node: None,
             starting: BTreeMap::new(),
             restart: None,
+            epoch_now: EpochNow {
+                current: 0,
+                holding: false,
+                restored: true,
+            },
         }
+    }
+
+    #[inline(always)]
+    pub fn epoch_now(&self) -> EpochNow {
+        self.epoch_now
+    }
+
+    pub(crate) fn set_epoch_now(&mut self, now: EpochNow) {
+        self.epoch_now = now;
     }
 
     /// The president of the view in force.

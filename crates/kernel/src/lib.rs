@@ -28,6 +28,7 @@ pub mod config;
 pub mod detmap;
 pub mod dih;
 pub mod finished;
+pub mod gcp;
 pub mod lqh;
 pub mod node;
 pub mod pool;

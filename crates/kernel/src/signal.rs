@@ -6,6 +6,6 @@
 
 pub use shoal_wire::node::{
     first_txn_ref, tc_incarnation_of, tc_node_of, Block, BlockAddr, BlockSignal, Chain,
-    ClusterSignal, CopyRow, FragKey, FragList, FragReplicaState, JoinRefusal, Member, TxnRef, View,
-    ROW_NONE,
+    ClusterSignal, CopyRow, EpochSignal, FilesState, FragKey, FragList, FragReplicaState,
+    JoinRefusal, Member, TxnRef, View, ROW_NONE,
 };

@@ -111,6 +111,14 @@ pub struct DataNodeConfig {
     /// bytes per second. 0 = as fast as possible.
     #[serde(default = "defaults::restart_copy_bytes_per_sec")]
     pub restart_copy_bytes_per_sec: u64,
+    /// Keep rows in memory only: no redo log, no epochs; a restart of the
+    /// whole cluster starts empty (NDB: Diskless).
+    #[serde(default)]
+    pub diskless: bool,
+    /// How often a new epoch starts: a whole-cluster crash loses at most
+    /// the last epochs not yet durable (NDB: TimeBetweenEpochs).
+    #[serde(default = "defaults::epoch_interval_ms")]
+    pub epoch_interval_ms: u64,
     /// The node groups (data node ids), as [`ClusterConfig::node_groups`].
     #[serde(default)]
     pub node_groups: Vec<Vec<u16>>,
@@ -156,6 +164,10 @@ pub struct ClusterConfig {
     pub start_partial_timeout_ms: u64,
     /// Copy rate to a restarting node; 0 = unthrottled.
     pub restart_copy_bytes_per_sec: u64,
+    /// NDB: Diskless. No redo log and no epochs.
+    pub diskless: bool,
+    /// NDB: TimeBetweenEpochs.
+    pub epoch_interval_ms: u64,
     pub max_frame_bytes: u32,
     pub max_signals_per_frame: u32,
     pub max_client_connections: u32,
@@ -183,6 +195,11 @@ pub const ARBITRATION_TIMEOUT_MS_MIN: u64 = 10;
 pub const ARBITRATION_TIMEOUT_MS_MAX: u64 = 300_000;
 /// Longest `start_partial_timeout_ms` (a day; 0 = forever is separate).
 pub const START_PARTIAL_TIMEOUT_MS_MAX: u64 = 86_400_000;
+/// Range of `epoch_interval_ms`: shorter, the epoch protocol's messages
+/// and syncs dominate; longer, a crash of the whole cluster loses more.
+pub const EPOCH_INTERVAL_MS_MIN: u64 = 10;
+pub const EPOCH_INTERVAL_MS_MAX: u64 = 10_000;
+
 /// Slowest non-zero `restart_copy_bytes_per_sec` (64 KiB/s): slower, a
 /// node restart of even a small node would take days.
 pub const RESTART_COPY_BYTES_PER_SEC_MIN: u64 = 64 * 1024;
@@ -213,6 +230,7 @@ pub mod defaults {
     pub const MAX_CLIENT_CONNECTIONS: u32 = 1024;
     pub const SPIN_US: u32 = 0;
     pub const PARTITIONS_PER_NODE: u32 = 2;
+    pub const EPOCH_INTERVAL_MS: u64 = 100;
 
     // For serde defaults of DataNodeConfig fields.
     pub fn heartbeat_interval_ms() -> u64 {
@@ -226,6 +244,9 @@ pub mod defaults {
     }
     pub fn restart_copy_bytes_per_sec() -> u64 {
         RESTART_COPY_BYTES_PER_SEC
+    }
+    pub fn epoch_interval_ms() -> u64 {
+        EPOCH_INTERVAL_MS
     }
 }
 
@@ -285,6 +306,10 @@ struct FileDataNodeDefaults {
     start_partial_timeout_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     restart_copy_bytes_per_sec: Option<ByteSize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    diskless: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    epoch_interval_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_frame_bytes: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -466,6 +491,8 @@ impl ClusterConfig {
                 .restart_copy_bytes_per_sec
                 .map(|b| b.0)
                 .unwrap_or(defaults::RESTART_COPY_BYTES_PER_SEC),
+            diskless: dn.diskless.unwrap_or(false),
+            epoch_interval_ms: dn.epoch_interval_ms.unwrap_or(defaults::EPOCH_INTERVAL_MS),
             max_frame_bytes: dn.max_frame_bytes.unwrap_or(defaults::MAX_FRAME_BYTES),
             max_signals_per_frame: dn
                 .max_signals_per_frame
@@ -515,6 +542,8 @@ impl ClusterConfig {
                 arbitration_timeout_ms: Some(self.arbitration_timeout_ms),
                 start_partial_timeout_ms: Some(self.start_partial_timeout_ms),
                 restart_copy_bytes_per_sec: Some(ByteSize(self.restart_copy_bytes_per_sec)),
+                diskless: Some(self.diskless),
+                epoch_interval_ms: Some(self.epoch_interval_ms),
                 max_frame_bytes: Some(self.max_frame_bytes),
                 max_signals_per_frame: Some(self.max_signals_per_frame),
                 max_client_connections: Some(self.max_client_connections),
@@ -592,6 +621,8 @@ impl ClusterConfig {
             arbitration_timeout_ms: defaults::ARBITRATION_TIMEOUT_MS,
             start_partial_timeout_ms: defaults::START_PARTIAL_TIMEOUT_MS,
             restart_copy_bytes_per_sec: defaults::RESTART_COPY_BYTES_PER_SEC,
+            diskless: false,
+            epoch_interval_ms: defaults::EPOCH_INTERVAL_MS,
             max_frame_bytes: defaults::MAX_FRAME_BYTES,
             max_signals_per_frame: defaults::MAX_SIGNALS_PER_FRAME,
             max_client_connections: defaults::MAX_CLIENT_CONNECTIONS,
@@ -771,6 +802,13 @@ impl ClusterConfig {
                 self.restart_copy_bytes_per_sec, RESTART_COPY_BYTES_PER_SEC_MIN
             )));
         }
+        if !(EPOCH_INTERVAL_MS_MIN..=EPOCH_INTERVAL_MS_MAX).contains(&self.epoch_interval_ms) {
+            return Err(config_error(format!(
+                "epoch_interval_ms must be {EPOCH_INTERVAL_MS_MIN}..={EPOCH_INTERVAL_MS_MAX} (got {}): \
+                 it bounds what a crash of the whole cluster may lose",
+                self.epoch_interval_ms
+            )));
+        }
         if self.mgmd_max_connections == 0 {
             return Err(config_error("mgmd_max_connections must be greater than 0"));
         }
@@ -933,6 +971,8 @@ impl ClusterConfig {
             arbitration_timeout_ms: self.arbitration_timeout_ms,
             start_partial_timeout_ms: self.start_partial_timeout_ms,
             restart_copy_bytes_per_sec: self.restart_copy_bytes_per_sec,
+            diskless: self.diskless,
+            epoch_interval_ms: self.epoch_interval_ms,
             node_groups: self.node_groups(),
         })
     }

@@ -8,6 +8,7 @@
 
 use crate::event_loop::{EventLoop, Limits, TICK_MS};
 use crate::mgm_link::{self, LinkEvent, LinkRequest};
+use crate::node_files;
 use crate::stop_signal;
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
@@ -28,6 +29,8 @@ pub struct DataNodeOptions {
     pub mgmd_addr: String,
     /// Ask for this node id; `None` = the first free data node id.
     pub node_id: Option<u16>,
+    /// Delete the node's redo log and sysfile first: it starts empty.
+    pub initial: bool,
 }
 
 fn fail(code: ErrorCode, detail: String) -> ShoalError {
@@ -57,6 +60,12 @@ fn kernel_config(node_id: u16, incarnation: u32, cfg: &DataNodeConfig) -> Kernel
         copy_bytes_per_sec: cfg.restart_copy_bytes_per_sec,
         max_answer_bytes,
         copy_batch_rows: 512,
+        epoch_interval_ms: if cfg.diskless {
+            0
+        } else {
+            cfg.epoch_interval_ms
+        },
+        redo_write_bytes: 256 << 10,
         hash_seed: random_seed(),
         report_commit_points: false,
         faults: Default::default(),
@@ -99,6 +108,53 @@ fn check_table(def: &TableDef, data_nodes: &[u16]) -> Result<(), ShoalError> {
 }
 
 /// What mgmd shows for the node's role.
+/// Reads the node's files back and brings its rows to the durable epoch
+/// they recorded (later epochs wait for the cluster's restart epoch), then
+/// starts the log writer where the log ended.
+fn restore_files(
+    node: &mut DataNode,
+    dir: &std::path::Path,
+    node_id: u16,
+    initial: bool,
+    waker: &Arc<Waker>,
+) -> Result<(shoal_mgmd::dir_lock::DirLock, node_files::Writer), ShoalError> {
+    let started = Instant::now();
+    let (lock, recovered) = node_files::open(dir, node_id, initial)?;
+    if !recovered.entries.is_empty() {
+        eprintln!(
+            "data node {node_id}: restoring from {} ({} records, {:.1} MB; durable epoch {})",
+            dir.display(),
+            recovered.entries.len(),
+            recovered.log_bytes as f64 / 1e6,
+            recovered.durable
+        );
+    }
+    let stats = node
+        .restore_local(&recovered.entries, recovered.durable, recovered.log_end)
+        .map_err(|why| {
+            fail(
+                ErrorCode::OutOfDataMemory,
+                format!(
+                    "data node {node_id} cannot restore its rows from {}: {why}",
+                    dir.display()
+                ),
+            )
+        })?;
+    if !recovered.entries.is_empty() {
+        let secs = started.elapsed().as_secs_f64();
+        eprintln!(
+            "data node {node_id}: restored {} row changes in {secs:.2} s ({:.0} changes/s); {} of later epochs wait for the cluster's restart epoch; its log holds epochs {}..={} whole",
+            stats.applied,
+            stats.applied as f64 / secs.max(1e-6),
+            stats.tail,
+            stats.restorable_from,
+            stats.restorable
+        );
+    }
+    let writer = node_files::Writer::start(dir, node_id, &recovered, waker.clone())?;
+    Ok((lock, writer))
+}
+
 fn status_of(role: NodeRole) -> (NodeState, Option<StartPhase>) {
     match role {
         NodeRole::Joining | NodeRole::Stopped => (
@@ -130,7 +186,7 @@ pub fn run_datanode(opts: DataNodeOptions) -> Result<(), ShoalError> {
     stop_signal::install().map_err(|e| io_err("installing SIGINT/SIGTERM handlers", e))?;
     let waker =
         Arc::new(Waker::new(poll.registry(), WAKER).map_err(|e| io_err("creating waker", e))?);
-    let link = mgm_link::start(&opts.mgmd_addr, opts.node_id, waker)?;
+    let link = mgm_link::start(&opts.mgmd_addr, opts.node_id, waker.clone())?;
     let reg = &link.registration;
     let cfg = reg.config.clone();
     let addr: SocketAddr = (cfg.host.as_str(), cfg.port)
@@ -163,6 +219,14 @@ pub fn run_datanode(opts: DataNodeOptions) -> Result<(), ShoalError> {
         check_table(t, &cfg.cluster_data_nodes)?;
         node.create_table(t);
     }
+    // The data dir stays locked for as long as the process runs.
+    let (_dir_lock, files) = if cfg.diskless {
+        (None, None)
+    } else {
+        let (lock, writer) =
+            restore_files(&mut node, &cfg.data_dir, reg.node_id, opts.initial, &waker)?;
+        (Some(lock), Some(writer))
+    };
     let mut el = EventLoop::new(
         node,
         start,
@@ -176,6 +240,7 @@ pub fn run_datanode(opts: DataNodeOptions) -> Result<(), ShoalError> {
         &cfg.cluster_data_nodes,
         link.requests.clone(),
     );
+    el.files = files;
     let (node_id, incarnation) = (reg.node_id, reg.incarnation);
     tracing::info!(
         "data node {node_id} (start {incarnation}) listening on {}:{port}",
@@ -226,6 +291,7 @@ pub fn run_datanode(opts: DataNodeOptions) -> Result<(), ShoalError> {
             match event.token() {
                 LISTENER => el.accept(&mut listener, &poll),
                 WAKER => {
+                    el.file_events();
                     while let Ok(ev) = link.events.try_recv() {
                         match ev {
                             LinkEvent::Schema { event_id, event } => {

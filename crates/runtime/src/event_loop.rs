@@ -16,6 +16,7 @@
 
 use crate::conn::{Conn, Phase, ReadOutcome, Role};
 use crate::mgm_link::LinkRequest;
+use crate::node_files;
 use crate::peers::Peer;
 use mio::net::TcpListener;
 use mio::{Interest, Poll, Token};
@@ -83,6 +84,8 @@ pub(crate) struct EventLoop {
     /// Data nodes whose link has more than `PEER_OVERLOAD_BYTES` unsent
     /// (the kernel was told).
     overloaded_peers: BTreeSet<u16>,
+    /// The redo log and sysfile writer (none when diskless).
+    pub files: Option<node_files::Writer>,
 }
 
 impl EventLoop {
@@ -105,6 +108,7 @@ impl EventLoop {
             signals: Vec::new(),
             dirty: Vec::new(),
             overloaded_peers: BTreeSet::new(),
+            files: None,
             unread: Vec::new(),
             start,
             node_id,
@@ -412,6 +416,32 @@ impl EventLoop {
         }
     }
 
+    /// What the log writer reported: syncs done (the kernel learns them),
+    /// or a failed write or sync, which stops the node.
+    pub fn file_events(&mut self) {
+        let Some(f) = &self.files else {
+            return;
+        };
+        let mut synced = None;
+        let mut failed = None;
+        while let Ok(e) = f.events.try_recv() {
+            match e {
+                node_files::Event::Synced(lsn) => synced = Some(lsn),
+                node_files::Event::Failed(why) => failed = Some(why),
+            }
+        }
+        if let Some(why) = failed {
+            self.stopped.get_or_insert(format!(
+                "its redo log failed ({why}); it stops rather than go on without durability"
+            ));
+            return;
+        }
+        if let Some(lsn) = synced {
+            let now = self.now_ms();
+            self.node.redo_synced(now, lsn, &mut self.outputs);
+        }
+    }
+
     /// Routes the kernel's outputs to connections (and mgmd, the log).
     pub fn dispatch_outputs(&mut self, poll: &Poll) {
         let mut oversized: Vec<(ConnId, String)> = Vec::new();
@@ -479,6 +509,32 @@ impl EventLoop {
                 Output::Log(line) => {
                     tracing::info!("{line}");
                     eprintln!("data node {}: {line}", self.node_id);
+                    continue;
+                }
+                Output::RedoWrite { lsn, bytes } => {
+                    if let Some(f) = &self.files {
+                        f.write(lsn, bytes);
+                    }
+                    continue;
+                }
+                Output::RedoSync { lsn } => {
+                    match &self.files {
+                        Some(f) => f.sync(lsn),
+                        None => {
+                            let now = self.now_ms();
+                            self.node.redo_synced(now, lsn, &mut self.outputs);
+                        }
+                    }
+                    continue;
+                }
+                Output::SysfileWrite { durable_epoch } => {
+                    if let Some(f) = &self.files {
+                        f.record_durable(durable_epoch);
+                    }
+                    continue;
+                }
+                Output::Restored { epoch } => {
+                    tracing::info!("restored epoch {epoch}");
                     continue;
                 }
                 Output::CommitPoint { .. }

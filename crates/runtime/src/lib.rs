@@ -9,12 +9,14 @@
 //!
 //! Modules: `datanode` (the process: setup, the loop), `event_loop`
 //! (connections, input, outputs), `peers` (links to other data nodes),
-//! `conn` (one connection's buffers), `mgm_link` (mgmd), `stop_signal`.
+//! `conn` (one connection's buffers), `mgm_link` (mgmd), `node_files`
+//! (the redo log and sysfile, and their writer thread), `stop_signal`.
 
 mod conn;
 mod datanode;
 mod event_loop;
 mod mgm_link;
+mod node_files;
 mod peers;
 mod stop_signal;
 

@@ -27,8 +27,10 @@ const USAGE: &str = "usage: shoal-sim [--seed N] [--seeds COUNT] [--txns PER_SEE
   --read-backup   the table reads from backups (with --nodes/--replicas)
   --wide          1000 transactions at once over 1024 keys (with --nodes/--replicas)
   --failures      crash, freeze, cut and split data nodes (with --nodes/--replicas)
+  --durable       redo logs on simulated disks, epochs, whole-cluster crashes and
+                  restarts from the files (any shape)
   --break WHAT    break a protocol on purpose (skip-takeover, ignore-dist-version,
-                  arbitrator-grants-all):
+                  arbitrator-grants-all, epoch-switch-without-hold):
                   the checks must catch it, so the run is expected to fail";
 
 struct Args {
@@ -39,6 +41,7 @@ struct Args {
     read_backup: bool,
     wide: bool,
     failures: bool,
+    durable: bool,
     faults: Faults,
 }
 
@@ -51,6 +54,7 @@ fn parse_args() -> Result<Args, String> {
         read_backup: false,
         wide: false,
         failures: false,
+        durable: false,
         faults: Faults::default(),
     };
     let (mut nodes, mut replicas) = (None, None);
@@ -73,10 +77,12 @@ fn parse_args() -> Result<Args, String> {
             "--read-backup" => a.read_backup = true,
             "--wide" => a.wide = true,
             "--failures" => a.failures = true,
+            "--durable" => a.durable = true,
             "--break" => match text("--break")?.as_str() {
                 "skip-takeover" => a.faults.skip_takeover = true,
                 "ignore-dist-version" => a.faults.ignore_dist_version = true,
                 "arbitrator-grants-all" => a.faults.arbitrator_grants_all = true,
+                "epoch-switch-without-hold" => a.faults.epoch_switch_without_hold = true,
                 other => return Err(format!("--break {other:?}: unknown\n{USAGE}")),
             },
             "-h" | "--help" => return Err(USAGE.to_string()),
@@ -129,10 +135,12 @@ fn main() -> ExitCode {
                 read_backup: args.read_backup,
                 wide: args.wide,
                 failures: args.failures,
+                durable: args.durable,
                 faults: Faults::default(),
             },
             None => SimOptions::shape_for_seed(seed, args.txns),
         };
+        opts.durable = args.durable;
         opts.faults = args.faults.clone();
         if opts.faults != Faults::default() && args.shape.is_none() {
             // A broken protocol shows under failures.

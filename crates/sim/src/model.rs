@@ -18,6 +18,11 @@ pub struct Model {
     seq: u64,
     /// Per key: (commit seq, image) in commit order; starts with (0, None).
     history: Vec<Vec<(u64, Image)>>,
+    /// The epoch of each commit, by seq (index 0: the empty start).
+    epochs: Vec<u64>,
+    /// The commits each commit depends on (the latest commits of the
+    /// keys it locked), by seq.
+    deps: Vec<Vec<u64>>,
 }
 
 impl Model {
@@ -25,6 +30,8 @@ impl Model {
         Model {
             seq: 0,
             history: (0..keys).map(|_| vec![(0, None)]).collect(),
+            epochs: vec![0],
+            deps: vec![Vec::new()],
         }
     }
 
@@ -59,12 +66,42 @@ impl Model {
         h[first..].iter().any(|(_, i)| i.is_some())
     }
 
-    /// Applies one committed transaction's final images.
-    pub fn commit(&mut self, writes: impl IntoIterator<Item = (u32, Image)>) {
+    /// Applies one committed transaction's final images (committed in
+    /// `epoch`).
+    pub fn commit(&mut self, epoch: u64, writes: impl IntoIterator<Item = (u32, Image)>) {
+        self.commit_after(epoch, writes, &[])
+            .expect("a commit without locks depends on nothing");
+    }
+
+    /// [`Model::commit`] of a transaction that held locks on `locked`: it
+    /// saw (or overwrote) their latest commits, so it depends on them.
+    /// Fails if one of those commits is of a later epoch than `epoch`:
+    /// epochs would not be a consistent cut.
+    pub fn commit_after(
+        &mut self,
+        epoch: u64,
+        writes: impl IntoIterator<Item = (u32, Image)>,
+        locked: &[u32],
+    ) -> Result<(), String> {
+        let deps: Vec<u64> = locked
+            .iter()
+            .map(|&k| self.history[k as usize].last().expect("never empty").0)
+            .filter(|&seq| seq != 0)
+            .collect();
+        if let Some(&d) = deps.iter().find(|&&d| self.epochs[d as usize] > epoch) {
+            return Err(format!(
+                "commit #{} is in epoch {epoch}, but it saw commit #{d} of epoch {}: a transaction landed in an earlier epoch than one it depended on",
+                self.seq + 1,
+                self.epochs[d as usize]
+            ));
+        }
+        self.deps.push(deps);
         self.seq += 1;
+        self.epochs.push(epoch);
         for (key, image) in writes {
             self.history[key as usize].push((self.seq, image));
         }
+        Ok(())
     }
 
     /// Takes back commit `seq` (its replicas all failed before any other
@@ -74,6 +111,39 @@ impl Model {
         for h in &mut self.history {
             h.retain(|(s, _)| *s != seq);
         }
+    }
+
+    /// The cluster restarted from the end of `epoch`: commits of later
+    /// epochs never happened. They must be the last ones of every key they
+    /// wrote (a commit of a later epoch followed by a kept one would mean
+    /// the restart kept a transaction without one whose write it
+    /// overwrote: epochs are not a consistent cut).
+    pub fn restart_at_epoch(&mut self, epoch: u64) -> Result<(), String> {
+        for (seq, deps) in self.deps.iter().enumerate() {
+            if self.epochs[seq] > epoch {
+                continue;
+            }
+            if let Some(&d) = deps.iter().find(|&&d| self.epochs[d as usize] > epoch) {
+                return Err(format!(
+                    "restarting at epoch {epoch}: commit #{seq} (epoch {}) saw commit #{d} (epoch {}), which the restart drops: a transaction landed in an earlier epoch than one it depended on",
+                    self.epochs[seq], self.epochs[d as usize]
+                ));
+            }
+        }
+        for (key, h) in self.history.iter_mut().enumerate() {
+            let kept = |seq: u64| self.epochs[seq as usize] <= epoch;
+            if let Some(first_dropped) = h.iter().position(|&(seq, _)| !kept(seq)) {
+                if let Some(&(later, _)) = h[first_dropped..].iter().find(|&&(seq, _)| kept(seq)) {
+                    let dropped = h[first_dropped].0;
+                    return Err(format!(
+                        "restarting at epoch {epoch}: key {key} was written by commit #{dropped} (epoch {}) and then by commit #{later} (epoch {}): a transaction landed in an earlier epoch than one it followed",
+                        self.epochs[dropped as usize], self.epochs[later as usize]
+                    ));
+                }
+                h.truncate(first_dropped);
+            }
+        }
+        Ok(())
     }
 
     /// Rows that exist now.
@@ -95,9 +165,9 @@ mod tests {
     #[test]
     fn windows_cover_the_value_in_force_and_later_ones() {
         let mut m = Model::new(2);
-        m.commit([(0, row(1))]); // seq 1
-        m.commit([(1, row(5))]); // seq 2
-        m.commit([(0, row(2))]); // seq 3
+        m.commit(0, [(0, row(1))]); // seq 1
+        m.commit(0, [(1, row(5))]); // seq 2
+        m.commit(0, [(0, row(2))]); // seq 3
         assert_eq!(m.current(0), &row(2));
         assert!(m.held_since(0, 0, &None));
         assert!(m.held_since(0, 2, &row(1)), "in force at seq 2");
@@ -106,5 +176,22 @@ mod tests {
         assert!(!m.held_since(0, 3, &row(1)));
         assert!(m.held_since(1, 1, &None));
         assert_eq!(m.row_count(), 2);
+    }
+
+    #[test]
+    fn a_restart_keeps_the_epochs_up_to_its_own_and_checks_their_order() {
+        let mut m = Model::new(2);
+        m.commit(1, [(0, row(1))]);
+        m.commit(2, [(0, row(2)), (1, row(7))]);
+        m.commit(3, [(1, row(8))]);
+        m.restart_at_epoch(2).expect("in epoch order");
+        assert_eq!(m.current(0), &row(2));
+        assert_eq!(m.current(1), &row(7));
+
+        let mut bad = Model::new(1);
+        bad.commit(5, [(0, row(1))]);
+        bad.commit(4, [(0, row(2))]);
+        let err = bad.restart_at_epoch(4).expect_err("out of epoch order");
+        assert!(err.contains("earlier epoch"), "{err}");
     }
 }

@@ -109,6 +109,12 @@ pub struct Txn {
 }
 
 impl Txn {
+    /// Keys it holds a lock on (read or written): at its commit, the
+    /// latest commit of each is one it saw or overwrote.
+    pub fn locked_keys(&self) -> Vec<u32> {
+        self.known.keys().copied().collect()
+    }
+
     pub fn new(trans: TransId, serial: u64) -> Txn {
         Txn {
             trans,
@@ -313,9 +319,14 @@ impl Txn {
         let since = req.arrived_at_seq.ok_or("refused before it arrived")?;
         let code = r.code;
         // Failures and restarts: the transaction was aborted, whatever it
-        // did (it used a node that failed, a route changed under it, or
-        // its coordinator is not started).
-        if code == ErrorCode::NodeFailed as u16 || code == ErrorCode::DistributionChanged as u16 {
+        // did (it used a node that failed, a route changed under it, a
+        // replica still restoring after a cluster restart, or its
+        // coordinator is not started).
+        let replica_restoring = code == ErrorCode::NodeNotReady as u16 && r.op_index != NO_OP;
+        if code == ErrorCode::NodeFailed as u16
+            || code == ErrorCode::DistributionChanged as u16
+            || replica_restoring
+        {
             return Ok(Outcome::Failed(code));
         }
         if req.after_long_idle {

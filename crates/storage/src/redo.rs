@@ -62,6 +62,29 @@ pub enum RedoKind {
     Write = 1,
     /// Deleted.
     Delete = 2,
+    /// Every record of epochs up to `epoch` is before this one (written
+    /// when the cluster saves `epoch`): the log holds that epoch whole.
+    /// No row fields.
+    EpochEnd = 3,
+    /// The node's rows were brought to the end of `epoch` here (a
+    /// cluster restart): records before this one of a later epoch never
+    /// happened. No row fields.
+    Restored = 4,
+    /// Every earlier record is superseded: the `Write` records that
+    /// follow, tagged `epoch`, are all the node's rows (logged once a
+    /// restarting node copied them from live replicas); the log can
+    /// restore `epoch` and later ones. No row fields.
+    Snapshot = 5,
+}
+
+impl RedoKind {
+    /// A marker about the log itself, not a row change.
+    pub fn is_marker(self) -> bool {
+        matches!(
+            self,
+            RedoKind::EpochEnd | RedoKind::Restored | RedoKind::Snapshot
+        )
+    }
 }
 
 /// One committed change of one row, as logged.
@@ -99,6 +122,9 @@ impl RedoRecord<'_> {
         let kind = match kind {
             1 => RedoKind::Write,
             2 => RedoKind::Delete,
+            3 => RedoKind::EpochEnd,
+            4 => RedoKind::Restored,
+            5 => RedoKind::Snapshot,
             _ => return None,
         };
         let u32_at = |at: usize| -> Option<u32> {
@@ -111,7 +137,7 @@ impl RedoRecord<'_> {
         let attrs_len = u32_at(22 + key_len)? as usize;
         let start = 26 + key_len;
         let attrs = rest.get(start..start.checked_add(attrs_len)?)?;
-        if start + attrs_len != rest.len() || (kind == RedoKind::Delete && !attrs.is_empty()) {
+        if start + attrs_len != rest.len() || (kind != RedoKind::Write && !attrs.is_empty()) {
             return None;
         }
         Some(RedoRecord {
@@ -197,7 +223,7 @@ impl RedoWriter {
         );
         assert!(
             rec.kind == RedoKind::Write || rec.attrs.is_empty(),
-            "a delete carries no attributes"
+            "only a write carries attributes"
         );
         let mut scratch = std::mem::take(&mut self.scratch);
         scratch.clear();

@@ -138,6 +138,10 @@ pub struct TableOptions {
     /// whole key, so rows sharing them share a fragment; `None` = whole key.
     #[serde(default)]
     pub distribution_key_columns: Option<u16>,
+    /// Neither logged nor checkpointed (NDB's NOLOGGING): faster writes,
+    /// and the table comes back empty after a restart of the cluster.
+    #[serde(default)]
+    pub no_logging: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -487,6 +487,13 @@ pub fn gsn_name(gsn: u16) -> Option<&'static str> {
         crate::node::cluster::GSN_COPY_FRAG_CONF => Some("CopyFragConf"),
         crate::node::cluster::GSN_COPY_FRAG_REF => Some("CopyFragRef"),
         crate::node::cluster::GSN_FRAG_STATE_CONF => Some("FragStateConf"),
+        crate::node::epoch::GSN_EPOCH_PREPARE => Some("EpochPrepare"),
+        crate::node::epoch::GSN_EPOCH_PREPARE_CONF => Some("EpochPrepareConf"),
+        crate::node::epoch::GSN_EPOCH_COMMIT => Some("EpochCommit"),
+        crate::node::epoch::GSN_EPOCH_PROGRESS => Some("EpochProgress"),
+        crate::node::epoch::GSN_EPOCH_SAVE => Some("EpochSave"),
+        crate::node::epoch::GSN_EPOCH_DURABLE => Some("EpochDurable"),
+        crate::node::epoch::GSN_EPOCH_RESTORE => Some("EpochRestore"),
         _ => None,
     }
 }

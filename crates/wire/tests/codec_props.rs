@@ -445,7 +445,7 @@ proptest! {
 mod node_signals {
     use super::*;
     use shoal_wire::node::{
-        first_txn_ref, BlockSignal, Chain, ClusterSignal, CopyRow, Member, View,
+        first_txn_ref, BlockSignal, Chain, ClusterSignal, CopyRow, EpochSignal, Member, View,
     };
 
     fn samples(key: Vec<u8>, data: Vec<u8>) -> Vec<BlockSignal> {
@@ -485,6 +485,7 @@ mod node_signals {
                 api_node: 60,
                 trans: TransId(9),
                 committed: false,
+                epoch: 0,
                 frags: vec![(TableId(4), 1)],
             }),
             BlockSignal::Cluster(ClusterSignal::CopyRows {
@@ -529,6 +530,7 @@ mod node_signals {
             BlockSignal::LqhKeyConf {
                 txn,
                 committed: false,
+                epoch: 0,
                 op_no: 0,
                 result: OpResult { code: 0, data },
             },
@@ -537,7 +539,13 @@ mod node_signals {
                 node: 3,
                 frags: vec![(TableId(4), 1)].into(),
                 release: false,
+                epoch: 5,
             },
+            BlockSignal::Cluster(ClusterSignal::Epoch(EpochSignal::Progress {
+                to: 1,
+                completed: 4,
+                saved: 3,
+            })),
             BlockSignal::CommitConf {
                 txn,
                 node: 3,

@@ -16,9 +16,28 @@ enum Current {
     Own,
 }
 
+/// What [`apply_pending`] did to a row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Applied {
+    /// The transaction had no pending change of it.
+    Nothing,
+    /// Committed an insert or an update: the row holds the new image.
+    Written,
+    /// Committed a delete: the row is gone.
+    Deleted,
+    /// Dropped a change; the row is gone (an insert rolled back, or an
+    /// insert deleted again) or keeps its committed image (`gone` false).
+    Dropped { gone: bool },
+}
+
+impl Applied {
+    /// The row no longer exists.
+    pub(super) fn gone(self) -> bool {
+        matches!(self, Applied::Deleted | Applied::Dropped { gone: true })
+    }
+}
+
 /// Commits or drops `txn`'s pending change of `row`, if it has one.
-/// Returns whether the row no longer exists (a rolled-back insert or a
-/// committed delete).
 pub(super) fn apply_pending(
     entry: &mut FragEntry,
     mem: &mut Memory,
@@ -26,26 +45,36 @@ pub(super) fn apply_pending(
     row: RowId,
     hash: u64,
     commit: bool,
-) -> bool {
+) -> Applied {
     if entry.pending.get(&row).is_none_or(|p| p.owner != txn) {
-        return false;
+        return Applied::Nothing;
     }
     let p = entry.pending.remove(&row).expect("checked");
     mem.release(p.reserved_bytes);
     match (p.kind, commit) {
-        (PendingKind::Inserted, true) => entry.frag.commit_insert(row),
-        (PendingKind::Inserted | PendingKind::InsertedThenDeleted, _)
-        | (PendingKind::Deleted, true) => {
-            entry.frag.remove(mem, hash, row);
-            return true;
+        (PendingKind::Inserted, true) => {
+            entry.frag.commit_insert(row);
+            Applied::Written
         }
-        (PendingKind::Updated { fixed, var }, true) => entry
-            .frag
-            .replace(mem, row, &fixed, var.as_deref())
-            .expect("commit memory was reserved at prepare"),
-        (PendingKind::Updated { .. } | PendingKind::Deleted, false) => {}
+        (PendingKind::Deleted, true) => {
+            entry.frag.remove(mem, hash, row);
+            Applied::Deleted
+        }
+        (PendingKind::Inserted | PendingKind::InsertedThenDeleted, _) => {
+            entry.frag.remove(mem, hash, row);
+            Applied::Dropped { gone: true }
+        }
+        (PendingKind::Updated { fixed, var }, true) => {
+            entry
+                .frag
+                .replace(mem, row, &fixed, var.as_deref())
+                .expect("commit memory was reserved at prepare");
+            Applied::Written
+        }
+        (PendingKind::Updated { .. } | PendingKind::Deleted, false) => {
+            Applied::Dropped { gone: false }
+        }
     }
-    false
 }
 
 /// The answer to an operation of a transaction that already failed here

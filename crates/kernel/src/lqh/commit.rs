@@ -1,13 +1,58 @@
 //! LQH: the end of a transaction on this node — commit (keeping or
 //! releasing locks), complete, abort.
 
-use super::apply::apply_pending;
-use super::Lqh;
+use super::apply::{apply_pending, Applied};
+use super::redo::log_change;
+use super::{Lqh, OpAt};
+use crate::config::KernelConfig;
 use crate::dih::Dih;
 use crate::signal::{BlockSignal, FragKey, TxnRef};
+use shoal_types::distribution::FragmentId;
+use shoal_wire::{KeyOp, OpType};
 use std::collections::VecDeque;
 
+/// Whether this node, the last replica of an operation sent with
+/// `commit_at_last`, commits the transaction at once. Not while an epoch
+/// switch is prepared: it answers "prepared" and the coordinator decides
+/// once the switch is done.
+pub(super) fn last_replica_decides(at: &OpAt, dih: &Dih, cfg: &KernelConfig) -> bool {
+    at.commit_at_last && (!dih.epoch_now().holding || cfg.faults.epoch_switch_without_hold)
+}
+
 impl Lqh {
+    /// The last replica's decision: commits the transaction's changes of
+    /// fragment `frag` in `epoch` (keeping the lock until complete). An
+    /// update of a committed row was written in place (it has no pending
+    /// change), so it is logged here.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn last_replica_commit(
+        &mut self,
+        txn: TxnRef,
+        op: &KeyOp,
+        frag: FragmentId,
+        row: u32,
+        epoch: u64,
+        now_ms: u64,
+        dih: &Dih,
+        out: &mut VecDeque<BlockSignal>,
+    ) {
+        let fkey = (op.table, frag);
+        let in_place = matches!(op.op, OpType::Update | OpType::Write)
+            && self
+                .frags
+                .get(&fkey)
+                .is_some_and(|e| !e.pending.contains_key(&row) && !e.frag.is_free(row));
+        if let Some(t) = self.txns.get_mut(&txn) {
+            t.epoch = epoch;
+        }
+        self.commit_frags(txn, &[fkey], false, now_ms, dih, out);
+        if in_place {
+            if let Some(entry) = self.frags.get(&fkey) {
+                log_change(&mut self.redo, entry, fkey, row, epoch, false);
+            }
+        }
+    }
+
     /// Commits the transaction's changes in `frags` (one round of the
     /// commit protocol); with `release`, also releases its locks there.
     /// Locks kept are released by [`Lqh::finish`] at complete.
@@ -29,14 +74,16 @@ impl Lqh {
             ops_in_use,
             first_commits,
             cfg,
+            redo,
             ..
         } = self;
         let Some(t) = txns.get_mut(&txn) else {
             return;
         };
         if !t.committed && cfg.report_commit_points {
-            first_commits.push((txn, t.api_node, t.trans));
+            first_commits.push((txn, t.api_node, t.trans, t.epoch));
         }
+        let epoch = t.epoch;
         t.rows.retain(|&(fkey, row, hash)| {
             if !frags.contains(&fkey) {
                 return true;
@@ -45,7 +92,11 @@ impl Lqh {
                 *ops_in_use -= 1;
                 return false;
             };
-            if apply_pending(entry, mem, txn, row, hash, true) {
+            let applied = apply_pending(entry, mem, txn, row, hash, true);
+            if matches!(applied, Applied::Written | Applied::Deleted) {
+                log_change(redo, entry, fkey, row, epoch, applied == Applied::Deleted);
+            }
+            if applied.gone() {
                 // The row is gone (a committed delete): its lock goes too,
                 // whatever `release` says, so the row id can be reused.
                 entry.frag.locks.release_vanished(row, txn, restart);
@@ -88,14 +139,16 @@ impl Lqh {
             ops_in_use,
             first_commits,
             cfg,
+            redo,
             ..
         } = self;
         let Some(t) = txns.get_mut(&txn) else {
             return;
         };
         if commit && !t.committed && cfg.report_commit_points && !t.rows.is_empty() {
-            first_commits.push((txn, t.api_node, t.trans));
+            first_commits.push((txn, t.api_node, t.trans, t.epoch));
         }
+        let epoch = t.epoch;
         *ops_in_use -= t.queued.len();
         t.queued.clear();
         if let Some(token) = t.waiting.take() {
@@ -111,7 +164,11 @@ impl Lqh {
             let Some(entry) = frags.get_mut(&fkey) else {
                 continue;
             };
-            if apply_pending(entry, mem, txn, row, hash, commit) {
+            let applied = apply_pending(entry, mem, txn, row, hash, commit);
+            if matches!(applied, Applied::Written | Applied::Deleted) {
+                log_change(redo, entry, fkey, row, epoch, applied == Applied::Deleted);
+            }
+            if applied.gone() {
                 entry.frag.locks.release_vanished(row, txn, restart);
             } else {
                 entry.frag.locks.release(row, txn, granted);

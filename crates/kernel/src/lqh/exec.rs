@@ -140,14 +140,17 @@ impl Lqh {
                     // The last replica of a one-operation transaction
                     // decides: every copy is prepared, so it commits its
                     // own (keeping the lock until complete).
-                    let committed = at.commit_at_last && self.txns.contains_key(&txn);
+                    let committed = super::last_replica_decides(&at, dih, &self.cfg)
+                        && self.txns.contains_key(&txn);
+                    let epoch = dih.epoch_now().current;
                     if committed {
-                        self.commit_frags(txn, &[(op.table, at.frag)], false, now_ms, dih, out);
+                        self.last_replica_commit(txn, &op, at.frag, row, epoch, now_ms, dih, out);
                     }
                     out.push_back(BlockSignal::LqhKeyConf {
                         txn,
                         op_no,
                         committed,
+                        epoch: if committed { epoch } else { 0 },
                         result,
                     });
                 }

@@ -46,6 +46,7 @@ mod commit;
 mod copy;
 mod exec;
 mod op;
+mod redo;
 mod takeover;
 
 use crate::config::KernelConfig;
@@ -63,7 +64,9 @@ use shoal_wire::{KeyOp, OpResult};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
+use commit::last_replica_decides;
 pub use copy::CopyStats;
+pub use redo::RestoreStats;
 
 /// Which operation of its transaction an operation is, its fragment, and
 /// the replicas it runs on (this node is `chain[hop]`).
@@ -134,6 +137,8 @@ struct FragEntry {
     /// Operations waiting for the copy to pass their row (row, token):
     /// the copy of the row is on its way and lacks their effect.
     cursor_waits: Vec<(RowId, WaitToken)>,
+    /// Its changes go to the redo log (the table is not `no_logging`).
+    logged: bool,
 }
 
 /// How far an operation got.
@@ -182,6 +187,9 @@ struct LqhTxn {
     /// The operations that reached this node, ascending: a repeat of one
     /// is dropped.
     ops_seen: Vec<u32>,
+    /// The epoch it commits in (from the commit round, or this node's
+    /// own decision as the last replica).
+    epoch: u64,
 }
 
 impl Recycle for LqhTxn {
@@ -197,6 +205,7 @@ impl Recycle for LqhTxn {
         self.failed = false;
         self.committed = false;
         clear_keeping(&mut self.ops_seen);
+        self.epoch = 0;
     }
 }
 
@@ -269,8 +278,13 @@ pub struct Lqh {
     copy_waits: BTreeMap<WaitToken, (FragKey, u16)>,
     next_copy_owner: u64,
     /// Transactions that committed here for the first time since the last
-    /// drain, with their client (for the simulator's model).
-    first_commits: Vec<(TxnRef, u16, TransId)>,
+    /// drain, with their client and epoch (for the simulator's model).
+    first_commits: Vec<(TxnRef, u16, TransId, u64)>,
+    /// The redo log, when the node keeps one.
+    redo: Option<redo::RedoSink>,
+    /// Records read back at start of epochs after the durable one, until
+    /// the cluster's restart epoch is known.
+    restore_tail: Vec<shoal_storage::redo::RedoEntry>,
 }
 
 fn err(code: ErrorCode, detail: impl Into<String>) -> ShoalError {
@@ -297,6 +311,8 @@ impl Lqh {
             copy_waits: BTreeMap::new(),
             next_copy_owner: 1,
             first_commits: Vec::new(),
+            redo: None,
+            restore_tail: Vec::new(),
         }
     }
 
@@ -309,7 +325,7 @@ impl Lqh {
     }
 
     /// Transactions that first committed here since the last call.
-    pub fn take_first_commits(&mut self) -> Vec<(TxnRef, u16, TransId)> {
+    pub fn take_first_commits(&mut self) -> Vec<(TxnRef, u16, TransId, u64)> {
         std::mem::take(&mut self.first_commits)
     }
 
@@ -482,6 +498,7 @@ impl Lqh {
                     copy_rows: 0,
                     copy_bytes: 0,
                     cursor_waits: Vec::new(),
+                    logged: !def.options.no_logging,
                 },
             );
         }
@@ -557,8 +574,14 @@ impl Lqh {
                 txn,
                 frags,
                 release,
+                epoch,
                 ..
             } => {
+                if let Some(t) = self.txns.get_mut(&txn) {
+                    if t.epoch == 0 {
+                        t.epoch = epoch;
+                    }
+                }
                 self.commit_frags(txn, &frags, release, now_ms, dih, out);
                 out.push_back(BlockSignal::CommitConf {
                     txn,

@@ -112,6 +112,10 @@ fn check_route(
         ));
     }
     match dih.frag(op.table, at.frag) {
+        _ if !dih.epoch_now().restored => Err(err(
+            ErrorCode::NodeNotReady,
+            "this data node is still restoring its rows after a restart of the cluster; retry",
+        )),
         Some(f) if f.version == at.frag_version || cfg.faults.ignore_dist_version => {
             Ok(dih.is_copying(cfg.node_id, op.table, at.frag))
         }
@@ -241,7 +245,7 @@ impl Lqh {
         if let Some(wait) = ctx.lock(entry, txn, fkey, row, hash, mode)? {
             return Ok(wait);
         }
-        let commit_now = at.commit_at_last && at.next_hop().is_none();
+        let commit_now = super::last_replica_decides(at, dih, cfg) && at.next_hop().is_none();
         let result = apply_locked(
             entry, &layout, ctx.mem, txn, row, commit_now, op.op, &op.key, &body,
         )?;

@@ -60,6 +60,7 @@ impl Lqh {
                 api_node: t.api_node,
                 trans: t.trans,
                 committed: t.committed,
+                epoch: if t.committed { t.epoch } else { 0 },
                 frags,
             }));
             reported += 1;
@@ -77,6 +78,7 @@ impl Lqh {
                     api_node: f.api_node,
                     trans: f.trans,
                     committed: true,
+                    epoch: 0,
                     frags: Vec::new(),
                 }));
                 reported += 1;

@@ -115,7 +115,17 @@ impl Qmgr {
             .iter()
             .all(|g| g.iter().any(|n| fresh_linked.contains(n)));
         let majority = fresh_linked.len() * 2 > self.cfg.data_nodes.len();
-        let lowest = fresh_linked.iter().next() == Some(&me);
+        // The lowest node that can restore the cluster's restart epoch
+        // forms it (with files, an older node may not be in it).
+        let mut files = self.fresh_files.clone();
+        files.insert(me, self.files);
+        let former = match super::restore_plan::plan(&fresh_linked, &self.cfg.node_groups, &files) {
+            super::restore_plan::RestorePlan::Restore { members, .. } => {
+                members.iter().next().copied()
+            }
+            super::restore_plan::RestorePlan::Wait(_) => fresh_linked.iter().next().copied(),
+        };
+        let lowest = former == Some(me);
         if lowest && everyone && mutually_linked {
             return self.form(now_ms, &fresh_linked, q, events);
         }
@@ -151,6 +161,7 @@ impl Qmgr {
                     to,
                     incarnation: self.cfg.incarnation,
                     linked: linked.clone(),
+                    files: self.files,
                 },
             );
         }
@@ -190,6 +201,36 @@ impl Qmgr {
         q: &mut VecDeque<BlockSignal>,
         events: &mut Vec<QmgrEvent>,
     ) {
+        let mut files = self.fresh_files.clone();
+        files.insert(self.cfg.node_id, self.files);
+        let (restore_epoch, nodes) =
+            match super::restore_plan::plan(nodes, &self.cfg.node_groups, &files) {
+                super::restore_plan::RestorePlan::Restore { epoch, members } => (epoch, members),
+                super::restore_plan::RestorePlan::Wait(why) => {
+                    if self.form_wait.as_ref() != Some(&why) {
+                        events.push(QmgrEvent::Note(format!(
+                            "not forming the cluster yet: {why}"
+                        )));
+                        self.form_wait = Some(why);
+                    }
+                    return;
+                }
+            };
+        if !nodes.contains(&self.cfg.node_id) {
+            // Its own files are too old: a node holding the restart epoch
+            // forms the cluster; this one joins it afterwards.
+            return;
+        }
+        let left_out: Vec<u16> = files
+            .keys()
+            .copied()
+            .filter(|n| !nodes.contains(n) && self.fresh.contains(n))
+            .collect();
+        if !left_out.is_empty() {
+            events.push(QmgrEvent::Note(format!(
+                "data nodes {left_out:?} hold epochs older than {restore_epoch}, the one the cluster restores: they join afterwards and copy their rows from live replicas"
+            )));
+        }
         self.form_ask = None;
         let members: Vec<Member> = nodes
             .iter()
@@ -222,5 +263,6 @@ impl Qmgr {
         }
         self.max_number = view.number;
         self.apply_view(now_ms, view, events);
+        events.push(QmgrEvent::Formed { restore_epoch });
     }
 }

@@ -40,9 +40,10 @@
 //! [`QmgrEvent`].
 
 mod join;
+pub mod restore_plan;
 mod round;
 
-use crate::signal::{BlockSignal, ClusterSignal, JoinRefusal, Member, View};
+use crate::signal::{BlockSignal, ClusterSignal, FilesState, JoinRefusal, Member, View};
 use shoal_types::arbitration::{survival, Verdict, FORM_VIEW};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -102,6 +103,9 @@ pub enum QmgrEvent {
     CloseLink(u16),
     /// Something worth a line in the node's log.
     Note(String),
+    /// This node formed a new cluster (it is its president): its members
+    /// restore `restore_epoch` before they serve.
+    Formed { restore_epoch: u64 },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -222,6 +226,12 @@ pub struct Qmgr {
     form_ask: Option<(BTreeSet<u16>, u64)>,
     /// No new question before this (after a refusal).
     next_form_ask_ms: u64,
+    /// What this node's files hold (sent in `JoinReq`).
+    files: FilesState,
+    /// What each joining peer said its files hold.
+    fresh_files: BTreeMap<u16, FilesState>,
+    /// The last reason a formation waited (said once, not every try).
+    form_wait: Option<String>,
 }
 
 fn empty_view() -> View {
@@ -265,7 +275,15 @@ impl Qmgr {
             form_ask: None,
             next_form_ask_ms: 0,
             taken: Vec::new(),
+            files: FilesState::default(),
+            fresh_files: BTreeMap::new(),
+            form_wait: None,
         }
+    }
+
+    /// What this node's files hold (after it read them back at start).
+    pub fn set_files(&mut self, files: FilesState) {
+        self.files = files;
     }
 
     // ------------------------------------------------------------------
@@ -655,8 +673,12 @@ impl Qmgr {
             ClusterSignal::JoinReq {
                 incarnation,
                 linked,
+                files,
                 ..
-            } => self.join_req(now_ms, from, incarnation, &linked, q, events),
+            } => {
+                self.fresh_files.insert(from, files);
+                self.join_req(now_ms, from, incarnation, &linked, q, events)
+            }
             ClusterSignal::JoinRef {
                 reason, president, ..
             } => {

@@ -13,8 +13,9 @@ use std::collections::VecDeque;
 /// An operation's answer from LQH.
 enum Answer {
     Done(OpResult),
-    /// Done, and the last replica committed its copy (`commit_at_last`).
-    CommittedAtLast(OpResult),
+    /// Done, and the last replica committed its copy (`commit_at_last`)
+    /// in this epoch.
+    CommittedAtLast(OpResult, u64),
     Failed(ShoalError),
 }
 
@@ -33,10 +34,11 @@ impl Tc {
                 txn,
                 op_no,
                 committed,
+                epoch,
                 result,
             } => {
                 let answer = if committed {
-                    Answer::CommittedAtLast(result)
+                    Answer::CommittedAtLast(result, epoch)
                 } else {
                     Answer::Done(result)
                 };
@@ -117,9 +119,10 @@ impl Tc {
                 api_node,
                 trans,
                 committed,
+                epoch,
                 frags,
                 ..
-            } => self.takeover_report(reporter, txn, api_node, trans, committed, frags),
+            } => self.takeover_report(reporter, txn, api_node, trans, committed, epoch, frags),
             ClusterSignal::TakeoverConf {
                 reporter, failed, ..
             } => self.takeover_reported(reporter, failed, dih, q, out),
@@ -153,7 +156,7 @@ impl Tc {
         else {
             return;
         };
-        if matches!(answer, Answer::CommittedAtLast(_)) && t.commit_at_last_op != Some(op_no) {
+        if matches!(answer, Answer::CommittedAtLast(..)) && t.commit_at_last_op != Some(op_no) {
             // Only the operation sent with `commit_at_last` can have been
             // committed by its last replica; anything else comes from a
             // broken or forged peer: ignore it.
@@ -165,13 +168,15 @@ impl Tc {
         if t.op_chains[i].len() > 1 {
             t.outstanding_chained -= 1;
         }
-        if let Answer::CommittedAtLast(_) = answer {
+        if let Answer::CommittedAtLast(_, epoch) = answer {
             // The last replica committed: so must everyone. (The only
             // abort that can be pending is for a vanished client, which
             // hears nothing either way.)
             t.backups_committed = true;
             t.pending_abort = None;
+            self.count_in_epoch(txn, epoch);
         }
+        let t = self.txns.get_mut(&txn).expect("present");
         if t.pending_abort.is_some() {
             if t.outstanding_chained == 0 {
                 let reply = t.pending_abort.take().expect("checked");
@@ -180,7 +185,7 @@ impl Tc {
             return;
         }
         let result = match answer {
-            Answer::Done(result) | Answer::CommittedAtLast(result) => result,
+            Answer::Done(result) | Answer::CommittedAtLast(result, _) => result,
             Answer::Failed(error) => {
                 let ignorable = matches!(
                     error.code,
@@ -235,22 +240,7 @@ impl Tc {
                     signal: conf(t.trans, t.request, TransState::Open, false, results),
                 });
             }
-            ExecType::Commit if !t.parts.is_empty() => {
-                if self.cfg.report_commit_points {
-                    out.push(Output::CommitPoint {
-                        conn: t.conn,
-                        trans: t.trans,
-                        txn,
-                        results: t.results.iter().flatten().cloned().collect(),
-                    });
-                }
-                let wave = if t.backups_committed {
-                    Wave::Primaries
-                } else {
-                    Wave::Backups
-                };
-                self.commit_wave(txn, wave, q, out);
-            }
+            ExecType::Commit if !t.parts.is_empty() => self.decide_commit(txn, q, out),
             ExecType::Commit => {
                 // Committed reads only: nothing to commit anywhere.
                 let results = take_results(&mut t.results);

@@ -40,6 +40,7 @@ impl Tc {
                 node,
                 frags: crate::signal::FragList::new(frags),
                 release: wave == Wave::Primaries,
+                epoch: t.epoch,
             });
             t.awaiting.push(node);
         }
@@ -66,6 +67,7 @@ impl Tc {
         );
         t.committed = true;
         let results = super::answer::take_results(&mut t.results);
+        let counted = t.epoch_counted;
         if self.cfg.report_commit_points {
             out.push(Output::CommitDone {
                 conn: t.conn,
@@ -92,6 +94,13 @@ impl Tc {
         }
         t.state = TxnState::Completing;
         t.awaiting.clear();
+        if counted {
+            // Every replica has the commit (and logged it): the epoch no
+            // longer waits for this transaction.
+            t.epoch_counted = false;
+            let epoch = t.epoch;
+            self.epochs.remove(epoch);
+        }
         // Only a held answer waits for the backups to confirm; otherwise
         // the transaction is done here once the orders are out (a
         // coordinator taking over finds a backup's record marked committed

@@ -28,6 +28,8 @@ struct Found {
     api_node: u16,
     trans: TransId,
     committed: bool,
+    /// The epoch a replica committed it in (0: none did, or no epochs).
+    epoch: u64,
     /// Per reporting node, the fragments it holds rows of.
     parts: BTreeMap<u16, Vec<FragKey>>,
 }
@@ -190,6 +192,7 @@ impl Tc {
     }
 
     /// One transaction of a failed coordinator, as a replica holds it.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn takeover_report(
         &mut self,
         reporter: u16,
@@ -197,6 +200,7 @@ impl Tc {
         api_node: u16,
         trans: TransId,
         committed: bool,
+        epoch: u64,
         frags: Vec<FragKey>,
     ) {
         let failed = crate::signal::tc_node_of(txn);
@@ -210,6 +214,7 @@ impl Tc {
         f.api_node = api_node;
         f.trans = trans;
         f.committed |= committed;
+        f.epoch = f.epoch.max(epoch);
         let held = f.parts.entry(reporter).or_default();
         for frag in frags {
             super::add_frag(held, frag);
@@ -303,7 +308,9 @@ impl Tc {
                 }
                 self.remove(txn, q, out);
             } else if f.committed {
-                // Some replica committed: so do all (backups first).
+                // Some replica committed (in the epoch it reports): so do
+                // all (backups first).
+                self.count_in_epoch(txn, f.epoch);
                 self.commit_wave(txn, Wave::Backups, q, out);
             } else {
                 self.send_aborts(txn, AbortReply::Silent, q, out);

@@ -46,6 +46,7 @@
 
 mod answer;
 mod commit;
+mod epochs;
 mod failure;
 mod request;
 
@@ -67,6 +68,7 @@ pub use failure::Takeover;
 pub const UNACKED_COMMITS_MAX: usize = FINISHED_REMEMBERED_MAX;
 
 /// What to tell the client when an abort completes.
+#[derive(Debug)]
 enum AbortReply {
     /// The client asked for a rollback.
     RolledBack,
@@ -85,6 +87,7 @@ enum Wave {
     Primaries,
 }
 
+#[derive(Debug)]
 enum TxnState {
     /// A request's operations are out at LQH.
     Executing,
@@ -203,6 +206,13 @@ struct Txn {
     found_committed: bool,
     /// Taken over from this failed coordinator.
     taken_over_from: Option<u16>,
+    /// The epoch it commits in (0: not decided, or no epochs run).
+    epoch: u64,
+    /// Counted in [`epochs::EpochBook`] under `epoch`.
+    epoch_counted: bool,
+    /// Ready to commit while an epoch switch is prepared: decided once
+    /// the switch is done.
+    held_for_epoch: bool,
     ops_total: usize,
     last_active_ms: u64,
 }
@@ -266,6 +276,9 @@ impl Default for Txn {
             committed: false,
             found_committed: false,
             taken_over_from: None,
+            epoch: 0,
+            epoch_counted: false,
+            held_for_epoch: false,
             ops_total: 0,
             last_active_ms: 0,
         }
@@ -306,6 +319,10 @@ impl Recycle for Txn {
         self.committed = false;
         self.found_committed = false;
         self.taken_over_from = None;
+        debug_assert!(!self.epoch_counted, "a recycled transaction still counted");
+        self.epoch = 0;
+        self.epoch_counted = false;
+        self.held_for_epoch = false;
         self.ops_total = 0;
         self.last_active_ms = 0;
     }
@@ -334,6 +351,13 @@ pub struct Tc {
     /// operations that would start there are refused (1218).
     overloaded: BTreeSet<u16>,
     members: Vec<u16>,
+    /// Committing transactions per epoch.
+    epochs: epochs::EpochBook,
+    /// Transactions ready to commit, held while an epoch switch is
+    /// prepared.
+    held: Vec<TxnRef>,
+    /// The epoch protocol's state (set by the node with DIH's copy).
+    epoch_now: crate::dih::EpochNow,
 }
 
 fn conf(
@@ -383,6 +407,13 @@ impl Tc {
             takeovers: BTreeMap::new(),
             members: Vec::new(),
             overloaded: BTreeSet::new(),
+            epochs: epochs::EpochBook::default(),
+            held: Vec::new(),
+            epoch_now: crate::dih::EpochNow {
+                current: 0,
+                holding: false,
+                restored: true,
+            },
         }
     }
 
@@ -465,6 +496,7 @@ impl Tc {
         q: &mut VecDeque<crate::signal::BlockSignal>,
         out: &mut Vec<Output>,
     ) {
+        self.uncount_epoch(txn);
         let (key, keep_marker, client_gone, taken_over_from, committed, api_node) = self
             .txns
             .take(&txn, |t| {

@@ -451,6 +451,12 @@ impl Tc {
             return self.abort(txn_ref, reply, q, out);
         }
         let t = self.txns.get_mut(&txn_ref).expect("present");
+        if t.commit_at_last_op.is_some() {
+            // Its last replica may decide, in this epoch or a later one:
+            // the epoch cannot complete here until the answer says which.
+            self.count_in_epoch(txn_ref, self.epoch_now.current);
+        }
+        let t = self.txns.get_mut(&txn_ref).expect("present");
         if t.outstanding == 0 {
             self.execute_done(now_ms, txn_ref, q, out);
         }

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use shoal_kernel::signal::{BlockSignal, ClusterSignal};
 use shoal_kernel::{ConnId, NodeRole, Output};
 use shoal_types::{AttrSlice, TransId, Value};
 use shoal_wire::{ExecType, LockMode, OpResult, Signal, TcKeyReq};
@@ -128,10 +129,15 @@ impl World {
     fn quiesce(&mut self, limit_ms: u64) -> Result<(), String> {
         let limit = self.now + limit_ms;
         loop {
-            let in_flight = self
-                .events
-                .iter()
-                .any(|e| matches!(e.event, Event::NodeMsg { .. }));
+            // Heartbeats and the epoch protocol never stop; anything else
+            // between the nodes is work in progress.
+            let in_flight = self.events.iter().any(|e| match &e.event {
+                Event::NodeMsg { signal, .. } => !matches!(
+                    signal,
+                    BlockSignal::Cluster(ClusterSignal::Heartbeat { .. } | ClusterSignal::Epoch(_))
+                ),
+                _ => false,
+            });
             let busy = (1..=self.opts.data_nodes).any(|n| {
                 self.node_ref(n).is_some_and(|d| {
                     let s = d.stats();
@@ -163,6 +169,7 @@ impl World {
             | Event::Connect { .. }
             | Event::ConnLost { .. }
             | Event::AckToNode { .. }
+            | Event::RedoSynced { .. }
             | Event::ReportToClient { .. }) = next.event
             {
                 self.event(e)?;
@@ -196,7 +203,7 @@ impl World {
                         .iter()
                         .any(|e| matches!(e.event, Event::Restart { node } if node == n));
                     if !queued {
-                        self.restart(n);
+                        self.restart(n)?;
                     }
                 }
             }

@@ -29,7 +29,7 @@ enum Active {
 #[derive(Default)]
 pub(super) struct Plan {
     /// Faults of each kind allowed (by weight).
-    weights: [u32; 5],
+    weights: [u32; 6],
     active: Option<Active>,
     /// No more faults (the final checks are running).
     pub stopped: bool,
@@ -38,7 +38,7 @@ pub(super) struct Plan {
 impl Plan {
     pub(super) fn new(rng: &mut SmallRng, opts: &SimOptions) -> Plan {
         // Each seed mixes the kinds differently: crash, double crash,
-        // freeze, cut, split.
+        // freeze, cut, split, every node.
         let groups = opts.data_nodes / opts.replicas;
         let mut weights = [
             rng.random_range(1..=4),
@@ -54,6 +54,12 @@ impl Plan {
             } else {
                 0
             },
+            // The whole cluster at once: only with files to restart from.
+            if opts.durable {
+                rng.random_range(1..=2)
+            } else {
+                0
+            },
         ];
         if weights.iter().sum::<u32>() == 0 {
             weights[0] = 1;
@@ -63,6 +69,11 @@ impl Plan {
             active: None,
             stopped: false,
         }
+    }
+
+    /// A fault is in force.
+    pub(super) fn is_active(&self) -> bool {
+        self.active.is_some()
     }
 
     pub(super) fn first_delay_ms(&self) -> u64 {
@@ -209,6 +220,10 @@ impl World {
                 let b = self.groups[g2][self.rng.random_range(0..self.groups[g2].len())];
                 self.survivable(&[a, b]).then(|| Active::Crash(vec![a, b]))
             }
+            5 => {
+                self.report.whole_cluster_crashes += 1;
+                Some(Active::Crash((1..=n).collect()))
+            }
             3 => {
                 let a = self.rng.random_range(1..=n);
                 let b = self.rng.random_range(1..=n);
@@ -338,7 +353,7 @@ impl World {
             Active::Crash(victims) => {
                 for v in victims {
                     if matches!(self.nodes[v as usize - 1].state, NodeState::Down) {
-                        self.restart(v);
+                        self.restart(v)?;
                     }
                 }
             }
@@ -372,17 +387,18 @@ impl World {
     }
 
     /// Starts a node that is down (its supervisor), if it still is.
-    pub(super) fn restart(&mut self, node: u16) {
+    pub(super) fn restart(&mut self, node: u16) -> Result<(), String> {
         if !matches!(self.nodes[node as usize - 1].state, NodeState::Down) {
-            return;
+            return Ok(());
         }
         self.report.restarts += 1;
-        self.start_node(node);
+        self.start_node(node)
     }
 
-    /// When every data node is down or out of the cluster, the data is
-    /// gone (there is no durability yet): the cluster starts again empty,
-    /// and so does the model. Transactions in flight have unknown outcomes.
+    /// When every data node is down or out of the cluster, the data in
+    /// memory is gone: without durability the cluster starts again empty,
+    /// and so does the model; with it, the cluster restarts from its
+    /// files. Transactions in flight have unknown outcomes.
     pub(super) fn check_cluster_down(&mut self) {
         let any_member = (1..=self.opts.data_nodes).any(|n| {
             self.node_ref(n)
@@ -399,7 +415,13 @@ impl World {
         if self.trace {
             eprintln!("{:>8} ms CLUSTER DOWN: the data is lost", self.now);
         }
-        self.model = crate::model::Model::new(self.load.keys);
+        if self.durable() {
+            // The cluster comes back from its files: the first restore
+            // says which epoch (`durability`).
+            self.awaiting_restore = true;
+        } else {
+            self.model = crate::model::Model::new(self.load.keys);
+        }
         self.in_progress.clear();
         self.decided.clear();
         self.applied.clear();

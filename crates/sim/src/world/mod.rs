@@ -31,6 +31,7 @@
 
 mod checks;
 mod client;
+mod durability;
 mod faults;
 mod net;
 mod options;
@@ -93,6 +94,8 @@ const TICK_MS: u64 = 10;
 const DEADLOCK_TIMEOUT_MS: u64 = 200;
 const INACTIVE_TIMEOUT_MS: u64 = 1500;
 const HEARTBEAT_MS: u64 = 100;
+/// How often the president switches epochs (with `durable`).
+const EPOCH_MS: u64 = 50;
 /// A member silent this long is suspected (four missed heartbeats).
 const HEARTBEAT_TIMEOUT_MS: u64 = 4 * HEARTBEAT_MS;
 const ARBITRATION_TIMEOUT_MS: u64 = 2 * HEARTBEAT_MS;
@@ -227,6 +230,12 @@ enum Event {
     Restart {
         node: u16,
     },
+    /// A node's redo log sync finished.
+    RedoSynced {
+        node: u16,
+        incarnation: u32,
+        lsn: u64,
+    },
     Tick,
 }
 
@@ -307,6 +316,8 @@ struct Decided {
     client: usize,
     trans: TransId,
     writes: Vec<(u32, Image)>,
+    /// Keys it locked (its commit depends on their latest commits).
+    locked: Vec<u32>,
 }
 
 /// One start of a data node: (node id, incarnation).
@@ -392,6 +403,18 @@ struct World {
     dropped_by: BTreeSet<(Start, Start)>,
     /// The lowest view number that left a start out.
     dropped_at: BTreeMap<Start, u64>,
+    /// Each data node's disk (with `durable`), by node id - 1.
+    files: Vec<durability::NodeFiles>,
+    /// The newest epoch any node recorded as durable.
+    max_durable: u64,
+    /// The epoch the cluster last restarted from, and whether the whole
+    /// cluster is down and the next restore sets it.
+    restart_epoch: Option<u64>,
+    awaiting_restore: bool,
+    /// When the durable epoch last moved, and since when every node has
+    /// run started with no fault (the durable epoch must move then).
+    durable_moved_ms: u64,
+    stable_since: Option<u64>,
 }
 
 impl World {
@@ -465,13 +488,21 @@ impl World {
             seen_views: BTreeMap::new(),
             dropped_by: BTreeSet::new(),
             dropped_at: BTreeMap::new(),
+            files: (0..opts.data_nodes).map(|_| Default::default()).collect(),
+            max_durable: 0,
+            restart_epoch: None,
+            awaiting_restore: opts.durable,
+            durable_moved_ms: 0,
+            stable_since: None,
         };
         for id in 1..=opts.data_nodes {
             world.nodes.push(SimNode {
                 incarnation: 0,
                 state: NodeState::Down,
             });
-            world.start_node(id);
+            world
+                .start_node(id)
+                .expect("a node with empty files starts");
         }
         world.empty_memory_bytes = world
             .node_ref(1)
@@ -520,6 +551,9 @@ impl World {
             copy_batch_rows: self.copy_batch_rows,
             // Different per node and start, the same on every run of the seed.
             hash_seed: self.opts.seed ^ (u64::from(id) << 48) ^ (u64::from(incarnation) << 32),
+            epoch_interval_ms: if self.opts.durable { EPOCH_MS } else { 0 },
+            // Small, so logs are written in many pieces between syncs.
+            redo_write_bytes: 8 << 10,
             report_commit_points: true,
             faults: self.opts.faults.clone(),
         }
@@ -527,17 +561,21 @@ impl World {
 
     /// Starts data node `id` (again): a fresh process, a new incarnation,
     /// its schema from "mgmd".
-    fn start_node(&mut self, id: u16) {
+    fn start_node(&mut self, id: u16) -> Result<(), String> {
         let slot = &mut self.nodes[id as usize - 1];
         slot.incarnation += 1;
         let incarnation = slot.incarnation;
         let cfg = self.kernel_config(id, incarnation);
         let mut node = DataNode::new(cfg, self.now);
         node.create_table(&self.def);
-        self.nodes[id as usize - 1].state = NodeState::Running(Box::new(node));
         if self.trace {
             eprintln!("{:>8} ms node {id} starts (start {incarnation})", self.now);
         }
+        if self.durable() {
+            self.restore_files(id, &mut node)?;
+        }
+        self.nodes[id as usize - 1].state = NodeState::Running(Box::new(node));
+        Ok(())
     }
 
     /// The running data node `id`, if it runs (not down, not frozen).
@@ -652,10 +690,12 @@ impl World {
                 self.crash_also(node);
                 Ok(())
             }
-            Event::Restart { node } => {
-                self.restart(node);
-                Ok(())
-            }
+            Event::Restart { node } => self.restart(node),
+            Event::RedoSynced {
+                node,
+                incarnation,
+                lsn,
+            } => self.redo_synced(node, incarnation, lsn),
             Event::Tick => self.tick(),
         }
     }
@@ -667,7 +707,9 @@ impl World {
                 self.conns.get(conn).map(|c| c.node)
             }
             Event::NodeMsg { to, .. } => Some(*to),
-            Event::LinkLost { node, .. } | Event::ArbitrationAnswer { node, .. } => Some(*node),
+            Event::LinkLost { node, .. }
+            | Event::ArbitrationAnswer { node, .. }
+            | Event::RedoSynced { node, .. } => Some(*node),
             _ => None,
         };
         let Some(node) = node else {
@@ -683,6 +725,24 @@ impl World {
     }
 
     fn tick(&mut self) -> Result<(), String> {
+        if self.trace && self.durable() && self.now % 500 < TICK_MS {
+            for id in 1..=self.opts.data_nodes {
+                if let Some(n) = self.node_ref(id) {
+                    eprintln!(
+                        "{:>8} ms node {id} epochs: {:?} watermarks {:?} durable {} committing {}",
+                        self.now,
+                        n.epoch_now(),
+                        n.epoch_watermarks(),
+                        n.durable_epoch(),
+                        n.committing_transactions()
+                    );
+                    eprintln!("            {}", n.describe_epochs());
+                    for line in n.describe_committing() {
+                        eprintln!("            {line}");
+                    }
+                }
+            }
+        }
         for id in 1..=self.opts.data_nodes {
             let now = self.now;
             let Some(node) = self.running(id) else {
@@ -695,6 +755,7 @@ impl World {
         self.connect_links();
         self.connect_clients();
         self.check_split_brain()?;
+        self.check_durable_progress()?;
         let at = self.now + TICK_MS;
         self.schedule(at, Event::Tick);
         Ok(())

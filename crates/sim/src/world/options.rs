@@ -21,6 +21,9 @@ pub struct SimOptions {
     pub wide: bool,
     /// Crash, freeze, cut and split data nodes during the run.
     pub failures: bool,
+    /// Nodes keep a redo log on a simulated disk, epochs run, and the
+    /// whole cluster may crash and restart from its files.
+    pub durable: bool,
     /// Break a protocol on purpose (the checker's self-test).
     pub faults: Faults,
 }
@@ -36,6 +39,7 @@ impl SimOptions {
             read_backup: false,
             wide: false,
             failures: false,
+            durable: false,
             faults: Faults::default(),
         }
     }
@@ -57,6 +61,7 @@ impl SimOptions {
             read_backup: (seed / n) % 2 == 1,
             wide: (seed / (2 * n)) % 2 == 1,
             failures: replicas >= 2,
+            durable: false,
             faults: Faults::default(),
         }
     }
@@ -116,8 +121,13 @@ pub struct SimReport {
     pub takeover_aborted: u64,
     /// Commits whose outcome the client could not learn.
     pub unknown: u64,
-    /// Times every data node was down at once (the data was lost).
+    /// Times every data node was down at once (the data was lost, or,
+    /// with `durable`, restored from the nodes' files).
     pub cluster_downs: u64,
+    /// Faults that crashed every data node at once, and restarts of the
+    /// whole cluster from its files.
+    pub whole_cluster_crashes: u64,
+    pub durable_restarts: u64,
     pub virtual_ms: u64,
     /// Rows in the table at the end (before the final cleanup).
     pub final_rows: u64,
@@ -176,6 +186,13 @@ impl fmt::Display for SimReport {
                 self.cluster_downs
             )?;
         }
+        if self.durable_restarts + self.whole_cluster_crashes > 0 {
+            write!(
+                f,
+                "; {} whole-cluster crashes, {} restarts from files",
+                self.whole_cluster_crashes, self.durable_restarts
+            )?;
+        }
         write!(
             f,
             "; {:.1} s virtual, {} rows at end",
@@ -198,7 +215,7 @@ impl SimFailure {
     pub fn replay_command(&self) -> String {
         let o = &self.opts;
         format!(
-            "cargo run --release -p shoal-sim -- --seed {} --txns {} --nodes {} --replicas {}{}{}{}{}{}",
+            "cargo run --release -p shoal-sim -- --seed {} --txns {} --nodes {} --replicas {}{}{}{}{}{}{}{}{}",
             o.seed,
             o.transactions,
             o.data_nodes,
@@ -212,6 +229,17 @@ impl SimFailure {
             } else {
                 ""
             },
+            if o.faults.arbitrator_grants_all {
+                " --break arbitrator-grants-all"
+            } else {
+                ""
+            },
+            if o.faults.epoch_switch_without_hold {
+                " --break epoch-switch-without-hold"
+            } else {
+                ""
+            },
+            if o.durable { " --durable" } else { "" },
         )
     }
 }

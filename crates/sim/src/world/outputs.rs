@@ -130,6 +130,10 @@ impl World {
                         eprintln!("{:>8} ms node {from}: {line}", self.now);
                     }
                 }
+                Output::RedoWrite { lsn, bytes } => self.redo_write(from, lsn, &bytes),
+                Output::RedoSync { lsn } => self.redo_sync(from, lsn),
+                Output::SysfileWrite { durable_epoch } => self.sysfile_write(from, durable_epoch),
+                Output::Restored { epoch } => self.restored(from, epoch)?,
             }
         }
         for o in commits {
@@ -144,7 +148,8 @@ impl World {
                     txn,
                     api_node,
                     trans,
-                } => self.first_replica_commit(from, txn, api_node, trans)?,
+                    epoch,
+                } => self.first_replica_commit(from, txn, api_node, trans, epoch)?,
                 _ => unreachable!("collected above"),
             }
         }
@@ -220,6 +225,7 @@ impl World {
             return Err(format!("a commit point answered as {outcome:?}"));
         };
         t.commit_point = Some(results);
+        let locked = t.locked_keys();
         if self.trace {
             eprintln!(
                 "{:>8} ms commit decided: client {client} trans {} ({txn:#x}): {writes:?}",
@@ -235,6 +241,7 @@ impl World {
                 client,
                 trans,
                 writes,
+                locked,
             },
         );
         Ok(())
@@ -247,6 +254,7 @@ impl World {
         txn: TxnRef,
         api_node: u16,
         trans: TransId,
+        epoch: u64,
     ) -> Result<(), String> {
         if api_node == 0 {
             return Ok(()); // the checker's own request
@@ -270,10 +278,10 @@ impl World {
                 trans.0
             ));
         }
-        let writes = match self.decided.remove(&txn) {
+        let (writes, locked) = match self.decided.remove(&txn) {
             Some(d) => {
                 debug_assert_eq!((d.client, d.trans), (client, trans));
-                d.writes
+                (d.writes, d.locked)
             }
             None => {
                 // No decision seen: only a last replica deciding a
@@ -319,12 +327,12 @@ impl World {
                     return Err(format!("a last replica's commit checked as {outcome:?}"));
                 };
                 t.commit_point = Some(results);
-                writes
+                (writes, t.locked_keys())
             }
         };
         if self.trace {
             eprintln!(
-                "{:>8} ms model commit #{}: client {client} trans {}: {writes:?}",
+                "{:>8} ms model commit #{} (epoch {epoch}): client {client} trans {}: {writes:?}",
                 self.now,
                 self.model.seq() + 1,
                 trans.0
@@ -332,8 +340,13 @@ impl World {
         }
         if writes.is_empty() {
             self.empty_commits.insert((client, trans));
+        } else if self.durable() && epoch == 0 {
+            return Err(format!(
+                "client {client} transaction {} committed its writes in no epoch (node {from} did not know the cluster's epoch yet)",
+                trans.0
+            ));
         }
-        self.model.commit(writes);
+        self.model.commit_after(epoch, writes, &locked)?;
         self.applied.insert(txn);
         self.in_progress.insert(txn, self.model.seq());
         self.commit_holders.insert(txn, vec![(from, incarnation)]);
@@ -664,7 +677,7 @@ impl World {
                         trans.0
                     ));
                 }
-                self.model.commit(Vec::new());
+                self.model.commit(0, Vec::new());
                 self.report.committed += 1;
             }
             Outcome::RolledBack => self.report.rolled_back += 1,
@@ -785,6 +798,7 @@ impl World {
     /// once), its clients lose their connections.
     pub(super) fn take_down(&mut self, node: u16) {
         self.nodes[node as usize - 1].state = NodeState::Down;
+        self.crash_files(node);
         for peer in 1..=self.opts.data_nodes {
             if peer != node {
                 self.break_link(node, peer, 5);

@@ -13,7 +13,20 @@ use shoal_types::{TableId, TransId};
 use crate::frame::WireError;
 use crate::signals::{put_detail, put_u16, put_u32, put_u64, Reader};
 
+use super::epoch::EpochSignal;
 use super::{read_flag, FragKey, TxnRef};
+
+/// What a starting node's files hold (all 0 without durability or files).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FilesState {
+    /// The newest epoch it recorded as durable on every node.
+    pub durable: u64,
+    /// The newest epoch its redo log holds whole (it could restore).
+    pub restorable: u64,
+    /// The oldest epoch it could restore (its log is whole for every
+    /// epoch from this one to `restorable`).
+    pub restorable_from: u64,
+}
 
 /// One member of a view: a data node in one incarnation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -141,7 +154,7 @@ pub const GSN_COPY_FRAG_CONF: u16 = 52;
 pub const GSN_COPY_FRAG_REF: u16 = 53;
 pub const GSN_FRAG_STATE_CONF: u16 = 54;
 /// The last cluster GSN.
-pub const GSN_CLUSTER_LAST: u16 = GSN_FRAG_STATE_CONF;
+pub const GSN_CLUSTER_LAST: u16 = super::epoch::GSN_EPOCH_LAST;
 
 /// Most members a view can hold (node ids are 1..=255).
 pub const VIEW_MEMBERS_MAX: usize = 255;
@@ -169,6 +182,9 @@ pub enum ClusterSignal {
         trans: TransId,
         /// A commit reached this replica: the transaction must commit.
         committed: bool,
+        /// The epoch it committed in (0: not committed here, or no
+        /// epochs run).
+        epoch: u64,
         /// Fragments it holds rows of here (empty: only a record).
         frags: Vec<FragKey>,
     },
@@ -190,13 +206,17 @@ pub enum ClusterSignal {
 
     // ---- membership (QMGR ↔ QMGR) ----
     /// "I am alive"; any signal proves it, this one when nothing else goes.
-    Heartbeat { to: u16 },
+    Heartbeat {
+        to: u16,
+    },
     /// A starting node asks to join the running cluster.
     JoinReq {
         to: u16,
         incarnation: u32,
         /// The nodes it has links to.
         linked: Vec<u16>,
+        /// What its files hold, for a cluster formed from scratch.
+        files: FilesState,
     },
     JoinRef {
         to: u16,
@@ -207,7 +227,10 @@ pub enum ClusterSignal {
     /// President → members: the proposed next view. A member that takes
     /// it stops listening to the nodes it drops and answers
     /// [`ClusterSignal::ViewPrepareConf`].
-    ViewPrepare { to: u16, view: View },
+    ViewPrepare {
+        to: u16,
+        view: View,
+    },
     ViewPrepareConf {
         to: u16,
         /// The proposal's number.
@@ -227,13 +250,22 @@ pub enum ClusterSignal {
         committed: View,
     },
     /// President → members (and a joining node): the view is in force.
-    ViewCommit { to: u16, view: View },
+    ViewCommit {
+        to: u16,
+        view: View,
+    },
     /// A member → the president: these nodes (in these incarnations)
     /// seem dead (missed heartbeats, lost link, a new incarnation showed).
-    FailReport { to: u16, failed: Vec<(u16, u32)> },
+    FailReport {
+        to: u16,
+        failed: Vec<(u16, u32)>,
+    },
     /// President → its side: the cluster must stop (a node group lost,
     /// fewer than half left, or the arbitrator said no).
-    ClusterShutdown { to: u16, detail: String },
+    ClusterShutdown {
+        to: u16,
+        detail: String,
+    },
 
     // ---- distribution and node-restart copy (DIH, LQH) ----
     /// President → members: a starting node's replica of a fragment
@@ -248,7 +280,10 @@ pub enum ClusterSignal {
     },
     /// The starting node → the president: it applied the `FragState` of
     /// `dist_version` (so it is a member and takes the copy's rows).
-    FragStateConf { to: u16, dist_version: u32 },
+    FragStateConf {
+        to: u16,
+        dist_version: u32,
+    },
     /// President → the primary's LQH: copy the fragment's rows, in row-id
     /// order, to `target` (which takes every write to it already).
     CopyFragReq {
@@ -298,6 +333,9 @@ pub enum ClusterSignal {
         code: u16,
         detail: String,
     },
+
+    // ---- epochs (the president's DIH ↔ every member) ----
+    Epoch(EpochSignal),
 }
 
 impl ClusterSignal {
@@ -324,6 +362,7 @@ impl ClusterSignal {
             | ClusterSignal::CopyRowsConf { to, .. }
             | ClusterSignal::CopyFragConf { to, .. }
             | ClusterSignal::CopyFragRef { to, .. } => *to,
+            ClusterSignal::Epoch(e) => e.to(),
         }
     }
 
@@ -350,6 +389,7 @@ impl ClusterSignal {
             | ClusterSignal::CopyRowsConf { to, .. }
             | ClusterSignal::CopyFragConf { to, .. }
             | ClusterSignal::CopyFragRef { to, .. } => *to = node,
+            ClusterSignal::Epoch(e) => e.set_to(node),
         }
         self
     }
@@ -376,6 +416,7 @@ impl ClusterSignal {
             ClusterSignal::CopyRowsConf { .. } => GSN_COPY_ROWS_CONF,
             ClusterSignal::CopyFragConf { .. } => GSN_COPY_FRAG_CONF,
             ClusterSignal::CopyFragRef { .. } => GSN_COPY_FRAG_REF,
+            ClusterSignal::Epoch(e) => e.gsn(),
         }
     }
 
@@ -423,6 +464,7 @@ impl ClusterSignal {
                 api_node,
                 trans,
                 committed,
+                epoch,
                 frags,
                 ..
             } => {
@@ -432,6 +474,7 @@ impl ClusterSignal {
                 put_u64(out, trans.0);
                 out.push(u8::from(*committed));
                 out.push(0);
+                put_u64(out, *epoch);
                 put_frags(out, frags);
             }
             ClusterSignal::TakeoverConf {
@@ -456,10 +499,14 @@ impl ClusterSignal {
             ClusterSignal::JoinReq {
                 incarnation,
                 linked,
+                files,
                 ..
             } => {
                 put_u32(out, *incarnation);
                 put_nodes(out, linked);
+                put_u64(out, files.durable);
+                put_u64(out, files.restorable);
+                put_u64(out, files.restorable_from);
             }
             ClusterSignal::JoinRef {
                 reason, president, ..
@@ -592,6 +639,7 @@ impl ClusterSignal {
                 put_u16(out, *code);
                 put_detail(out, detail);
             }
+            ClusterSignal::Epoch(e) => e.encode_body(out),
         }
     }
 
@@ -612,6 +660,7 @@ impl ClusterSignal {
                 let trans = TransId(r.u64("trans")?);
                 let committed = read_flag(r, "committed")?;
                 r.reserved_u8("reserved")?;
+                let epoch = r.u64("epoch")?;
                 let frags = read_frags(r)?;
                 ClusterSignal::TakeoverTxn {
                     to,
@@ -620,6 +669,7 @@ impl ClusterSignal {
                     api_node,
                     trans,
                     committed,
+                    epoch,
                     frags,
                 }
             }
@@ -639,6 +689,11 @@ impl ClusterSignal {
                 to,
                 incarnation: r.u32("incarnation")?,
                 linked: read_nodes(r)?,
+                files: FilesState {
+                    durable: r.u64("durable")?,
+                    restorable: r.u64("restorable")?,
+                    restorable_from: r.u64("restorable_from")?,
+                },
             },
             GSN_JOIN_REF => {
                 let reason = r.enum_u8("reason", JoinRefusal::from_u8)?;
@@ -784,7 +839,10 @@ impl ClusterSignal {
                     detail: r.utf8(len, "detail")?,
                 }
             }
-            _ => return Err(WireError::UnknownSignal(gsn)),
+            _ => match EpochSignal::decode(gsn, to, r)? {
+                Some(e) => ClusterSignal::Epoch(e),
+                None => return Err(WireError::UnknownSignal(gsn)),
+            },
         })
     }
 }
@@ -913,6 +971,7 @@ pub(crate) fn samples() -> Vec<ClusterSignal> {
             api_node: 50,
             trans: TransId(77),
             committed: true,
+            epoch: 99,
             frags: vec![(TableId(1), 2), (TableId(3), 0)],
         },
         ClusterSignal::TakeoverConf {
@@ -931,6 +990,11 @@ pub(crate) fn samples() -> Vec<ClusterSignal> {
             to: 2,
             incarnation: 8,
             linked: vec![2, 3, 4],
+            files: FilesState {
+                durable: 11,
+                restorable: 12,
+                restorable_from: 9,
+            },
         },
         ClusterSignal::JoinRef {
             to: 1,

@@ -12,8 +12,12 @@
 //! [`tc_node_of`]), and cluster signals to the node they name.
 
 pub mod cluster;
+pub mod epoch;
 
-pub use cluster::{ClusterSignal, CopyRow, FragReplicaState, JoinRefusal, Member, View};
+pub use cluster::{
+    ClusterSignal, CopyRow, FilesState, FragReplicaState, JoinRefusal, Member, View,
+};
+pub use epoch::EpochSignal;
 
 use shoal_types::distribution::FragmentId;
 use shoal_types::{ErrorCode, ShoalError, TableId, TransId};
@@ -260,6 +264,8 @@ pub enum BlockSignal {
         /// The last replica committed its copy (`commit_at_last`): the
         /// transaction is committed and must not abort.
         committed: bool,
+        /// With `committed`: the epoch it committed in (encoded only then).
+        epoch: u64,
         result: OpResult,
     },
     /// LQH → TC: the operation failed (on the replica that sends this).
@@ -275,6 +281,8 @@ pub enum BlockSignal {
         node: u16,
         frags: FragList,
         release: bool,
+        /// The epoch the transaction commits in (0: no epochs run).
+        epoch: u64,
     },
     /// LQH → TC; `release` echoes the request's, naming the round.
     CommitConf {
@@ -321,7 +329,8 @@ fn cluster_destination(c: &ClusterSignal) -> BlockAddr {
         ClusterSignal::FragState { .. }
         | ClusterSignal::FragStateConf { .. }
         | ClusterSignal::CopyFragConf { .. }
-        | ClusterSignal::CopyFragRef { .. } => Block::Dih,
+        | ClusterSignal::CopyFragRef { .. }
+        | ClusterSignal::Epoch(_) => Block::Dih,
         _ => Block::Qmgr,
     };
     BlockAddr::new(c.to(), block)
@@ -378,11 +387,13 @@ impl BlockSignal {
             BlockSignal::LqhKeyReq { op, chain, .. } => {
                 8 + 4 + 8 + 4 + 4 + 4 + 2 + 8 + 1 + 1 + 1 + 1 + 2 * chain.len() + key_op_len(op)
             }
-            BlockSignal::LqhKeyConf { result, .. } => 8 + 4 + 1 + 1 + 2 + 4 + result.data.len(),
+            BlockSignal::LqhKeyConf {
+                result, committed, ..
+            } => 8 + 4 + 1 + 1 + 8 * usize::from(*committed) + 2 + 4 + result.data.len(),
             BlockSignal::LqhKeyRef { error, .. } => {
                 8 + 4 + 2 + 2 + detail_prefix(&error.detail).len()
             }
-            BlockSignal::CommitReq { frags, .. } => TXN_NODE + 1 + 1 + 4 + 8 * frags.len(),
+            BlockSignal::CommitReq { frags, .. } => TXN_NODE + 1 + 1 + 8 + 4 + 8 * frags.len(),
             BlockSignal::CommitConf { .. } | BlockSignal::CompleteReq { .. } => TXN_NODE + 1 + 1,
             BlockSignal::CompleteConf { .. } | BlockSignal::AbortReq { .. } => TXN_NODE,
             BlockSignal::AbortConf { .. } => TXN_NODE + 2,
@@ -435,12 +446,16 @@ impl BlockSignal {
                 txn,
                 op_no,
                 committed,
+                epoch,
                 result,
             } => {
                 put_u64(out, *txn);
                 put_u32(out, *op_no);
                 out.push(u8::from(*committed));
                 out.push(0);
+                if *committed {
+                    put_u64(out, *epoch);
+                }
                 put_u16(out, result.code);
                 put_u32(out, result.data.len() as u32);
                 out.extend_from_slice(&result.data);
@@ -456,11 +471,13 @@ impl BlockSignal {
                 node,
                 frags,
                 release,
+                epoch,
             } => {
                 put_u64(out, *txn);
                 put_u16(out, *node);
                 out.push(u8::from(*release));
                 out.push(0);
+                put_u64(out, *epoch);
                 put_u32(out, frags.len() as u32);
                 for (table, frag) in frags.iter() {
                     put_u32(out, table.0);
@@ -572,6 +589,7 @@ impl BlockSignal {
                 let op_no = r.u32("op_no")?;
                 let committed = read_flag(&mut r, "committed")?;
                 r.reserved_u8("reserved")?;
+                let epoch = if committed { r.u64("epoch")? } else { 0 };
                 let code = r.u16("code")?;
                 let len = r.u32("data_len")? as usize;
                 let data = r.bytes(len, "data")?.to_vec();
@@ -579,6 +597,7 @@ impl BlockSignal {
                     txn,
                     op_no,
                     committed,
+                    epoch,
                     result: OpResult { code, data },
                 }
             }
@@ -601,12 +620,14 @@ impl BlockSignal {
                 let node = r.u16("node")?;
                 let release = read_flag(&mut r, "release")?;
                 r.reserved_u8("reserved")?;
+                let epoch = r.u64("epoch")?;
                 let frags = cluster::read_frags(&mut r)?;
                 BlockSignal::CommitReq {
                     txn,
                     node,
                     frags: frags.into(),
                     release,
+                    epoch,
                 }
             }
             GSN_COMMIT_CONF => {
@@ -692,6 +713,7 @@ mod tests {
             BlockSignal::LqhKeyConf {
                 txn,
                 committed: true,
+                epoch: 12,
                 op_no: 0,
                 result: OpResult {
                     code: 0,
@@ -708,6 +730,7 @@ mod tests {
                 node: 4,
                 frags: vec![(TableId(9), 5), (TableId(10), 0)].into(),
                 release: true,
+                epoch: 3,
             },
             BlockSignal::CommitConf {
                 txn,
@@ -728,6 +751,11 @@ mod tests {
             },
         ];
         all.extend(cluster::samples().into_iter().map(BlockSignal::Cluster));
+        all.extend(
+            epoch::samples()
+                .into_iter()
+                .map(|e| BlockSignal::Cluster(ClusterSignal::Epoch(e))),
+        );
         all
     }
 
@@ -738,6 +766,13 @@ mod tests {
             sig.encode_body(&mut body);
             assert_eq!(body.len(), sig.body_len(), "{sig:?}");
             assert_eq!(BlockSignal::decode(sig.gsn(), &body).unwrap(), sig);
+            // And as a link delivers it: through the signal decoder, which
+            // takes only GSNs it has a name for.
+            assert_eq!(
+                crate::Signal::decode(sig.gsn(), &body),
+                Ok(crate::Signal::Node(sig.clone())),
+                "{sig:?}"
+            );
             // Every truncation fails cleanly.
             for cut in 0..body.len() {
                 assert!(BlockSignal::decode(sig.gsn(), &body[..cut]).is_err());

@@ -12,8 +12,11 @@
 //! took it over. A signal for another node leaves with the incarnation of
 //! that node this one knows, so it never reaches a later start of it.
 
+mod epochs;
+
 use crate::config::KernelConfig;
 use crate::dih::{Dih, DihEvent};
+use crate::gcp::Gcp;
 use crate::lqh::Lqh;
 use crate::qmgr::{Qmgr, QmgrConfig, QmgrEvent};
 use crate::signal::{Block, BlockSignal, ClusterSignal, TxnRef, View};
@@ -52,6 +55,18 @@ pub enum Output {
     ShutDown { reason: String },
     /// A line for the node's log (membership and restart steps).
     Log(String),
+    /// Write `bytes` to the redo log at position `lsn` (whole 4 KiB
+    /// blocks, never over bytes already synced).
+    RedoWrite { lsn: u64, bytes: Vec<u8> },
+    /// Sync the redo log through `lsn` (everything written before this
+    /// output), then call [`DataNode::redo_synced`].
+    RedoSync { lsn: u64 },
+    /// Record in the sysfile that `durable_epoch` is durable on every
+    /// live node (and how far the redo log is synced), and sync it.
+    SysfileWrite { durable_epoch: u64 },
+    /// The node brought its rows to the end of `epoch`, the epoch the
+    /// cluster restarts from (after every node stopped); it serves now.
+    Restored { epoch: u64 },
     /// TC decided to commit this transaction (every operation prepared on
     /// every replica). Only with `KernelConfig::report_commit_points`.
     CommitPoint {
@@ -67,6 +82,8 @@ pub enum Output {
         txn: TxnRef,
         api_node: u16,
         trans: TransId,
+        /// The epoch it committed in (0: no epochs run).
+        epoch: u64,
     },
     /// TC decided to abort the transaction (the aborts go out now). Only
     /// with `report_commit_points`.
@@ -131,6 +148,11 @@ pub struct DataNode {
     /// President: the restart being copied (node, when it joined, and
     /// the rows and bytes copied so far), for the log's rates.
     copy_clock: Option<CopyClock>,
+    /// Epochs, global checkpoints, the restart's restore.
+    gcp: Gcp,
+    /// Something the epoch protocol reads changed (a report to send, a
+    /// watermark to recompute).
+    epoch_dirty: bool,
 }
 
 struct CopyClock {
@@ -163,17 +185,31 @@ impl DataNode {
             },
             now_ms,
         );
-        DataNode {
+        let mut node = DataNode {
             node_id: cfg.node_id,
             qmgr,
             dih: Dih::new(cfg.node_id),
+            gcp: Gcp::new(cfg.node_id, cfg.epoch_interval_ms),
+            epoch_dirty: false,
             tc: Tc::new(cfg.clone()),
             lqh: Lqh::new(cfg.clone()),
             cfg,
             queue: VecDeque::new(),
             redirect: BTreeMap::new(),
             copy_clock: None,
+        };
+        if node.gcp.enabled() {
+            // Until it learns the cluster's epoch (and holds its rows),
+            // the node decides no commit and serves nothing; it keeps a
+            // redo log from the start (a driver with files continues it
+            // where its log ended, see `restore_local`).
+            let now = node.gcp.now();
+            node.dih.set_epoch_now(now);
+            node.tc
+                .set_epoch_now(now, &mut VecDeque::new(), &mut Vec::new());
+            node.lqh.enable_redo(0);
         }
+        node
     }
 
     pub fn node_id(&self) -> u16 {
@@ -388,6 +424,10 @@ impl DataNode {
         self.qmgr_events(now_ms, events, out);
         self.lqh.copy_tick(now_ms, &self.dih, &mut self.queue);
         self.president_duties(now_ms, out);
+        if self.gcp.enabled() {
+            let view = self.qmgr.view().clone();
+            self.gcp.lead_tick(now_ms, &view, &mut self.queue);
+        }
         self.run(now_ms, out);
     }
 
@@ -451,6 +491,9 @@ impl DataNode {
             self.deliver(now_ms, self.node_id, sig, out);
             self.note_first_commits(out);
         }
+        if self.gcp.enabled() {
+            self.epoch_bookkeeping(now_ms, out);
+        }
     }
 
     /// Reports replicas' first commits in the order they happened among
@@ -458,11 +501,12 @@ impl DataNode {
     #[inline]
     fn note_first_commits(&mut self, out: &mut Vec<Output>) {
         if self.cfg.report_commit_points {
-            for (txn, api_node, trans) in self.lqh.take_first_commits() {
+            for (txn, api_node, trans, epoch) in self.lqh.take_first_commits() {
                 out.push(Output::ReplicaCommitted {
                     txn,
                     api_node,
                     trans,
+                    epoch,
                 });
             }
         }
@@ -552,6 +596,9 @@ impl DataNode {
                 let BlockSignal::Cluster(c) = sig else {
                     unreachable!("only cluster signals go to DIH")
                 };
+                if let ClusterSignal::Epoch(e) = c {
+                    return self.epoch_signal(now_ms, from, e, out);
+                }
                 let mut events = Vec::new();
                 self.dih.handle(from, c, &mut self.queue, &mut events);
                 self.dih_events(now_ms, events, out);
@@ -580,6 +627,15 @@ impl DataNode {
                 }),
                 QmgrEvent::CloseLink(node) => out.push(Output::CloseLink { node }),
                 QmgrEvent::Note(line) => out.push(Output::Log(line)),
+                QmgrEvent::Formed { restore_epoch } => {
+                    if self.gcp.enabled() {
+                        out.push(Output::Log(format!(
+                            "formed the cluster; every member restores epoch {restore_epoch}"
+                        )));
+                    }
+                    let view = self.qmgr.view().clone();
+                    self.gcp.formed(restore_epoch, &view, &mut self.queue);
+                }
             }
         }
     }
@@ -636,6 +692,7 @@ impl DataNode {
         self.dih.view_changed(new);
         self.tc
             .set_members(new.members.iter().map(|m| m.node).collect());
+        self.epochs_view_changed(now_ms, old, new, out);
         if !failed.is_empty() {
             self.lqh.copies_to_failed(&failed);
             self.tc

@@ -1,0 +1,366 @@
+//! LQH: the redo log of this node's committed changes, and bringing the
+//! rows back from it after a restart.
+//!
+//! Every committed change of a logged table's row is appended as the
+//! row's stored image after the change (fixed part in the record's key
+//! field, var part in its attributes) or as a delete, with the epoch its
+//! transaction committed in. A change reaches the log in the order it is
+//! applied here, and a row's changes come in epoch order (a transaction
+//! never commits in an earlier epoch than one whose change it saw), so
+//! replaying the log's records of epochs up to E, in order, gives the rows
+//! as they were at the end of E.
+//!
+//! Markers: `EpochEnd(e)` when the cluster saves epoch e (every record of
+//! it is before the marker); `Restored(e)` when the node's rows were
+//! brought to the end of e (records before it of later epochs never
+//! happened; e = 0 voids everything before it).
+//!
+//! Sans-IO: the node hands the bytes out ([`crate::Output::RedoWrite`])
+//! and the driver says when they are synced.
+
+use super::{FragEntry, Lqh};
+use crate::signal::FragKey;
+use shoal_storage::redo::{Lsn, RedoEntry, RedoKind, RedoRecord, RedoWriter};
+use shoal_storage::{Memory, RowId};
+use shoal_types::{hash_key, TableId};
+
+/// The log being written.
+pub(super) struct RedoSink {
+    writer: RedoWriter,
+    /// Row changes are logged (not while the node copies its rows after
+    /// joining a running cluster: a snapshot of every row follows once
+    /// the copy is done).
+    logging: bool,
+}
+
+/// What a node's own files gave back at start.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RestoreStats {
+    /// Row changes applied (epochs up to the durable one).
+    pub applied: u64,
+    /// Row changes of later epochs kept until the cluster's restart
+    /// epoch is known.
+    pub tail: u64,
+    /// Records skipped: voided by a later `Restored`, or for a table or
+    /// fragment this node no longer holds.
+    pub skipped: u64,
+    /// The newest epoch the log holds whole (0: none).
+    pub restorable: u64,
+    /// The oldest epoch it can restore.
+    pub restorable_from: u64,
+}
+
+/// The record kinds' row changes, as applied to a fragment.
+enum Change<'a> {
+    Write { fixed: &'a [u8], var: &'a [u8] },
+    Delete,
+}
+
+/// Appends a row change of `entry`'s row `row` (after it was applied) to
+/// the log, if the table is logged and a log is kept.
+pub(super) fn log_change(
+    sink: &mut Option<RedoSink>,
+    entry: &FragEntry,
+    fkey: FragKey,
+    row: RowId,
+    epoch: u64,
+    deleted: bool,
+) {
+    let Some(sink) = sink.as_mut() else {
+        return;
+    };
+    if !entry.logged || !sink.logging {
+        return;
+    }
+    let (kind, fixed, var) = if deleted {
+        (RedoKind::Delete, &[][..], &[][..])
+    } else {
+        let (fixed, var) = entry.frag.row(row);
+        (RedoKind::Write, fixed, var)
+    };
+    sink.writer.append(&RedoRecord {
+        kind,
+        epoch,
+        table: fkey.0 .0,
+        frag: fkey.1,
+        row,
+        key: fixed,
+        attrs: var,
+    });
+}
+
+impl Lqh {
+    /// Keeps a redo log from here on, continuing at `start` (a block
+    /// boundary after what the log held).
+    pub fn enable_redo(&mut self, start: Lsn) {
+        self.redo = Some(RedoSink {
+            writer: RedoWriter::new(start),
+            logging: true,
+        });
+    }
+
+    /// Stops logging row changes: the node joined a running cluster and
+    /// copies its rows; [`Lqh::log_snapshot`] starts it again.
+    pub fn pause_redo(&mut self) {
+        if let Some(s) = self.redo.as_mut() {
+            s.logging = false;
+        }
+    }
+
+    /// Logs every committed row of every logged table as of now, tagged
+    /// `epoch` (no change in the rows is of a later one), after a
+    /// `Snapshot` marker superseding every earlier record, and logs
+    /// changes from here on. Once
+    /// the copy of a restarting node is done, its log says what it holds
+    /// from this record on. Returns the rows logged.
+    pub fn log_snapshot(&mut self, epoch: u64) -> u64 {
+        let Lqh { redo, frags, .. } = self;
+        let Some(sink) = redo.as_mut() else {
+            return 0;
+        };
+        sink.logging = true;
+        sink.writer.append(&RedoRecord {
+            kind: RedoKind::Snapshot,
+            epoch,
+            table: 0,
+            frag: 0,
+            row: 0,
+            key: &[],
+            attrs: &[],
+        });
+        let mut rows = 0;
+        for (&fkey, entry) in frags.iter() {
+            if !entry.logged {
+                continue;
+            }
+            let mut at = 0;
+            while let Some(id) = entry.frag.next_row(at) {
+                at = id + 1;
+                if entry.frag.is_tentative(id) {
+                    continue; // an insert not committed: its commit logs it
+                }
+                let (fixed, var) = entry.frag.row(id);
+                sink.writer.append(&RedoRecord {
+                    kind: RedoKind::Write,
+                    epoch,
+                    table: fkey.0 .0,
+                    frag: fkey.1,
+                    row: id,
+                    key: fixed,
+                    attrs: var,
+                });
+                rows += 1;
+            }
+        }
+        rows
+    }
+
+    pub fn redo_enabled(&self) -> bool {
+        self.redo.is_some()
+    }
+
+    /// Bytes appended and not handed out yet.
+    pub fn redo_pending_bytes(&self) -> usize {
+        self.redo.as_ref().map_or(0, |s| s.writer.pending_bytes())
+    }
+
+    /// The log position after the last record appended.
+    pub fn redo_end(&self) -> Lsn {
+        self.redo.as_ref().map_or(0, |s| s.writer.end())
+    }
+
+    /// The bytes to write (padded to a block) and where.
+    pub fn take_redo(&mut self) -> Option<(Lsn, Vec<u8>)> {
+        self.redo.as_mut()?.writer.take()
+    }
+
+    /// Appends a marker; returns the position after it.
+    pub fn append_marker(&mut self, kind: RedoKind, epoch: u64) -> Lsn {
+        debug_assert!(kind.is_marker());
+        let Some(sink) = self.redo.as_mut() else {
+            return 0;
+        };
+        sink.writer.append(&RedoRecord {
+            kind,
+            epoch,
+            table: 0,
+            frag: 0,
+            row: 0,
+            key: &[],
+            attrs: &[],
+        })
+    }
+
+    /// Brings the rows to the end of epoch `through` from a log read back
+    /// at start; records of later epochs up to the newest one the log
+    /// holds whole are kept for [`Lqh::restore_tail`]. Call after every
+    /// table is created and before any operation runs.
+    pub fn restore_from_log(
+        &mut self,
+        entries: &[RedoEntry],
+        through: u64,
+    ) -> Result<RestoreStats, String> {
+        let mut stats = RestoreStats::default();
+        // A record is void if a later `Restored` marker names an earlier
+        // epoch than its own, or a `Snapshot` follows it: the bound of
+        // each record is the smallest epoch those markers after it allow.
+        let mut bound_after = vec![u64::MAX; entries.len() + 1];
+        for (i, e) in entries.iter().enumerate().rev() {
+            let r = e.record();
+            bound_after[i] = match r.kind {
+                RedoKind::Restored => bound_after[i + 1].min(r.epoch),
+                // Everything before a snapshot is superseded by it.
+                RedoKind::Snapshot => 0,
+                _ => bound_after[i + 1],
+            };
+        }
+        // What the log can restore: every epoch from the last `Restored`
+        // marker (a cluster restart at that epoch) or `Snapshot` (the
+        // epoch the rows after it stand for) to the last end-of-epoch
+        // marker.
+        for e in entries {
+            let r = e.record();
+            match r.kind {
+                RedoKind::EpochEnd => stats.restorable = stats.restorable.max(r.epoch),
+                RedoKind::Restored => {
+                    stats.restorable = r.epoch;
+                    stats.restorable_from = r.epoch;
+                }
+                RedoKind::Snapshot => {
+                    stats.restorable = 0;
+                    stats.restorable_from = r.epoch;
+                }
+                RedoKind::Write | RedoKind::Delete => {}
+            }
+        }
+        if stats.restorable < stats.restorable_from {
+            // A snapshot not followed by an end-of-epoch marker yet: the
+            // log restores nothing.
+            stats.restorable = 0;
+            stats.restorable_from = 0;
+        }
+        let mut tail = Vec::new();
+        for (i, e) in entries.iter().enumerate() {
+            let r = e.record();
+            if r.kind.is_marker() {
+                continue;
+            }
+            if r.epoch > bound_after[i + 1] {
+                stats.skipped += 1;
+            } else if r.epoch <= through {
+                if self.apply_record(&r)? {
+                    stats.applied += 1;
+                } else {
+                    stats.skipped += 1;
+                }
+            } else if r.epoch <= stats.restorable {
+                tail.push(e.clone());
+                stats.tail += 1;
+            } else {
+                stats.skipped += 1;
+            }
+        }
+        self.restore_tail = tail;
+        Ok(stats)
+    }
+
+    /// Applies the kept records of epochs up to `epoch` (the cluster's
+    /// restart epoch) and drops the rest; returns how many applied.
+    pub fn restore_tail(&mut self, epoch: u64) -> Result<u64, String> {
+        let tail = std::mem::take(&mut self.restore_tail);
+        let mut applied = 0;
+        for e in &tail {
+            let r = e.record();
+            if r.epoch <= epoch && self.apply_record(&r)? {
+                applied += 1;
+            }
+        }
+        Ok(applied)
+    }
+
+    /// Forgets every row (a node joining a running cluster copies them
+    /// all from live replicas instead).
+    pub fn drop_all_rows(&mut self) {
+        self.restore_tail.clear();
+        let Lqh { frags, mem, .. } = self;
+        for entry in frags.values_mut() {
+            debug_assert!(
+                entry.pending.is_empty(),
+                "no transaction runs before a join"
+            );
+            entry.frag.drop_all(mem);
+        }
+    }
+
+    /// One row change from the log; false if its fragment is not here.
+    fn apply_record(&mut self, r: &RedoRecord) -> Result<bool, String> {
+        let key = (TableId(r.table), r.frag);
+        let Some(entry) = self.frags.get_mut(&key) else {
+            return Ok(false);
+        };
+        let change = match r.kind {
+            RedoKind::Write => Change::Write {
+                fixed: r.key,
+                var: r.attrs,
+            },
+            _ => Change::Delete,
+        };
+        put_row(entry, &mut self.mem, r.row, change).map(|()| true)
+    }
+}
+
+/// Makes row id `row` of `entry` hold `change`: the image (replacing
+/// what is there, and moving the key from another id should it sit
+/// elsewhere), or nothing.
+fn put_row(
+    entry: &mut FragEntry,
+    mem: &mut Memory,
+    row: RowId,
+    change: Change<'_>,
+) -> Result<(), String> {
+    let mut key = Vec::new();
+    let image_key = match change {
+        Change::Write { fixed, var } => {
+            if fixed.len() != entry.layout.fixed_size {
+                return Err(format!(
+                    "row {row}: a fixed part of {} bytes, the table's is {}",
+                    fixed.len(),
+                    entry.layout.fixed_size
+                ));
+            }
+            entry.layout.key_of_row(fixed, var, &mut key);
+            Some((fixed, var))
+        }
+        Change::Delete => None,
+    };
+    if !entry.frag.is_free(row) {
+        let mut held = Vec::new();
+        entry.frag.key_of(row, &mut held);
+        if let Some((fixed, var)) = image_key.filter(|_| held == key) {
+            return entry
+                .frag
+                .replace(mem, row, fixed, Some(var))
+                .map_err(|e| oom(row, e.requested_bytes, e.free_bytes));
+        }
+        entry.frag.remove(mem, hash_key(&held), row);
+    }
+    let Some((fixed, var)) = image_key else {
+        return Ok(());
+    };
+    let hash = hash_key(&key);
+    if let Some(other) = entry.frag.lookup(hash, &key) {
+        entry.frag.remove(mem, hash, other);
+    }
+    entry
+        .frag
+        .insert_tentative_at(mem, hash, row, fixed, var)
+        .map_err(|e| oom(row, e.requested_bytes, e.free_bytes))?;
+    entry.frag.commit_insert(row);
+    Ok(())
+}
+
+fn oom(row: RowId, requested: usize, free: usize) -> String {
+    format!(
+        "out of data memory restoring row {row}: needed {requested} bytes, {free} free; raise data_memory"
+    )
+}

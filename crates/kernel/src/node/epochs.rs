@@ -1,0 +1,226 @@
+//! The node's side of epochs and durability: GCP's actions carried out on
+//! TC and LQH, the redo log's bytes handed to the driver, and the restore
+//! of a node's own files at start.
+
+use super::{DataNode, Output};
+use crate::dih::EpochNow;
+use crate::gcp::GcpAction;
+use crate::lqh::RestoreStats;
+use crate::signal::{EpochSignal, FilesState, View};
+use shoal_storage::redo::{Lsn, RedoEntry, RedoKind};
+
+impl DataNode {
+    /// Brings this node's rows back from its own redo log, read at start
+    /// (`entries`, in log order; the log goes on at `log_end`), through
+    /// `durable`, the durable epoch its sysfile recorded. Records of later
+    /// epochs the log holds whole are kept until the cluster's restart
+    /// epoch is known. Call after the tables are created, before any
+    /// input. Fails if the rows do not fit in memory.
+    pub fn restore_local(
+        &mut self,
+        entries: &[RedoEntry],
+        durable: u64,
+        log_end: Lsn,
+    ) -> Result<RestoreStats, String> {
+        let stats = self.lqh.restore_from_log(entries, durable)?;
+        self.qmgr.set_files(FilesState {
+            durable,
+            restorable: stats.restorable,
+            restorable_from: stats.restorable_from,
+        });
+        self.gcp.set_durable_from_files(durable);
+        self.lqh.enable_redo(log_end);
+        Ok(stats)
+    }
+
+    /// The redo log is synced through `lsn` (the driver's answer to
+    /// [`Output::RedoSync`]).
+    pub fn redo_synced(&mut self, now_ms: u64, lsn: Lsn, out: &mut Vec<Output>) {
+        self.gcp.log_synced(lsn);
+        self.epoch_dirty = true;
+        self.run(now_ms, out);
+    }
+
+    /// The epoch protocol's state (for drivers and tests).
+    pub fn epoch_now(&self) -> EpochNow {
+        self.gcp.now()
+    }
+
+    /// The newest epoch this node knows to be durable.
+    pub fn durable_epoch(&self) -> u64 {
+        self.gcp.durable()
+    }
+
+    /// Transactions this node coordinates that hold their epoch back.
+    pub fn committing_transactions(&self) -> usize {
+        self.tc.committing_count()
+    }
+
+    /// The epoch protocol's state in one line.
+    pub fn describe_epochs(&self) -> String {
+        self.gcp.describe()
+    }
+
+    /// Those transactions, one line each.
+    pub fn describe_committing(&self) -> Vec<String> {
+        self.tc.describe_committing()
+    }
+
+    /// This node's (completed, saved) epoch watermarks.
+    pub fn epoch_watermarks(&self) -> (u64, u64) {
+        self.gcp.watermarks()
+    }
+
+    pub(super) fn epoch_signal(
+        &mut self,
+        now_ms: u64,
+        from: u16,
+        sig: EpochSignal,
+        out: &mut Vec<Output>,
+    ) {
+        let mut actions = Vec::new();
+        self.gcp.handle(from, sig, &mut self.queue, &mut actions);
+        self.epoch_dirty = true;
+        self.gcp_actions(now_ms, actions, out);
+    }
+
+    fn gcp_actions(&mut self, _now_ms: u64, actions: Vec<GcpAction>, out: &mut Vec<Output>) {
+        for a in actions {
+            match a {
+                GcpAction::EpochNow(now) => {
+                    self.dih.set_epoch_now(now);
+                    self.tc.set_epoch_now(now, &mut self.queue, out);
+                }
+                GcpAction::SaveEpoch(epoch) => {
+                    let writes = self.lqh.redo_enabled()
+                        && self.qmgr.is_started()
+                        && self.gcp.now().restored
+                        && epoch >= self.gcp.whole_from();
+                    if writes {
+                        self.lqh.append_marker(RedoKind::EpochEnd, epoch);
+                        let lsn = self.flush_redo(out);
+                        self.gcp.save_started(epoch, Some(lsn));
+                    } else {
+                        // Nothing this node holds is restorable yet (it is
+                        // still copying), or it keeps no log.
+                        self.gcp.save_started(epoch, None);
+                    }
+                }
+                GcpAction::Durable(epoch) => out.push(Output::SysfileWrite {
+                    durable_epoch: epoch,
+                }),
+                GcpAction::Restore(epoch) => {
+                    match self.lqh.restore_tail(epoch) {
+                        Ok(rows) => {
+                            out.push(Output::Log(format!(
+                                "restored the rows to the end of epoch {epoch} ({rows} changes of later epochs of the log applied now)"
+                            )));
+                            out.push(Output::Restored { epoch });
+                        }
+                        Err(why) => {
+                            self.queue.clear();
+                            out.push(Output::ShutDown {
+                                reason: format!("cannot restore epoch {epoch}: {why}"),
+                            });
+                            return;
+                        }
+                    }
+                    if self.lqh.redo_enabled() {
+                        // Records before this of later epochs never
+                        // happened (the cluster restarts from `epoch`).
+                        self.lqh.append_marker(RedoKind::Restored, epoch);
+                        self.flush_redo(out);
+                    }
+                    let mut more = Vec::new();
+                    self.gcp.restored(epoch, &mut more);
+                    self.gcp_actions(_now_ms, more, out);
+                }
+            }
+        }
+    }
+
+    /// Hands every appended redo byte to the driver and asks for a sync;
+    /// returns the position the sync reaches.
+    fn flush_redo(&mut self, out: &mut Vec<Output>) -> Lsn {
+        if let Some((lsn, bytes)) = self.lqh.take_redo() {
+            out.push(Output::RedoWrite { lsn, bytes });
+        }
+        let lsn = self.lqh.redo_end();
+        out.push(Output::RedoSync { lsn });
+        lsn
+    }
+
+    /// After a run of signals: report epoch progress, let the president
+    /// move the protocol on, and hand out redo bytes once enough gathered.
+    pub(super) fn epoch_bookkeeping(&mut self, now_ms: u64, out: &mut Vec<Output>) {
+        if self.tc.take_epoch_change() || self.epoch_dirty {
+            self.epoch_dirty = false;
+            let now = self.gcp.now();
+            if now.restored && !now.holding {
+                self.gcp
+                    .note_completed(self.tc.completed_through(now.current));
+            }
+            let president = self.qmgr.president();
+            self.gcp.report(president, &mut self.queue);
+            if self.qmgr.is_president() {
+                let view = self.qmgr.view().clone();
+                let takeovers = !self.qmgr.pending_takeovers().is_empty();
+                self.gcp.lead_advance(&view, takeovers, &mut self.queue);
+            }
+            // What those produced (to this node's own GCP included).
+            while let Some(sig) = self.queue.pop_front() {
+                self.deliver(now_ms, self.node_id, sig, out);
+                self.note_first_commits(out);
+            }
+        }
+        if self.lqh.redo_pending_bytes() >= self.cfg.redo_write_bytes {
+            if let Some((lsn, bytes)) = self.lqh.take_redo() {
+                out.push(Output::RedoWrite { lsn, bytes });
+            }
+        }
+    }
+
+    pub(super) fn epochs_view_changed(
+        &mut self,
+        _now_ms: u64,
+        old: &View,
+        new: &View,
+        out: &mut Vec<Output>,
+    ) {
+        if !self.gcp.enabled() {
+            return;
+        }
+        self.epoch_dirty = true;
+        let me = self.node_id;
+        let joined_running = new.member(me).is_some_and(|m| !m.started)
+            && old.member(me).map(|m| m.incarnation) != Some(self.cfg.incarnation);
+        if joined_running {
+            // Its rows come from live replicas: what its files held goes.
+            // Its log waits for the copy to finish (a snapshot of every
+            // row starts it again then).
+            self.lqh.drop_all_rows();
+            self.lqh.pause_redo();
+            out.push(Output::Log(
+                "joined a running cluster: copying every row from live replicas".into(),
+            ));
+            let mut actions = Vec::new();
+            self.gcp.joined_running_cluster(&mut actions);
+            self.gcp_actions(_now_ms, actions, out);
+        }
+        let became_started =
+            new.member(me).is_some_and(|m| m.started) && old.member(me).is_some_and(|m| !m.started);
+        if became_started && self.lqh.redo_enabled() {
+            // No change it holds is of a later epoch than the next one (no
+            // node is two switches ahead of another), so the snapshot
+            // stands for that epoch: its log is whole from there on.
+            let epoch = self.gcp.now().current + 1;
+            let rows = self.lqh.log_snapshot(epoch);
+            self.gcp.set_whole_from(epoch);
+            out.push(Output::Log(format!(
+                "copy done: logged a snapshot of {rows} rows; its files can restore epoch {epoch} and later"
+            )));
+        }
+        let president = self.qmgr.is_president();
+        self.gcp.view_changed(president, old, new, &mut self.queue);
+    }
+}
