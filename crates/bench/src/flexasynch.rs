@@ -48,7 +48,8 @@ usage: shoal bench flexasynch [flags]
   -con N      cluster connections (default 1)
   -dirty      reads are committed reads (no lock)
   -simple     reads take shared locks (the default)
-  -temp       accepted for compatibility (tables are in memory anyway)
+  -temp       a table that is neither logged nor checkpointed (NDB's NOLOGGING):
+              comes back empty after a restart of the whole cluster
   -ndbrecord  accepted for compatibility (the API always uses records)
   --connect HOST:PORT   mgmd (default 127.0.0.1:1186)
   --latency   also record per-transaction latency (p50/p99 in µs)
@@ -68,6 +69,8 @@ pub struct Options {
     pub extra_reads: u32,
     pub connections: u32,
     pub dirty_reads: bool,
+    /// `-temp`: the table is not logged.
+    pub temp: bool,
     pub connect: String,
     pub latency: bool,
     pub json: bool,
@@ -87,6 +90,7 @@ impl Default for Options {
             extra_reads: 0,
             connections: 1,
             dirty_reads: false,
+            temp: false,
             connect: "127.0.0.1:1186".into(),
             latency: false,
             json: false,
@@ -132,7 +136,8 @@ impl Options {
                 "-con" => o.connections = number("-con")?,
                 "-dirty" => o.dirty_reads = true,
                 "-simple" => o.dirty_reads = false,
-                "-temp" | "-ndbrecord" => {}
+                "-temp" => o.temp = true,
+                "-ndbrecord" => {}
                 "--connect" | "-connect" => {
                     o.connect = it
                         .next()
@@ -183,7 +188,12 @@ impl Options {
     }
 
     fn table_name(&self) -> String {
-        format!("FLEXASYNCH_A{}_S{}", self.attributes, self.attribute_words)
+        format!(
+            "FLEXASYNCH_A{}_S{}{}",
+            self.attributes,
+            self.attribute_words,
+            if self.temp { "_TEMP" } else { "" }
+        )
     }
 
     fn table_def(&self) -> TableDef {
@@ -196,8 +206,10 @@ impl Options {
             };
             cols.push(ColumnDef::new(format!("COL{i}"), ty));
         }
-        TableDef::new(self.table_name(), cols, &["COL0"])
-            .expect("flexasynch table definition is valid")
+        let mut def = TableDef::new(self.table_name(), cols, &["COL0"])
+            .expect("flexasynch table definition is valid");
+        def.options.no_logging = self.temp;
+        def
     }
 }
 
