@@ -23,6 +23,9 @@ use std::time::{Duration, Instant};
 pub(crate) const LISTENER: Token = Token(0);
 pub(crate) const WAKER: Token = Token(1);
 const STATUS_EVERY_MS: u64 = 1000;
+/// A clean stop waits at most this long (or four epochs) for what was
+/// committed before it to be durable.
+const CLEAN_STOP_WAIT_MS: u64 = 2000;
 
 pub struct DataNodeOptions {
     /// mgmd's "host:port".
@@ -173,6 +176,14 @@ fn status_of(role: NodeRole) -> (NodeState, Option<StartPhase>) {
                 total,
             }),
         ),
+        NodeRole::Restoring => (
+            NodeState::Starting,
+            Some(StartPhase {
+                what: "restoring its rows to the cluster's restart epoch".into(),
+                done: 0,
+                total: 0,
+            }),
+        ),
         NodeRole::Started => (NodeState::Started, None),
     }
 }
@@ -251,6 +262,9 @@ pub fn run_datanode(opts: DataNodeOptions) -> Result<(), ShoalError> {
         cfg.host
     );
 
+    let files_kept = !cfg.diskless;
+    // A clean stop in progress: the epoch to see durable first, and until when.
+    let mut stopping: Option<(Option<u64>, u64)> = None;
     let mut events = Events::with_capacity(1024);
     // Like NDB's spinning: after work, poll without sleeping for a while,
     // so the next request is seen without a wake-up (tens of µs here).
@@ -261,10 +275,37 @@ pub fn run_datanode(opts: DataNodeOptions) -> Result<(), ShoalError> {
     let mut reported: Option<(NodeState, Option<StartPhase>)> = None;
     loop {
         if let Some(signal) = stop_signal::received() {
-            tracing::info!("data node {node_id} stopping: {signal}");
-            eprintln!("data node {node_id} stopping: {signal}");
-            el.flush_all(&poll);
-            return Ok(());
+            // A clean stop first waits (a little) until everything committed
+            // before it is durable, so a stop of every node keeps every
+            // acknowledged row; the node serves meanwhile.
+            let now = el.now_ms();
+            let drain = *stopping.get_or_insert_with(|| {
+                let epoch = el.node.epoch_now();
+                let target = (files_kept && epoch.restored && el.node.role() == NodeRole::Started)
+                    .then_some(epoch.current);
+                if let Some(e) = target {
+                    eprintln!(
+                        "data node {node_id} stopping ({signal}): waiting until epoch {e} is durable"
+                    );
+                }
+                (target, now + CLEAN_STOP_WAIT_MS.max(4 * cfg.epoch_interval_ms))
+            });
+            let (target, deadline) = drain;
+            let durable = target.is_none_or(|e| el.node.durable_epoch() >= e);
+            if durable || now >= deadline {
+                if !durable {
+                    eprintln!(
+                        "data node {node_id}: epoch {} not durable after {} ms; stopping anyway (durable: {})",
+                        target.unwrap_or(0),
+                        CLEAN_STOP_WAIT_MS.max(4 * cfg.epoch_interval_ms),
+                        el.node.durable_epoch()
+                    );
+                }
+                tracing::info!("data node {node_id} stopping: {signal}");
+                eprintln!("data node {node_id} stopping: {signal}");
+                el.flush_all(&poll);
+                return Ok(());
+            }
         }
         if let Some(reason) = el.stopped.take() {
             el.flush_all(&poll);

@@ -128,6 +128,10 @@ pub enum NodeRole {
     /// A member copying its fragments: `done` of `total` thousandths of
     /// its fragments copied (the ones in progress counted by row id).
     Starting { done: u64, total: u64 },
+    /// A member of a cluster just formed after every node stopped,
+    /// bringing its rows to the cluster's restart epoch: it serves
+    /// nothing yet.
+    Restoring,
     /// A member holding all its data, serving.
     Started,
     /// Shut down.
@@ -230,6 +234,8 @@ impl DataNode {
             NodeRole::Stopped
         } else if !self.qmgr.is_member() {
             NodeRole::Joining
+        } else if self.qmgr.is_started() && !self.gcp.now().restored {
+            NodeRole::Restoring
         } else if self.qmgr.is_started() {
             NodeRole::Started
         } else {
@@ -289,7 +295,8 @@ impl DataNode {
     ) -> Result<(), ShoalError> {
         match signal {
             Signal::TcKeyReq(req) => {
-                let started = self.qmgr.is_started();
+                // A node still restoring its rows coordinates nothing.
+                let started = self.qmgr.is_started() && self.gcp.now().restored;
                 self.tc
                     .client_req(now_ms, conn, req, &self.dih, started, &mut self.queue, out);
                 self.run(now_ms, out);

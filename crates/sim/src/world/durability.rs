@@ -10,7 +10,7 @@ use shoal_kernel::DataNode;
 use shoal_storage::redo::{read_log, LogEnd, REDO_BLOCK_BYTES};
 use shoal_storage::sysfile::Sysfile;
 
-use super::{Event, NodeState, World, EPOCH_MS};
+use super::{Event, NodeState, World};
 use crate::disk::SimDisk;
 use shoal_kernel::NodeRole;
 
@@ -162,7 +162,7 @@ impl World {
     /// While every node runs, started, with no fault in force, the durable
     /// epoch must keep moving (the epoch protocol must not stall).
     pub(super) fn check_durable_progress(&mut self) -> Result<(), String> {
-        const STALL_MS: u64 = 40 * EPOCH_MS;
+        const STALL_MS: u64 = 2000;
         let all_started = (1..=self.opts.data_nodes).all(|n| {
             matches!(self.nodes[n as usize - 1].state, NodeState::Running(_))
                 && self

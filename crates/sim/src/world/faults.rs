@@ -401,8 +401,12 @@ impl World {
     /// files. Transactions in flight have unknown outcomes.
     pub(super) fn check_cluster_down(&mut self) {
         let any_member = (1..=self.opts.data_nodes).any(|n| {
-            self.node_ref(n)
-                .is_some_and(|d| matches!(d.role(), NodeRole::Started | NodeRole::Starting { .. }))
+            self.node_ref(n).is_some_and(|d| {
+                matches!(
+                    d.role(),
+                    NodeRole::Started | NodeRole::Starting { .. } | NodeRole::Restoring
+                )
+            })
         });
         if any_member || !self.cluster_up {
             if any_member {

@@ -95,7 +95,7 @@ const DEADLOCK_TIMEOUT_MS: u64 = 200;
 const INACTIVE_TIMEOUT_MS: u64 = 1500;
 const HEARTBEAT_MS: u64 = 100;
 /// How often the president switches epochs (with `durable`).
-const EPOCH_MS: u64 = 50;
+const EPOCH_MS: u64 = 20;
 /// A member silent this long is suspected (four missed heartbeats).
 const HEARTBEAT_TIMEOUT_MS: u64 = 4 * HEARTBEAT_MS;
 const ARBITRATION_TIMEOUT_MS: u64 = 2 * HEARTBEAT_MS;

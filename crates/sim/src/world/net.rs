@@ -5,11 +5,16 @@
 use rand::rngs::SmallRng;
 use rand::Rng;
 use shoal_kernel::qmgr::LinkRefusal;
-use shoal_kernel::signal::{BlockSignal, ClusterSignal};
+use shoal_kernel::signal::{BlockSignal, ClusterSignal, EpochSignal};
 
 use super::{
     Event, Lane, NodeState, World, DUPLICATE_LAG_MS, HEARTBEAT_MS, MAX_DELAY_MS, P_DUPLICATE,
 };
+
+/// Chance that an epoch switch's `Commit` reaches a member late, and how
+/// much later (with `durable`).
+const P_LATE_EPOCH_COMMIT: f64 = 0.2;
+const LATE_EPOCH_COMMIT_MS: std::ops::RangeInclusive<u64> = 20..=80;
 
 /// A link between two data nodes.
 #[derive(Clone, Debug)]
@@ -36,7 +41,12 @@ impl World {
     /// Schedules a message on its lane: a random delay, but never before
     /// the lane's previous message. Returns its delivery time.
     pub(super) fn send(&mut self, lane: Lane, event: Event) -> u64 {
-        let earliest = self.now + self.rng.random_range(0..=MAX_DELAY_MS);
+        self.send_later(lane, event, 0)
+    }
+
+    /// [`World::send`], `extra_ms` later than a usual delay.
+    fn send_later(&mut self, lane: Lane, event: Event, extra_ms: u64) -> u64 {
+        let earliest = self.now + extra_ms + self.rng.random_range(0..=MAX_DELAY_MS);
         let lane = self.lane_clock.entry(lane).or_insert(0);
         let at = earliest.max(*lane);
         *lane = at;
@@ -150,7 +160,21 @@ impl World {
         }
         let epoch = link.epoch;
         let copy = signal.clone();
-        let at = self.send(
+        // With epochs, a member sometimes learns of an epoch switch well
+        // after the others (a slow link): the window the switch's hold
+        // guards is then wide open.
+        let late = self.opts.durable
+            && matches!(
+                signal,
+                BlockSignal::Cluster(ClusterSignal::Epoch(EpochSignal::Commit { .. }))
+            )
+            && self.rng.random_bool(P_LATE_EPOCH_COMMIT);
+        let extra = if late {
+            self.rng.random_range(LATE_EPOCH_COMMIT_MS)
+        } else {
+            0
+        };
+        let at = self.send_later(
             Lane::Nodes { from, to },
             Event::NodeMsg {
                 from,
@@ -158,6 +182,7 @@ impl World {
                 epoch,
                 signal,
             },
+            extra,
         );
         self.maybe_repeat(at, || Event::NodeMsg {
             from,
