@@ -16,30 +16,25 @@ use crate::cluster::Cluster;
 use crate::conn::{Connection, Reply, ReplyResult};
 use crate::error::{bad_request, from_wire};
 use crate::record::{encode_delete, Record, Table};
+use crate::replies::ReplySlot;
 use crate::row_buf::RowBuf;
 use shoal_types::{ErrorCode, ShoalError, TransId, Value};
 use shoal_wire::{ExecType, KeyOp, LockMode, OpType, TransState, OP_IGNORE_ERROR};
 use std::sync::Arc;
-use tokio::sync::oneshot;
 
-/// A request handed to the connection, awaiting its answer.
+/// A request handed to the connection, awaiting its answer (in the
+/// transaction's `in_flight` slot).
 struct Request {
-    conn: Arc<Connection>,
     exec: ExecType,
     /// Index of its first operation in `ops`, and how many it carried.
     first: usize,
     count: usize,
 }
 
-struct Waiting {
-    rx: oneshot::Receiver<ReplyResult>,
-    request: Request,
-}
-
 /// What the first half of an execute left to do.
 enum Sent {
     Done(Result<(), ShoalError>),
-    Waiting(Waiting),
+    Waiting(Request),
 }
 
 /// Names one operation of a transaction.
@@ -112,6 +107,10 @@ pub struct Transaction {
     requests: u32,
     /// The coordinator, chosen at the first execute.
     conn: Option<Arc<Connection>>,
+    /// The reply slot of the request in flight on `conn`, until its
+    /// answer is taken; a transaction dropped (or an execute cancelled)
+    /// before then gives it up.
+    in_flight: Option<ReplySlot>,
     /// Operations queued for the next execute.
     queued: Vec<KeyOp>,
     ops: Vec<OpSlot>,
@@ -138,6 +137,7 @@ impl Transaction {
             trans: None,
             requests: 0,
             conn: None,
+            in_flight: None,
             queued: Vec::new(),
             ops: Vec::new(),
             sent: 0,
@@ -305,11 +305,23 @@ impl Transaction {
     pub async fn execute(&mut self, exec: ExecType) -> Result<(), ShoalError> {
         match self.send(exec) {
             Sent::Done(result) => result,
-            Sent::Waiting(w) => {
-                let reply = w.rx.await;
-                self.finish(w.request, reply)
+            Sent::Waiting(request) => {
+                let reply = self.reply().await;
+                self.finish(request, reply)
             }
         }
+    }
+
+    /// The answer to the request in flight. Cancelled, it leaves the slot
+    /// in `in_flight`, for `Drop` or the next execute to give up.
+    async fn reply(&mut self) -> ReplyResult {
+        let (Some(conn), Some(slot)) = (&self.conn, self.in_flight) else {
+            unreachable!("a request in flight has a connection and a slot")
+        };
+        let reply = std::future::poll_fn(|cx| conn.poll_reply(slot, cx)).await;
+        // The slot is free now.
+        self.in_flight = None;
+        reply
     }
 
     /// Executes many transactions in one go, like NDB's
@@ -327,9 +339,9 @@ impl Transaction {
         for (t, s) in txns.iter_mut().zip(sent) {
             results.push(match s {
                 Sent::Done(result) => result,
-                Sent::Waiting(w) => {
-                    let reply = w.rx.await;
-                    t.finish(w.request, reply)
+                Sent::Waiting(request) => {
+                    let reply = t.reply().await;
+                    t.finish(request, reply)
                 }
             });
         }
@@ -339,6 +351,7 @@ impl Transaction {
     /// The first half of an execute: checks, then hands the request to the
     /// connection (nothing is awaited).
     fn send(&mut self, exec: ExecType) -> Sent {
+        self.abandon_reply();
         if self.state.is_finished() {
             if exec == ExecType::Rollback {
                 return Sent::Done(Ok(()));
@@ -365,7 +378,7 @@ impl Transaction {
             return Sent::Done(Ok(()));
         }
         let conn = match &self.conn {
-            Some(c) => c.clone(),
+            Some(c) => c,
             None => {
                 // Start at the node holding the first key's primary: the
                 // first of its replicas, in preferred order, that this
@@ -380,64 +393,43 @@ impl Transaction {
                         .find_map(|&n| self.cluster.connection_to(n))
                 });
                 match hinted.map_or_else(|| self.cluster.pick_connection(), Ok) {
-                    Ok(c) => {
-                        self.conn = Some(c.clone());
-                        c
-                    }
+                    Ok(c) => self.conn.insert(c),
                     Err(e) => return Sent::Done(Err(e)),
                 }
             }
         };
         let first = self.sent;
         let count = self.queued.len();
-        let rx = match conn.submit(&mut self.trans, self.requests, exec, &mut self.queued) {
-            Ok(rx) => rx,
+        let slot = match conn.submit(&mut self.trans, self.requests, exec, &mut self.queued) {
+            Ok(slot) => slot,
             Err(e) => return Sent::Done(Err(e)),
         };
+        self.in_flight = Some(slot);
         self.requests += 1;
         self.sent = first + count;
         // If the caller stops waiting, the transaction's fate is unknown:
         // `Failed` until the answer says otherwise.
         self.state = TransactionState::Failed;
-        Sent::Waiting(Waiting {
-            rx,
-            request: Request {
-                conn,
-                exec,
-                first,
-                count,
-            },
-        })
+        Sent::Waiting(Request { exec, first, count })
+    }
+
+    /// Gives up the slot of a request whose answer nobody took (its
+    /// execute was cancelled).
+    fn abandon_reply(&mut self) {
+        if let (Some(slot), Some(conn)) = (self.in_flight.take(), &self.conn) {
+            conn.abandon(slot);
+        }
     }
 
     /// The second half of an execute: applies the answer.
-    fn finish(
-        &mut self,
-        request: Request,
-        reply: Result<ReplyResult, oneshot::error::RecvError>,
-    ) -> Result<(), ShoalError> {
-        let Request {
-            conn,
-            exec,
-            first,
-            count,
-        } = request;
-        let reply = match reply {
-            Ok(r) => r,
-            Err(_) => Err(ShoalError::with_detail(
-                ErrorCode::ClusterFailure,
-                format!(
-                    "connection to data node {} dropped the request",
-                    conn.node_id()
-                ),
-            )),
-        };
+    fn finish(&mut self, request: Request, reply: ReplyResult) -> Result<(), ShoalError> {
+        let Request { exec, first, count } = request;
         match reply {
             Err(e) => {
                 self.fail_ops(first, &e);
                 if e.code == ErrorCode::ReceiveTimeout && exec != ExecType::Commit {
                     // The node may still hold the transaction: release it.
-                    self.send_rollback(&conn);
+                    self.send_rollback();
                 }
                 Err(e)
             }
@@ -508,7 +500,7 @@ impl Transaction {
                     ErrorCode::NodeFailureAbort,
                     format!(
                         "data node {} failed before committing; the node that took over its transactions aborted this one: retry it",
-                        conn.node_id()
+                        self.conn.as_ref().map_or(0, |c| c.node_id())
                     ),
                 );
                 self.fail_ops(first, &e);
@@ -545,8 +537,8 @@ impl Transaction {
     }
 
     /// Asks the coordinator to roll back, without waiting for it.
-    fn send_rollback(&mut self, conn: &Connection) {
-        if let Some(trans) = self.trans {
+    fn send_rollback(&mut self) {
+        if let (Some(trans), Some(conn)) = (self.trans, &self.conn) {
             conn.send_rollback(trans, self.requests);
             self.requests += 1;
         }
@@ -562,12 +554,13 @@ impl Transaction {
 
 impl Drop for Transaction {
     fn drop(&mut self) {
+        self.abandon_reply();
         let maybe_open = matches!(
             self.state,
             TransactionState::Open | TransactionState::Failed
         );
-        if let (true, Some(conn)) = (maybe_open, self.conn.clone()) {
-            self.send_rollback(&conn);
+        if maybe_open {
+            self.send_rollback();
         }
     }
 }
