@@ -916,3 +916,127 @@ async fn sweep_loop(conn: Arc<Connection>, tick: Duration, ticks_max: u32, timeo
         wakers.drain(..).for_each(Waker::wake);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_types::{SchemaVersion, TableId};
+    use shoal_wire::{LockMode, NodeType, OpType, HELLO_BYTES};
+    use tokio::net::TcpListener;
+
+    const NODE: u16 = 1;
+    const INCARNATION: u32 = 7;
+
+    /// A data node that accepts the handshake, then reads and ignores
+    /// every request; sending on (or dropping) the returned sender closes
+    /// its socket.
+    async fn silent_node() -> (String, tokio::sync::oneshot::Sender<()>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let (close_tx, mut close_rx) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut hello = [0u8; HELLO_BYTES];
+            s.read_exact(&mut hello).await.unwrap();
+            let mut reply = Vec::new();
+            HelloReply::accepted(NODE, 64 * 1024, 64, INCARNATION).encode(&mut reply);
+            s.write_all(&reply).await.unwrap();
+            let mut buf = vec![0u8; 4096];
+            loop {
+                tokio::select! {
+                    _ = &mut close_rx => return,
+                    r = s.read(&mut buf) => if matches!(r, Ok(0) | Err(_)) { return },
+                }
+            }
+        });
+        (addr, close_tx)
+    }
+
+    async fn open(addr: &str, receive_timeout: Option<Duration>) -> Arc<Connection> {
+        let opts = ClusterOptions {
+            connect_timeout: Duration::from_secs(5),
+            receive_timeout,
+            takeover_wait: Duration::from_millis(100),
+        };
+        let hello = Hello::new(NodeType::Api, 1, 100, NODE);
+        Connection::open(addr, &hello, &opts, Shared::new(opts.takeover_wait))
+            .await
+            .unwrap()
+    }
+
+    /// Sends a one-read request of a new transaction.
+    fn submit(conn: &Connection, exec: ExecType) -> (TransId, ReplySlot) {
+        let mut trans = None;
+        let mut ops = vec![KeyOp {
+            op: OpType::Read,
+            lock: LockMode::CommittedRead,
+            flags: 0,
+            table: TableId(1),
+            version: SchemaVersion(1),
+            key: vec![1, 2, 3, 4],
+            attrs: vec![0xFF, 0xFF],
+        }];
+        let slot = conn.submit(&mut trans, 0, exec, &mut ops).unwrap();
+        assert!(ops.is_empty(), "the operations were taken");
+        (trans.unwrap(), slot)
+    }
+
+    async fn answer(conn: &Connection, slot: ReplySlot) -> ReplyResult {
+        tokio::time::timeout(Duration::from_secs(10), ReplyWait::new(conn, slot))
+            .await
+            .expect("every request is answered")
+    }
+
+    fn code(r: ReplyResult) -> ErrorCode {
+        r.expect_err("the node never answers").code
+    }
+
+    #[tokio::test]
+    async fn a_request_the_node_never_answers_times_out() {
+        let (addr, _close) = silent_node().await;
+        let conn = open(&addr, Some(Duration::from_millis(100))).await;
+        let (_, slot) = submit(&conn, ExecType::NoCommit);
+        assert_eq!(code(answer(&conn, slot).await), ErrorCode::ReceiveTimeout);
+        // A waiter that went away: its slot is freed by the timeout.
+        let (_, gone) = submit(&conn, ExecType::NoCommit);
+        conn.abandon(gone);
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_eq!(lock(&conn.state).replies.in_use(), 0);
+        assert!(conn.is_alive());
+    }
+
+    #[tokio::test]
+    async fn a_lost_connection_answers_every_request_by_its_kind() {
+        let (addr, close) = silent_node().await;
+        let conn = open(&addr, None).await;
+        let (_, open_one) = submit(&conn, ExecType::NoCommit);
+        let (reported, commit_reported) = submit(&conn, ExecType::Commit);
+        let (_, commit_unknown) = submit(&conn, ExecType::Commit);
+        let (_, gone) = submit(&conn, ExecType::NoCommit);
+        conn.abandon(gone);
+        // Let the node take the requests before it goes.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        close.send(()).unwrap();
+        assert_eq!(
+            code(answer(&conn, open_one).await),
+            ErrorCode::NodeFailureAbort
+        );
+        assert!(!conn.is_alive());
+        // The node taking over reports one commit (before or after the
+        // loss was noticed: either way it answers); the other has no
+        // report and is unknown at the deadline.
+        conn.shared.committed(NODE, INCARNATION, reported);
+        assert!(matches!(
+            answer(&conn, commit_reported).await,
+            Ok(Reply::TakenOver { committed: true })
+        ));
+        assert_eq!(
+            code(answer(&conn, commit_unknown).await),
+            ErrorCode::CommitOutcomeUnknown
+        );
+        assert_eq!(lock(&conn.state).replies.in_use(), 0);
+        let mut trans = None;
+        let refused = conn.submit(&mut trans, 0, ExecType::NoCommit, &mut Vec::new());
+        assert_eq!(refused.unwrap_err().code, ErrorCode::ClusterFailure);
+    }
+}
