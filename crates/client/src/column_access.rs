@@ -3,8 +3,13 @@
 //! [`Row`](crate::Row), an indexed attribute list).
 //!
 //! A row type provides `fn column(&self, col: u16) -> Option<Column<'_>>`
-//! (O(1), its values already validated when the row was filled) and gets
-//! the accessors from [`column_accessors!`]. Each typed accessor reads only
+//! (O(1), its values already validated when the row was filled) and
+//! `fn column_bytes(&self, col: u16) -> Option<Option<&[u8]>>` (the same
+//! without the column's definition, for [`RowBuf::get_raw`]'s sake: a
+//! caller checking every column of every row calls it most) and gets the
+//! accessors from [`column_accessors!`].
+//!
+//! [`RowBuf::get_raw`]: crate::RowBuf::get_raw Each typed accessor reads only
 //! the SQL types whose canonical bytes are that Rust type; any other type
 //! is an error (never a panic, never a silent conversion), so a caller
 //! that reads a column with the wrong width finds out at once.
@@ -170,7 +175,8 @@ macro_rules! column_accessors {
         /// the row (`NoSuchColumn`).
         #[inline]
         pub fn get_raw(&self, col: u16) -> Result<Option<&[u8]>, $crate::ShoalError> {
-            Ok(self.column_or_err(col)?.bytes)
+            self.column_bytes(col)
+                .ok_or_else(|| $crate::column_access::not_in_row(self.table_name(), col))
         }
 
         /// The value of the column with id `col` ([`Value::Null`] when

@@ -5,10 +5,12 @@
 //! requests the node never answered.
 //!
 //! Invariants:
-//! - A request is registered in `pending` in the same critical section that
-//!   encodes it into `out`, and `pending` is drained when the connection
-//!   closes, so every registered request gets exactly one answer: its reply,
-//!   a timeout, or the connection's failure.
+//! - A request is registered in `pending`, with a reply slot
+//!   ([`ReplySlots`]), in the same critical section that encodes it into
+//!   `out`, and `pending` is drained when the connection closes, so every
+//!   registered request gets exactly one answer in its slot: its reply, a
+//!   timeout, or the connection's failure (for a commit, through
+//!   [`Shared`], which answers it with a [`SlotAnswerer`]).
 //! - Once `closed` is set nothing new is encoded or registered.
 //! - `out` only ever holds whole signals; the writer closes the open frame
 //!   (`FrameEncoder::finish`) under the lock before it takes the buffer.
@@ -28,21 +30,26 @@
 use crate::cluster::ClusterOptions;
 use crate::error::from_wire;
 use crate::outcomes::Shared;
+use crate::replies::{ReplySlot, ReplySlots};
 use shoal_types::{ErrorCode, ShoalError, TransId};
 use shoal_wire::{
     ExecType, FragmentRowsConf, FragmentRowsReq, FrameDecoder, FrameEncoder, Hello, HelloReply,
     KeyOp, Signal, TcCommitAck, TcKeyConf, TcKeyRef, TcKeyReq, COMMIT_ACKS_MAX, FRAME_BYTES_MAX,
     FRAME_HEADER_BYTES, SIGNALS_PER_FRAME_MAX,
 };
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
+use std::future::Future;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::Notify;
 use tokio::task::{AbortHandle, JoinHandle};
 
 /// Bytes the reader asks the socket for at least, per read.
@@ -85,9 +92,78 @@ pub(crate) enum Reply {
 
 pub(crate) type ReplyResult = Result<Reply, ShoalError>;
 
+/// Answers one request whose connection failed (a commit waiting for the
+/// takeover's report, held by [`Shared`]). Dropped without answering (its
+/// runtime shut down first, say), it answers that the request was lost,
+/// so the waiter never waits for ever.
+pub(crate) struct SlotAnswerer {
+    conn: Option<Arc<Connection>>,
+    slot: ReplySlot,
+}
+
+impl SlotAnswerer {
+    pub(crate) fn answer(mut self, result: ReplyResult) {
+        if let Some(conn) = self.conn.take() {
+            conn.answer(self.slot, result);
+        }
+    }
+}
+
+impl Drop for SlotAnswerer {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            conn.answer(
+                self.slot,
+                Err(cluster_failure(format!(
+                    "connection to data node {} dropped the request",
+                    conn.node_id
+                ))),
+            );
+        }
+    }
+}
+
+/// Waits for the answer in one slot of `conn`, and gives the slot up if
+/// dropped before it came.
+pub(crate) struct ReplyWait<'c> {
+    conn: &'c Connection,
+    slot: Option<ReplySlot>,
+}
+
+impl<'c> ReplyWait<'c> {
+    pub(crate) fn new(conn: &'c Connection, slot: ReplySlot) -> Self {
+        ReplyWait {
+            conn,
+            slot: Some(slot),
+        }
+    }
+}
+
+impl Future for ReplyWait<'_> {
+    type Output = ReplyResult;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<ReplyResult> {
+        let slot = self.slot.expect("polled after it was ready");
+        let answer = self.conn.poll_reply(slot, cx);
+        if answer.is_ready() {
+            self.slot = None;
+        }
+        answer
+    }
+}
+
+impl Drop for ReplyWait<'_> {
+    fn drop(&mut self) {
+        if let Some(slot) = self.slot.take() {
+            self.conn.abandon(slot);
+        }
+    }
+}
+
 /// A request waiting for its reply.
 struct Pending {
-    tx: oneshot::Sender<ReplyResult>,
+    /// Where its answer goes.
+    slot: ReplySlot,
     /// The request's number in its transaction: an answer with another
     /// number is not for it.
     request: u32,
@@ -127,6 +203,10 @@ struct ConnState {
     trans_block_end: u64,
     encoder: FrameEncoder,
     pending: PendingMap,
+    /// The answers of `pending` requests, and of requests that lost their
+    /// connection and wait for a takeover report, until their
+    /// transactions take them.
+    replies: ReplySlots,
     /// Commits to acknowledge with the next write.
     acks: Vec<TransId>,
     closed: bool,
@@ -137,6 +217,9 @@ struct ConnState {
 
 /// A connection to one data node, shared by every transaction using it.
 pub(crate) struct Connection {
+    /// This connection, for the answerers of commits handed to [`Shared`]
+    /// when it fails.
+    me: Weak<Connection>,
     node_id: u16,
     /// The node's start number (from its handshake reply).
     incarnation: u32,
@@ -233,7 +316,8 @@ impl Connection {
                 ),
             ));
         }
-        let conn = Arc::new(Connection {
+        let conn = Arc::new_cyclic(|me| Connection {
+            me: me.clone(),
             node_id,
             incarnation: reply.incarnation,
             addr: addr.to_string(),
@@ -243,6 +327,7 @@ impl Connection {
                 out: Vec::with_capacity(READ_CHUNK_BYTES),
                 encoder: FrameEncoder::new(frame_bytes_max, signals_max),
                 pending: PendingMap::default(),
+                replies: ReplySlots::default(),
                 acks: Vec::new(),
                 next_trans: 0,
                 trans_block_end: 0,
@@ -298,13 +383,16 @@ impl Connection {
     /// transaction for its reply and wakes the writer. Takes the operations
     /// out of `ops` and hands the emptied vector back for reuse. A
     /// transaction's first request (`*trans` is `None`) gets its id here.
+    /// Returns the slot the answer will be in: the caller takes it with
+    /// [`Connection::poll_reply`], or gives it up with
+    /// [`Connection::abandon`].
     pub(crate) fn submit(
         &self,
         trans: &mut Option<TransId>,
         request: u32,
         exec: ExecType,
         ops: &mut Vec<KeyOp>,
-    ) -> Result<oneshot::Receiver<ReplyResult>, ShoalError> {
+    ) -> Result<ReplySlot, ShoalError> {
         if ops.len() > OPS_PER_REQUEST_MAX {
             return Err(ShoalError::with_detail(
                 ErrorCode::RequestTooLarge,
@@ -324,8 +412,7 @@ impl Connection {
                 ),
             ));
         }
-        let (tx, rx) = oneshot::channel();
-        {
+        let (slot, wake_writer) = {
             let mut guard = lock(&self.state);
             let st = &mut *guard;
             if st.closed {
@@ -343,9 +430,11 @@ impl Connection {
                 exec,
                 ops: std::mem::take(ops),
             });
+            let was_empty = st.out.is_empty();
             st.encoder.push(&mut st.out, &sig);
+            let slot = st.replies.open();
             let pending = Pending {
-                tx,
+                slot,
                 request,
                 exec,
                 sent_tick: st.tick,
@@ -357,10 +446,37 @@ impl Connection {
             if let Signal::TcKeyReq(req) = sig {
                 *ops = req.ops;
             }
-        }
+            (slot, was_empty)
+        };
         ops.clear();
-        self.notify.notify_one();
-        Ok(rx)
+        // A request that finds `out` holding signals rides with them: the
+        // one that made it non-empty woke the writer, which has not taken
+        // the buffer since (it empties it when it does).
+        if wake_writer {
+            self.notify.notify_one();
+        }
+        Ok(slot)
+    }
+
+    /// The answer in `slot` (from [`Connection::submit`] or
+    /// [`Connection::request_rows`]) once it came; the slot is then free
+    /// and must not be used again. Until then the task is woken when it
+    /// comes.
+    pub(crate) fn poll_reply(&self, slot: ReplySlot, cx: &mut Context<'_>) -> Poll<ReplyResult> {
+        lock(&self.state).replies.poll_take(slot, cx)
+    }
+
+    /// Gives `slot` up: nobody waits for its answer any more.
+    pub(crate) fn abandon(&self, slot: ReplySlot) {
+        lock(&self.state).replies.abandon(slot);
+    }
+
+    /// Answers `slot` (for [`SlotAnswerer`]).
+    fn answer(&self, slot: ReplySlot, result: ReplyResult) {
+        let waker = lock(&self.state).replies.answer(slot, result);
+        if let Some(w) = waker {
+            w.wake();
+        }
     }
 
     /// Asks for a page of this node's replica of a fragment (see
@@ -371,9 +487,8 @@ impl Connection {
         frag: u32,
         from_row: u32,
         max_bytes: u32,
-    ) -> Result<oneshot::Receiver<ReplyResult>, ShoalError> {
-        let (tx, rx) = oneshot::channel();
-        {
+    ) -> Result<ReplySlot, ShoalError> {
+        let slot = {
             let mut guard = lock(&self.state);
             let st = &mut *guard;
             if st.closed {
@@ -391,18 +506,20 @@ impl Connection {
                 max_bytes,
             });
             st.encoder.push(&mut st.out, &sig);
+            let slot = st.replies.open();
             st.pending.insert(
                 trans,
                 Pending {
-                    tx,
+                    slot,
                     request: 0,
                     exec: ExecType::NoCommit,
                     sent_tick: st.tick,
                 },
             );
-        }
+            slot
+        };
         self.notify.notify_one();
-        Ok(rx)
+        Ok(slot)
     }
 
     /// Asks the node to roll `trans` back without waiting for the answer
@@ -431,8 +548,14 @@ impl Connection {
     /// closed the connection, fails with `CommitOutcomeUnknown` at once),
     /// anything else fails with `NodeFailureAbort`. Idempotent.
     pub(crate) fn fail(&self, reason: &str, expected: bool) {
-        let pending = {
-            let mut st = lock(&self.state);
+        // Held across the lock so that the last reference to this
+        // connection is never dropped inside it.
+        let me = self.me.upgrade();
+        let mut wakers = Vec::new();
+        let mut commits = Vec::new();
+        {
+            let mut guard = lock(&self.state);
+            let st = &mut *guard;
             if !st.closed {
                 st.closed = true;
                 st.close_reason = reason.to_string();
@@ -448,27 +571,32 @@ impl Connection {
                 }
             }
             self.alive.store(false, Ordering::Release);
-            std::mem::take(&mut st.pending)
-        };
-        if !pending.is_empty() {
-            let detail = format!("connection to data node {} closed: {reason}", self.node_id);
-            for (trans, p) in pending {
-                let code = match p.exec {
-                    ExecType::Commit if !expected => {
-                        self.shared.await_outcome(
-                            self.node_id,
-                            self.incarnation,
-                            trans,
-                            p.tx,
-                            reason,
-                        );
-                        continue;
-                    }
-                    ExecType::Commit => ErrorCode::CommitOutcomeUnknown,
-                    ExecType::NoCommit | ExecType::Rollback => ErrorCode::NodeFailureAbort,
+            if !st.pending.is_empty() {
+                let detail = format!("connection to data node {} closed: {reason}", self.node_id);
+                for (trans, p) in std::mem::take(&mut st.pending) {
+                    let code = match p.exec {
+                        // Answered by the takeover's report, below.
+                        ExecType::Commit if !expected && me.is_some() => {
+                            commits.push((trans, p.slot));
+                            continue;
+                        }
+                        ExecType::Commit => ErrorCode::CommitOutcomeUnknown,
+                        ExecType::NoCommit | ExecType::Rollback => ErrorCode::NodeFailureAbort,
+                    };
+                    let answer = Err(ShoalError::with_detail(code, detail.clone()));
+                    wakers.extend(st.replies.answer(p.slot, answer));
+                }
+            }
+        }
+        wakers.into_iter().for_each(Waker::wake);
+        if let Some(me) = me {
+            for (trans, slot) in commits {
+                let answerer = SlotAnswerer {
+                    conn: Some(me.clone()),
+                    slot,
                 };
-                let _ =
-                    p.tx.send(Err(ShoalError::with_detail(code, detail.clone())));
+                self.shared
+                    .await_outcome(self.node_id, self.incarnation, trans, answerer, reason);
             }
         }
         self.notify.notify_one();
@@ -491,9 +619,12 @@ impl Connection {
 
     /// Routes received signals to their transactions. Returns why the
     /// connection must close, if it must.
-    fn deliver(&self, signals: &mut Vec<Signal>) -> Result<(), String> {
+    fn deliver(&self, signals: &mut Vec<Signal>, wakers: &mut Vec<Waker>) -> Result<(), String> {
         let mut reports = Vec::new();
-        let result = self.route_replies(signals, &mut reports);
+        let result = self.route_replies(signals, &mut reports, wakers);
+        // Woken outside the lock: a waiter on another thread would block
+        // on it.
+        wakers.drain(..).for_each(Waker::wake);
         // Reports are handled outside this connection's lock: one may
         // close another connection.
         for report in reports {
@@ -523,6 +654,7 @@ impl Connection {
         &self,
         signals: &mut Vec<Signal>,
         reports: &mut Vec<Signal>,
+        wakers: &mut Vec<Waker>,
     ) -> Result<(), String> {
         let mut st = lock(&self.state);
         let acks_before = st.acks.len();
@@ -557,14 +689,12 @@ impl Connection {
                         return Err(format!("data node sent a client a {}", sig.name()))
                     }
                 };
-                let waiting = st.pending.get(&trans).map(|p| p.request);
-                match waiting.filter(|&r| r == request) {
-                    Some(_) => {
-                        let p = st.pending.remove(&trans).expect("checked");
-                        // The receiver is gone if the caller stopped waiting.
-                        let _ = p.tx.send(Ok(reply));
+                match st.pending.entry(trans) {
+                    Entry::Occupied(e) if e.get().request == request => {
+                        let p = e.remove();
+                        wakers.extend(st.replies.answer(p.slot, Ok(reply)));
                     }
-                    None => tracing::trace!(
+                    _ => tracing::trace!(
                         node = self.node_id,
                         ?trans,
                         request,
@@ -705,6 +835,7 @@ async fn read_loop(
     let conn = &guard.0;
     let mut buf = initial;
     let mut signals: Vec<Signal> = Vec::with_capacity(256);
+    let mut wakers: Vec<Waker> = Vec::new();
     loop {
         let mut start = 0usize;
         loop {
@@ -713,14 +844,14 @@ async fn read_loop(
                 Ok(None) => break,
                 Err(e) => {
                     // Deliver what decoded cleanly before the bad frame.
-                    let _ = conn.deliver(&mut signals);
+                    let _ = conn.deliver(&mut signals, &mut wakers);
                     conn.fail(&format!("malformed frame from the data node: {e:?}"), false);
                     return;
                 }
             }
         }
         if !signals.is_empty() {
-            if let Err(reason) = conn.deliver(&mut signals) {
+            if let Err(reason) = conn.deliver(&mut signals, &mut wakers) {
                 conn.fail(&reason, false);
                 return;
             }
@@ -748,11 +879,12 @@ async fn read_loop(
 async fn sweep_loop(conn: Arc<Connection>, tick: Duration, ticks_max: u32, timeout: Duration) {
     let mut interval = tokio::time::interval(tick);
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut expired = Vec::new();
+    let mut wakers = Vec::new();
     loop {
         interval.tick().await;
         {
-            let mut st = lock(&conn.state);
+            let mut guard = lock(&conn.state);
+            let st = &mut *guard;
             if st.closed {
                 return;
             }
@@ -764,21 +896,147 @@ async fn sweep_loop(conn: Arc<Connection>, tick: Duration, ticks_max: u32, timeo
                 .filter(|(_, p)| now.wrapping_sub(p.sent_tick) > ticks_max)
                 .map(|(t, _)| *t)
                 .collect();
-            expired.extend(late.into_iter().filter_map(|t| st.pending.remove(&t)));
-            if !expired.is_empty() && st.pending.is_empty() && !st.acks.is_empty() {
+            for t in &late {
+                let p = st.pending.remove(t).expect("listed from the map");
+                let answer = Err(ShoalError::with_detail(
+                    ErrorCode::ReceiveTimeout,
+                    format!(
+                        "data node {} did not answer within {timeout:?}",
+                        conn.node_id
+                    ),
+                ));
+                wakers.extend(st.replies.answer(p.slot, answer));
+            }
+            if !late.is_empty() && st.pending.is_empty() && !st.acks.is_empty() {
                 // Acknowledgements that waited for a write nobody will
                 // make now.
                 conn.notify.notify_one();
             }
         }
-        for p in expired.drain(..) {
-            let _ = p.tx.send(Err(ShoalError::with_detail(
-                ErrorCode::ReceiveTimeout,
-                format!(
-                    "data node {} did not answer within {timeout:?}",
-                    conn.node_id
-                ),
-            )));
-        }
+        wakers.drain(..).for_each(Waker::wake);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_types::{SchemaVersion, TableId};
+    use shoal_wire::{LockMode, NodeType, OpType, HELLO_BYTES};
+    use tokio::net::TcpListener;
+
+    const NODE: u16 = 1;
+    const INCARNATION: u32 = 7;
+
+    /// A data node that accepts the handshake, then reads and ignores
+    /// every request; sending on (or dropping) the returned sender closes
+    /// its socket.
+    async fn silent_node() -> (String, tokio::sync::oneshot::Sender<()>) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let (close_tx, mut close_rx) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut hello = [0u8; HELLO_BYTES];
+            s.read_exact(&mut hello).await.unwrap();
+            let mut reply = Vec::new();
+            HelloReply::accepted(NODE, 64 * 1024, 64, INCARNATION).encode(&mut reply);
+            s.write_all(&reply).await.unwrap();
+            let mut buf = vec![0u8; 4096];
+            loop {
+                tokio::select! {
+                    _ = &mut close_rx => return,
+                    r = s.read(&mut buf) => if matches!(r, Ok(0) | Err(_)) { return },
+                }
+            }
+        });
+        (addr, close_tx)
+    }
+
+    async fn open(addr: &str, receive_timeout: Option<Duration>) -> Arc<Connection> {
+        let opts = ClusterOptions {
+            connect_timeout: Duration::from_secs(5),
+            receive_timeout,
+            takeover_wait: Duration::from_millis(100),
+        };
+        let hello = Hello::new(NodeType::Api, 1, 100, NODE);
+        Connection::open(addr, &hello, &opts, Shared::new(opts.takeover_wait))
+            .await
+            .unwrap()
+    }
+
+    /// Sends a one-read request of a new transaction.
+    fn submit(conn: &Connection, exec: ExecType) -> (TransId, ReplySlot) {
+        let mut trans = None;
+        let mut ops = vec![KeyOp {
+            op: OpType::Read,
+            lock: LockMode::CommittedRead,
+            flags: 0,
+            table: TableId(1),
+            version: SchemaVersion(1),
+            key: vec![1, 2, 3, 4],
+            attrs: vec![0xFF, 0xFF],
+        }];
+        let slot = conn.submit(&mut trans, 0, exec, &mut ops).unwrap();
+        assert!(ops.is_empty(), "the operations were taken");
+        (trans.unwrap(), slot)
+    }
+
+    async fn answer(conn: &Connection, slot: ReplySlot) -> ReplyResult {
+        tokio::time::timeout(Duration::from_secs(10), ReplyWait::new(conn, slot))
+            .await
+            .expect("every request is answered")
+    }
+
+    fn code(r: ReplyResult) -> ErrorCode {
+        r.expect_err("the node never answers").code
+    }
+
+    #[tokio::test]
+    async fn a_request_the_node_never_answers_times_out() {
+        let (addr, _close) = silent_node().await;
+        let conn = open(&addr, Some(Duration::from_millis(100))).await;
+        let (_, slot) = submit(&conn, ExecType::NoCommit);
+        assert_eq!(code(answer(&conn, slot).await), ErrorCode::ReceiveTimeout);
+        // A waiter that went away: its slot is freed by the timeout.
+        let (_, gone) = submit(&conn, ExecType::NoCommit);
+        conn.abandon(gone);
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_eq!(lock(&conn.state).replies.in_use(), 0);
+        assert!(conn.is_alive());
+    }
+
+    #[tokio::test]
+    async fn a_lost_connection_answers_every_request_by_its_kind() {
+        let (addr, close) = silent_node().await;
+        let conn = open(&addr, None).await;
+        let (_, open_one) = submit(&conn, ExecType::NoCommit);
+        let (reported, commit_reported) = submit(&conn, ExecType::Commit);
+        let (_, commit_unknown) = submit(&conn, ExecType::Commit);
+        let (_, gone) = submit(&conn, ExecType::NoCommit);
+        conn.abandon(gone);
+        // Let the node take the requests before it goes.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        close.send(()).unwrap();
+        assert_eq!(
+            code(answer(&conn, open_one).await),
+            ErrorCode::NodeFailureAbort
+        );
+        assert!(!conn.is_alive());
+        // The node taking over reports one commit (before or after the
+        // loss was noticed: either way it answers); the other has no
+        // report and is unknown at the deadline.
+        conn.shared.committed(NODE, INCARNATION, reported);
+        assert!(matches!(
+            answer(&conn, commit_reported).await,
+            Ok(Reply::TakenOver { committed: true })
+        ));
+        assert_eq!(
+            code(answer(&conn, commit_unknown).await),
+            ErrorCode::CommitOutcomeUnknown
+        );
+        assert_eq!(lock(&conn.state).replies.in_use(), 0);
+        let mut trans = None;
+        let refused = conn.submit(&mut trans, 0, ExecType::NoCommit, &mut Vec::new());
+        assert_eq!(refused.unwrap_err().code, ErrorCode::ClusterFailure);
     }
 }

@@ -63,6 +63,7 @@ pub mod error;
 mod outcomes;
 pub mod record;
 mod record_layout;
+mod replies;
 pub mod row;
 pub mod row_buf;
 pub mod transaction;

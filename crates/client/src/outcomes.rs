@@ -15,13 +15,12 @@
 //! transaction id counter: ids are unique per API node, as the reports
 //! name transactions by id only.
 
-use crate::conn::{Connection, Reply, ReplyResult};
+use crate::conn::{Connection, Reply, SlotAnswerer};
 use shoal_types::{ErrorCode, ShoalError, TransId};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
-use tokio::sync::oneshot;
 
 /// Reports about a finished takeover are kept this long (a connection
 /// loss noticed late still finds them), unless a commit still waits.
@@ -37,7 +36,7 @@ struct Takeover {
     /// The final report came: every transaction not committed is aborted.
     complete: bool,
     /// Commits waiting for their outcome.
-    waiting: HashMap<TransId, oneshot::Sender<ReplyResult>>,
+    waiting: HashMap<TransId, SlotAnswerer>,
     last_report: Option<Instant>,
 }
 
@@ -52,6 +51,33 @@ struct State {
 /// one atomic add per block, not one per transaction (the counter's cache
 /// line would bounce between the client's threads on every transaction).
 pub(crate) const TRANS_ID_BLOCK: u64 = 1024;
+
+/// Answers a commit still waiting for its takeover's report with
+/// `CommitOutcomeUnknown` when dropped.
+struct Deadline {
+    shared: Arc<Shared>,
+    coordinator: Coordinator,
+    trans: TransId,
+    why: String,
+}
+
+impl Drop for Deadline {
+    fn drop(&mut self) {
+        let tx = lock(&self.shared.state)
+            .takeovers
+            .get_mut(&self.coordinator)
+            .and_then(|t| t.waiting.remove(&self.trans));
+        if let Some(tx) = tx {
+            tx.answer(Err(ShoalError::with_detail(
+                ErrorCode::CommitOutcomeUnknown,
+                format!(
+                    "connection to data node {} closed before the commit's answer ({}; waited {:?} for the node taking over), and no report of its outcome came",
+                    self.coordinator.0, self.why, self.shared.wait
+                ),
+            )));
+        }
+    }
+}
 
 pub(crate) struct Shared {
     next_trans: AtomicU64,
@@ -88,62 +114,66 @@ impl Shared {
     /// `trans`, a commit sent to coordinator `(node, incarnation)`, lost
     /// its answer with the connection: answer `tx` once a takeover report
     /// tells the outcome, or with `CommitOutcomeUnknown` at the deadline.
+    /// Answers are given outside this object's lock (answering locks the
+    /// connection).
     pub fn await_outcome(
         self: &Arc<Self>,
         node: u16,
         incarnation: u32,
         trans: TransId,
-        tx: oneshot::Sender<ReplyResult>,
+        tx: SlotAnswerer,
         why: &str,
     ) {
-        let unknown = move |why: &str| {
-            Err(ShoalError::with_detail(
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tx.answer(Err(ShoalError::with_detail(
                 ErrorCode::CommitOutcomeUnknown,
                 format!(
                     "connection to data node {node} closed before the commit's answer ({why}), and no report of its outcome came"
                 ),
-            ))
-        };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            let _ = tx.send(unknown(why));
+            )));
             return;
         };
-        {
+        let known = {
             let mut st = lock(&self.state);
             let t = st.takeovers.entry((node, incarnation)).or_default();
             if t.committed.contains(&trans) || t.complete {
-                let committed = t.committed.contains(&trans);
-                let _ = tx.send(Ok(Reply::TakenOver { committed }));
-                return;
+                Some((tx, t.committed.contains(&trans)))
+            } else {
+                t.waiting.insert(trans, tx);
+                None
             }
-            t.waiting.insert(trans, tx);
+        };
+        if let Some((tx, committed)) = known {
+            tx.answer(Ok(Reply::TakenOver { committed }));
+            return;
         }
-        let shared = Arc::clone(self);
-        let why = why.to_string();
+        // Answers at the deadline, or sooner if the task is dropped unrun
+        // (its runtime shut down): the answerer, held here until then,
+        // holds the connection, which holds this object.
+        let deadline = Deadline {
+            shared: Arc::clone(self),
+            coordinator: (node, incarnation),
+            trans,
+            why: why.to_string(),
+        };
         runtime.spawn(async move {
-            tokio::time::sleep(shared.wait).await;
-            let tx = lock(&shared.state)
-                .takeovers
-                .get_mut(&(node, incarnation))
-                .and_then(|t| t.waiting.remove(&trans));
-            if let Some(tx) = tx {
-                let _ = tx.send(unknown(&format!(
-                    "{why}; waited {:?} for the node taking over",
-                    shared.wait
-                )));
-            }
+            tokio::time::sleep(deadline.shared.wait).await;
+            drop(deadline);
         });
     }
 
     /// `TcKeyFailConf`: `trans` of coordinator `(node, incarnation)`
     /// committed.
     pub fn committed(&self, node: u16, incarnation: u32, trans: TransId) {
-        let mut st = lock(&self.state);
-        let t = st.takeovers.entry((node, incarnation)).or_default();
-        t.last_report = Some(Instant::now());
-        t.committed.insert(trans);
-        if let Some(tx) = t.waiting.remove(&trans) {
-            let _ = tx.send(Ok(Reply::TakenOver { committed: true }));
+        let tx = {
+            let mut st = lock(&self.state);
+            let t = st.takeovers.entry((node, incarnation)).or_default();
+            t.last_report = Some(Instant::now());
+            t.committed.insert(trans);
+            t.waiting.remove(&trans)
+        };
+        if let Some(tx) = tx {
+            tx.answer(Ok(Reply::TakenOver { committed: true }));
         }
     }
 
@@ -157,23 +187,32 @@ impl Shared {
         incarnation: u32,
         committed: &[TransId],
     ) -> Option<Arc<Connection>> {
-        let mut st = lock(&self.state);
-        let now = Instant::now();
-        st.takeovers.retain(|_, t| {
-            !t.waiting.is_empty()
-                || t.last_report
-                    .is_none_or(|at| now.duration_since(at) < REPORTS_KEPT)
-        });
-        let t = st.takeovers.entry((node, incarnation)).or_default();
-        t.last_report = Some(now);
-        t.committed.extend(committed.iter().copied());
-        t.complete = true;
-        for (trans, tx) in t.waiting.drain() {
-            let committed = t.committed.contains(&trans);
-            let _ = tx.send(Ok(Reply::TakenOver { committed }));
+        let (answers, conn) = {
+            let mut st = lock(&self.state);
+            let now = Instant::now();
+            st.takeovers.retain(|_, t| {
+                !t.waiting.is_empty()
+                    || t.last_report
+                        .is_none_or(|at| now.duration_since(at) < REPORTS_KEPT)
+            });
+            let t = st.takeovers.entry((node, incarnation)).or_default();
+            t.last_report = Some(now);
+            t.committed.extend(committed.iter().copied());
+            t.complete = true;
+            let answers: Vec<(SlotAnswerer, bool)> = t
+                .waiting
+                .drain()
+                .map(|(trans, tx)| (tx, t.committed.contains(&trans)))
+                .collect();
+            let conn = st
+                .conns
+                .remove(&(node, incarnation))
+                .and_then(|w| w.upgrade());
+            (answers, conn)
+        };
+        for (tx, committed) in answers {
+            tx.answer(Ok(Reply::TakenOver { committed }));
         }
-        st.conns
-            .remove(&(node, incarnation))
-            .and_then(|w| w.upgrade())
+        conn
     }
 }

@@ -41,6 +41,10 @@ struct TableInner {
     /// Where the table's rows live (from mgmd), to start a transaction at
     /// the node that holds the primary of its first key.
     map: Option<DistributionMap>,
+    /// The replicas of every fragment, when they are the same nodes in the
+    /// same order for all (one data node, or one node group with one
+    /// replica): then no key needs hashing to be routed.
+    uniform_replicas: Option<Box<[u16]>>,
     /// The spec of [`Table::full_record`], built once.
     full: Arc<RecordSpec>,
     /// Column ids by name, so that looking a column up by name (as
@@ -65,6 +69,11 @@ impl Table {
         let all: Vec<u16> = (0..def.columns.len() as u16).collect();
         let full = Arc::new(RecordSpec::new(&def, all, true));
         let map = def.distribution.as_ref().and_then(|d| d.map().ok());
+        let uniform_replicas = map.as_ref().and_then(|m| {
+            let first = m.replicas(0);
+            let fragments = m.fragments.len() as u32;
+            (fragments > 0 && (1..fragments).all(|f| m.replicas(f) == first)).then(|| first.into())
+        });
         let mut by_name = HashMap::with_capacity(def.columns.len());
         for (i, c) in def.columns.iter().enumerate() {
             // The first of two same-named columns wins, as in
@@ -75,6 +84,7 @@ impl Table {
             inner: Arc::new(TableInner {
                 layout,
                 map,
+                uniform_replicas,
                 full,
                 by_name,
             }),
@@ -86,6 +96,9 @@ impl Table {
     /// primary: data nodes pick it by the same rule), if the table's
     /// distribution is known.
     pub(crate) fn replica_nodes(&self, key: &[u8]) -> Option<&[u16]> {
+        if let Some(replicas) = &self.inner.uniform_replicas {
+            return Some(replicas);
+        }
         let map = self.inner.map.as_ref()?;
         let prefix = self.def().options.distribution_key_columns;
         let dkey = distribution_key(&self.inner.layout, key, prefix).ok()?;
@@ -454,6 +467,57 @@ pub(crate) mod tests {
         def.id = TableId(7);
         def.version = SchemaVersion(3);
         Table::new(def)
+    }
+
+    #[test]
+    fn routes_keys_to_their_fragments_replicas() {
+        use shoal_types::distribution::DistributionSpec;
+        use shoal_types::hash_key;
+        let with = |spec: DistributionSpec| {
+            let mut def = table().def().clone();
+            def.distribution = Some(spec);
+            Table::new(def)
+        };
+        let keys: Vec<Vec<u8>> = (0..200u64)
+            .map(|i| key_bytes(&table(), &[Value::UInt(i), Value::Str(format!("k{i}"))]))
+            .collect();
+        // One node, or one group of one: every key on the same nodes.
+        for spec in [
+            DistributionSpec::single_node(3, 8),
+            DistributionSpec {
+                version: 1,
+                node_groups: vec![vec![1]],
+                fragments_per_group: 4,
+            },
+        ] {
+            let t = with(spec);
+            assert!(t.inner.uniform_replicas.is_some());
+            let want = t.inner.map.as_ref().unwrap().replicas(0).to_vec();
+            for k in &keys {
+                assert_eq!(t.replica_nodes(k), Some(&want[..]));
+            }
+        }
+        // Two groups of two: each key on its fragment's replicas, in the
+        // fragment's preferred order, as the data nodes route it.
+        let t = with(DistributionSpec {
+            version: 1,
+            node_groups: vec![vec![1, 2], vec![3, 4]],
+            fragments_per_group: 2,
+        });
+        assert!(t.inner.uniform_replicas.is_none());
+        let map = t.inner.map.as_ref().unwrap();
+        let mut seen = std::collections::HashSet::new();
+        for k in &keys {
+            let want = map.replicas(map.fragment_of(hash_key(k)));
+            assert_eq!(t.replica_nodes(k), Some(want));
+            seen.insert(want.to_vec());
+        }
+        assert_eq!(seen.len(), 4, "every fragment's order met: {seen:?}");
+        assert_eq!(
+            table().replica_nodes(&keys[0]),
+            None,
+            "no distribution known"
+        );
     }
 
     fn key_bytes(t: &Table, key: &[Value]) -> Vec<u8> {

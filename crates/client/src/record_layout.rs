@@ -15,8 +15,16 @@
 //! a row buffer never holds more than [`RecordLayout::row_bytes_max`]
 //! bytes (every value is checked against its column's size before it is
 //! copied in).
+//!
+//! The layout also knows the *plain* answer of a record whose columns are
+//! all fixed-size with no range to check: every column in record order,
+//! none NULL. Such an answer is a fixed string of headers with values of
+//! known sizes between them ([`RecordLayout::plain_answer_bytes`],
+//! [`Slot::plain_header`]), so checking it is one length comparison and
+//! one 4-byte comparison per column.
 
-use shoal_types::TableDef;
+use shoal_types::layout::NULL_LEN;
+use shoal_types::{ColumnType, TableDef};
 
 /// Bytes of the fixed slot of a variable-size column: `u32` offset and
 /// `u32` length of its bytes.
@@ -34,6 +42,10 @@ pub(crate) struct Slot {
     /// The value's size for a fixed-size column; `None` for VARCHAR and
     /// VARBINARY (their size sits in the var entry).
     pub fixed_size: Option<usize>,
+    /// The column's attribute header in a plain answer (`u16 column id`
+    /// and `u16 length`, read as one little-endian `u32`); `None` when the
+    /// column has no plain form (variable size, or a range to check).
+    pub plain_header: Option<u32>,
 }
 
 #[derive(Debug)]
@@ -47,6 +59,8 @@ pub(crate) struct RecordLayout {
     pub fixed_end: usize,
     /// The largest a filled buffer can be.
     pub row_bytes_max: usize,
+    /// The size of the plain answer, when every column has a plain form.
+    pub plain_answer_bytes: Option<usize>,
 }
 
 /// Marks a table column the record does not hold.
@@ -61,14 +75,25 @@ impl RecordLayout {
         let mut var_bytes_max = 0usize;
         let mut by_column = vec![ABSENT; def.columns.len()];
         let mut slots = Vec::with_capacity(columns.len());
+        // The answer's count, then per column a header and the value.
+        let mut plain_answer_bytes = Some(2usize);
         for (position, &col) in columns.iter().enumerate() {
             let ty = def.columns[col as usize].ty;
             let fixed_size = ty.fixed_size();
+            // DATETIME has a range that `validate_bytes` checks.
+            let plain_header = fixed_size
+                .filter(|&n| n < NULL_LEN as usize && ty != ColumnType::DateTime)
+                .map(|n| u32::from(col) | (n as u32) << 16);
+            plain_answer_bytes = match (plain_answer_bytes, fixed_size, plain_header) {
+                (Some(b), Some(n), Some(_)) => Some(b + 4 + n),
+                _ => None,
+            };
             slots.push(Slot {
                 col,
                 position: position as u16,
                 offset,
                 fixed_size,
+                plain_header,
             });
             by_column[col as usize] = position as u16;
             match fixed_size {
@@ -84,7 +109,14 @@ impl RecordLayout {
             by_column,
             fixed_end: offset,
             row_bytes_max: offset + var_bytes_max,
+            plain_answer_bytes: plain_answer_bytes.filter(|_| columns.len() <= u16::MAX as usize),
         }
+    }
+
+    /// Every slot, in record order.
+    #[inline]
+    pub fn slots(&self) -> &[Slot] {
+        &self.slots
     }
 
     /// The slot of the record's `position`-th column.

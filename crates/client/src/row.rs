@@ -130,19 +130,25 @@ impl Row {
     /// Column `col`, in O(1) through the index.
     #[inline]
     fn column(&self, col: u16) -> Option<Column<'_>> {
+        let bytes = self.column_bytes(col)?;
+        let def = self.table.def().columns.get(col as usize)?;
+        Some(Column { def, bytes })
+    }
+
+    /// The bytes of column `col` (`Some(None)`: NULL), if the row holds it.
+    #[inline]
+    fn column_bytes(&self, col: u16) -> Option<Option<&[u8]>> {
         let at = *self.index.get(col as usize)?;
         if at == ABSENT {
             return None;
         }
-        let def = self.table.def().columns.get(col as usize)?;
         let at = at as usize;
         let len = read_u16(&self.data, at + 2)?;
-        let bytes = if len == NULL_LEN {
-            None
+        if len == NULL_LEN {
+            Some(None)
         } else {
-            Some(self.data.get(at + 4..at + 4 + len as usize)?)
-        };
-        Some(Column { def, bytes })
+            Some(Some(self.data.get(at + 4..at + 4 + len as usize)?))
+        }
     }
 }
 

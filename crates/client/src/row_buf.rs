@@ -144,13 +144,25 @@ impl RowBuf {
     /// Column `col`, in O(1): its slot comes from the record's layout.
     #[inline]
     fn column(&self, col: u16) -> Option<Column<'_>> {
-        let record = self.filled_record()?;
-        let slot = record.layout().slot_of(col)?;
-        let def = record.table().def().columns.get(col as usize)?;
+        let bytes = self.column_bytes(col)?;
+        let def = self
+            .record
+            .as_ref()?
+            .table()
+            .def()
+            .columns
+            .get(col as usize)?;
+        Some(Column { def, bytes })
+    }
+
+    /// The bytes of column `col` (`Some(None)`: NULL), if the row holds it.
+    #[inline]
+    fn column_bytes(&self, col: u16) -> Option<Option<&[u8]>> {
+        let slot = self.filled_record()?.layout().slot_of(col)?;
         let p = slot.position as usize;
         let null = self.data.get(p / 8)? & (1 << (p % 8)) != 0;
         if null {
-            return Some(Column { def, bytes: None });
+            return Some(None);
         }
         let bytes = match slot.fixed_size {
             Some(n) => self.data.get(slot.offset..slot.offset + n)?,
@@ -160,10 +172,7 @@ impl RowBuf {
                 self.data.get(start..start.checked_add(len)?)?
             }
         };
-        Some(Column {
-            def,
-            bytes: Some(bytes),
-        })
+        Some(Some(bytes))
     }
 }
 
@@ -171,6 +180,9 @@ impl RowBuf {
 /// left for the caller to clear.
 fn fill_layout(data: &mut Vec<u8>, record: &Record, answer: &[u8]) -> Result<(), String> {
     let layout: &RecordLayout = record.layout();
+    if fill_plain(data, layout, answer) {
+        return Ok(());
+    }
     let columns = &record.table().def().columns;
     let mut reader = AttrReader::new(answer)?;
     if reader.left() as usize != layout.len() {
@@ -248,6 +260,53 @@ fn fill_layout(data: &mut Vec<u8>, record: &Record, answer: &[u8]) -> Result<(),
     Ok(())
 }
 
+/// Lays out a plain answer (`record_layout`): every column in record
+/// order, none NULL, each fixed-size with no range to check, which is what
+/// nearly every read of such a record gets. Any other answer returns
+/// false, perhaps with part of `data` written; the general path then
+/// parses it and says what, if anything, is wrong with it. A plain answer
+/// passes every check the general path makes: its length is exact, and
+/// each header names the expected column with the column's size.
+#[inline]
+fn fill_plain(data: &mut Vec<u8>, layout: &RecordLayout, answer: &[u8]) -> bool {
+    if layout.plain_answer_bytes != Some(answer.len()) {
+        return false;
+    }
+    let Some((count, mut rest)) = answer.split_first_chunk::<2>() else {
+        return false;
+    };
+    if usize::from(u16::from_le_bytes(*count)) != layout.len() {
+        return false;
+    }
+    data.clear();
+    data.resize(layout.fixed_end, 0);
+    for slot in layout.slots() {
+        let (Some(header), Some(n)) = (slot.plain_header, slot.fixed_size) else {
+            return false;
+        };
+        let Some((head, tail)) = rest.split_first_chunk::<4>() else {
+            return false;
+        };
+        if u32::from_le_bytes(*head) != header {
+            return false;
+        }
+        let Some((value, tail)) = tail.split_at_checked(n) else {
+            return false;
+        };
+        let Some(to) = data.get_mut(slot.offset..slot.offset + n) else {
+            return false;
+        };
+        // The common widths as one load and store, not a `memcpy` call.
+        match n {
+            4 => to[..4].copy_from_slice(&value[..4]),
+            8 => to[..8].copy_from_slice(&value[..8]),
+            _ => to.copy_from_slice(value),
+        }
+        rest = tail;
+    }
+    rest.is_empty()
+}
+
 #[inline]
 fn read_u32(buf: &[u8], at: usize) -> Option<u32> {
     let b = buf.get(at..at.checked_add(4)?)?;
@@ -321,6 +380,96 @@ mod tests {
             .unwrap();
         assert_eq!(row.get_i16(5).unwrap(), Some(3));
         assert_eq!(row.get_str(1).unwrap_err().code, ErrorCode::NoSuchColumn);
+    }
+
+    /// `f(k INT UNSIGNED, a INT NULL, b BIGINT, c SMALLINT, d DATETIME)`:
+    /// every column fixed-size, `d` with a range to check.
+    fn fixed_table() -> Table {
+        let def = shoal_types::TableDef::new(
+            "f",
+            vec![
+                shoal_types::ColumnDef::new("k", ColumnType::Int { unsigned: true }),
+                shoal_types::ColumnDef::new("a", ColumnType::Int { unsigned: false }).nullable(),
+                shoal_types::ColumnDef::new("b", ColumnType::BigInt { unsigned: false }),
+                shoal_types::ColumnDef::new("c", ColumnType::SmallInt { unsigned: false }),
+                shoal_types::ColumnDef::new("d", ColumnType::DateTime),
+            ],
+            &["k"],
+        )
+        .unwrap();
+        Table::new(def)
+    }
+
+    #[test]
+    fn plain_answers_take_the_short_path_and_others_the_checked_one() {
+        let t = fixed_table();
+        let rec = t.record(&["k", "b", "a", "c"]).unwrap();
+        assert_eq!(
+            rec.layout().plain_answer_bytes,
+            Some(2 + 4 * 4 + 4 + 8 + 4 + 2)
+        );
+        let b = (-5i64).to_le_bytes();
+        let plain = attrs(&[
+            (0, Some(&7u32.to_le_bytes())),
+            (2, Some(&b)),
+            (1, Some(&(-3i32).to_le_bytes())),
+            (3, Some(&9i16.to_le_bytes())),
+        ]);
+        let mut row = RowBuf::new();
+        assert!(fill_plain(&mut row.data, rec.layout(), &plain));
+        row.fill(&rec, &plain).unwrap();
+        assert_eq!(row.get_u32(0).unwrap(), Some(7));
+        assert_eq!(row.get_i64(2).unwrap(), Some(-5));
+        assert_eq!(row.get_i32(1).unwrap(), Some(-3));
+        assert_eq!(row.get_i16(3).unwrap(), Some(9));
+        assert_eq!(row.get_raw(2).unwrap(), Some(&b[..]));
+        assert_eq!(row.get_raw(4).unwrap_err().code, ErrorCode::NoSuchColumn);
+        // NULL, or another order: the general path, same result.
+        for answer in [
+            attrs(&[
+                (0, Some(&7u32.to_le_bytes())),
+                (2, Some(&b)),
+                (1, None),
+                (3, Some(&9i16.to_le_bytes())),
+            ]),
+            attrs(&[
+                (3, Some(&9i16.to_le_bytes())),
+                (0, Some(&7u32.to_le_bytes())),
+                (1, None),
+                (2, Some(&b)),
+            ]),
+        ] {
+            assert!(!fill_plain(&mut Vec::new(), rec.layout(), &answer));
+            row.fill(&rec, &answer).unwrap();
+            assert_eq!(row.get_i32(1).unwrap(), None);
+            assert_eq!(row.get_i64(2).unwrap(), Some(-5));
+            assert_eq!(row.get_i16(3).unwrap(), Some(9));
+        }
+        // Answers of exactly the plain length that are not plain are
+        // refused as before.
+        let mut wrong_col = plain.clone();
+        wrong_col[2..4].copy_from_slice(&4u16.to_le_bytes()); // d: not asked for
+        let mut wrong_sizes = plain.clone();
+        let k_len = 4; // k's length field
+        wrong_sizes[k_len..k_len + 2].copy_from_slice(&3u16.to_le_bytes());
+        let mut wrong_count = plain.clone();
+        wrong_count[..2].copy_from_slice(&3u16.to_le_bytes());
+        for bad in [wrong_col, wrong_sizes, wrong_count] {
+            assert_eq!(bad.len(), plain.len());
+            row.fill(&rec, &plain).unwrap();
+            let err = row.fill(&rec, &bad).unwrap_err();
+            assert_eq!(err.code, ErrorCode::ProtocolViolation, "{bad:?}");
+            assert!(!row.is_filled());
+        }
+        // DATETIME has a range to check: no plain form.
+        assert_eq!(
+            t.record(&["k", "d"]).unwrap().layout().plain_answer_bytes,
+            None
+        );
+        assert_eq!(
+            t.record(&["k"]).unwrap().layout().plain_answer_bytes,
+            Some(2 + 4 + 4)
+        );
     }
 
     #[test]

@@ -16,30 +16,42 @@ use crate::cluster::Cluster;
 use crate::conn::{Connection, Reply, ReplyResult};
 use crate::error::{bad_request, from_wire};
 use crate::record::{encode_delete, Record, Table};
+use crate::replies::ReplySlot;
 use crate::row_buf::RowBuf;
 use shoal_types::{ErrorCode, ShoalError, TransId, Value};
 use shoal_wire::{ExecType, KeyOp, LockMode, OpType, TransState, OP_IGNORE_ERROR};
+use std::cell::RefCell;
 use std::sync::Arc;
-use tokio::sync::oneshot;
 
-/// A request handed to the connection, awaiting its answer.
+/// Pairs of vectors a thread keeps for its next transactions.
+const SPARE_MAX: usize = 512;
+/// Vectors with room for more operations than this are not kept (a
+/// vector's first allocation has room for 4).
+const SPARE_OPS_MAX: usize = 4;
+
+thread_local! {
+    /// The emptied vectors of transactions dropped on this thread, for the
+    /// next ones it starts. A batch of hundreds of transactions otherwise
+    /// allocates its vectors together and frees them together, which
+    /// overflows the allocator's per-thread cache: each batch then costs
+    /// trips to its shared arenas. Bounded by [`SPARE_MAX`] and
+    /// [`SPARE_OPS_MAX`] (under 512 KB per thread; see the test).
+    static SPARE: RefCell<Vec<(Vec<KeyOp>, Vec<OpSlot>)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A request handed to the connection, awaiting its answer (in the
+/// transaction's `in_flight` slot).
 struct Request {
-    conn: Arc<Connection>,
     exec: ExecType,
     /// Index of its first operation in `ops`, and how many it carried.
     first: usize,
     count: usize,
 }
 
-struct Waiting {
-    rx: oneshot::Receiver<ReplyResult>,
-    request: Request,
-}
-
 /// What the first half of an execute left to do.
 enum Sent {
     Done(Result<(), ShoalError>),
-    Waiting(Waiting),
+    Waiting(Request),
 }
 
 /// Names one operation of a transaction.
@@ -112,6 +124,10 @@ pub struct Transaction {
     requests: u32,
     /// The coordinator, chosen at the first execute.
     conn: Option<Arc<Connection>>,
+    /// The reply slot of the request in flight on `conn`, until its
+    /// answer is taken; a transaction dropped (or an execute cancelled)
+    /// before then gives it up.
+    in_flight: Option<ReplySlot>,
     /// Operations queued for the next execute.
     queued: Vec<KeyOp>,
     ops: Vec<OpSlot>,
@@ -133,13 +149,19 @@ impl std::fmt::Debug for Transaction {
 
 impl Transaction {
     pub(crate) fn new(cluster: Cluster) -> Transaction {
+        let (queued, ops) = SPARE
+            .try_with(|s| s.borrow_mut().pop())
+            .ok()
+            .flatten()
+            .unwrap_or_default();
         Transaction {
             cluster,
             trans: None,
             requests: 0,
             conn: None,
-            queued: Vec::new(),
-            ops: Vec::new(),
+            in_flight: None,
+            queued,
+            ops,
             sent: 0,
             state: TransactionState::Started,
         }
@@ -305,11 +327,23 @@ impl Transaction {
     pub async fn execute(&mut self, exec: ExecType) -> Result<(), ShoalError> {
         match self.send(exec) {
             Sent::Done(result) => result,
-            Sent::Waiting(w) => {
-                let reply = w.rx.await;
-                self.finish(w.request, reply)
+            Sent::Waiting(request) => {
+                let reply = self.reply().await;
+                self.finish(request, reply)
             }
         }
+    }
+
+    /// The answer to the request in flight. Cancelled, it leaves the slot
+    /// in `in_flight`, for `Drop` or the next execute to give up.
+    async fn reply(&mut self) -> ReplyResult {
+        let (Some(conn), Some(slot)) = (&self.conn, self.in_flight) else {
+            unreachable!("a request in flight has a connection and a slot")
+        };
+        let reply = std::future::poll_fn(|cx| conn.poll_reply(slot, cx)).await;
+        // The slot is free now.
+        self.in_flight = None;
+        reply
     }
 
     /// Executes many transactions in one go, like NDB's
@@ -327,9 +361,9 @@ impl Transaction {
         for (t, s) in txns.iter_mut().zip(sent) {
             results.push(match s {
                 Sent::Done(result) => result,
-                Sent::Waiting(w) => {
-                    let reply = w.rx.await;
-                    t.finish(w.request, reply)
+                Sent::Waiting(request) => {
+                    let reply = t.reply().await;
+                    t.finish(request, reply)
                 }
             });
         }
@@ -339,6 +373,7 @@ impl Transaction {
     /// The first half of an execute: checks, then hands the request to the
     /// connection (nothing is awaited).
     fn send(&mut self, exec: ExecType) -> Sent {
+        self.abandon_reply();
         if self.state.is_finished() {
             if exec == ExecType::Rollback {
                 return Sent::Done(Ok(()));
@@ -365,7 +400,7 @@ impl Transaction {
             return Sent::Done(Ok(()));
         }
         let conn = match &self.conn {
-            Some(c) => c.clone(),
+            Some(c) => c,
             None => {
                 // Start at the node holding the first key's primary: the
                 // first of its replicas, in preferred order, that this
@@ -380,64 +415,43 @@ impl Transaction {
                         .find_map(|&n| self.cluster.connection_to(n))
                 });
                 match hinted.map_or_else(|| self.cluster.pick_connection(), Ok) {
-                    Ok(c) => {
-                        self.conn = Some(c.clone());
-                        c
-                    }
+                    Ok(c) => self.conn.insert(c),
                     Err(e) => return Sent::Done(Err(e)),
                 }
             }
         };
         let first = self.sent;
         let count = self.queued.len();
-        let rx = match conn.submit(&mut self.trans, self.requests, exec, &mut self.queued) {
-            Ok(rx) => rx,
+        let slot = match conn.submit(&mut self.trans, self.requests, exec, &mut self.queued) {
+            Ok(slot) => slot,
             Err(e) => return Sent::Done(Err(e)),
         };
+        self.in_flight = Some(slot);
         self.requests += 1;
         self.sent = first + count;
         // If the caller stops waiting, the transaction's fate is unknown:
         // `Failed` until the answer says otherwise.
         self.state = TransactionState::Failed;
-        Sent::Waiting(Waiting {
-            rx,
-            request: Request {
-                conn,
-                exec,
-                first,
-                count,
-            },
-        })
+        Sent::Waiting(Request { exec, first, count })
+    }
+
+    /// Gives up the slot of a request whose answer nobody took (its
+    /// execute was cancelled).
+    fn abandon_reply(&mut self) {
+        if let (Some(slot), Some(conn)) = (self.in_flight.take(), &self.conn) {
+            conn.abandon(slot);
+        }
     }
 
     /// The second half of an execute: applies the answer.
-    fn finish(
-        &mut self,
-        request: Request,
-        reply: Result<ReplyResult, oneshot::error::RecvError>,
-    ) -> Result<(), ShoalError> {
-        let Request {
-            conn,
-            exec,
-            first,
-            count,
-        } = request;
-        let reply = match reply {
-            Ok(r) => r,
-            Err(_) => Err(ShoalError::with_detail(
-                ErrorCode::ClusterFailure,
-                format!(
-                    "connection to data node {} dropped the request",
-                    conn.node_id()
-                ),
-            )),
-        };
+    fn finish(&mut self, request: Request, reply: ReplyResult) -> Result<(), ShoalError> {
+        let Request { exec, first, count } = request;
         match reply {
             Err(e) => {
                 self.fail_ops(first, &e);
                 if e.code == ErrorCode::ReceiveTimeout && exec != ExecType::Commit {
                     // The node may still hold the transaction: release it.
-                    self.send_rollback(&conn);
+                    self.send_rollback();
                 }
                 Err(e)
             }
@@ -508,7 +522,7 @@ impl Transaction {
                     ErrorCode::NodeFailureAbort,
                     format!(
                         "data node {} failed before committing; the node that took over its transactions aborted this one: retry it",
-                        conn.node_id()
+                        self.conn.as_ref().map_or(0, |c| c.node_id())
                     ),
                 );
                 self.fail_ops(first, &e);
@@ -545,8 +559,8 @@ impl Transaction {
     }
 
     /// Asks the coordinator to roll back, without waiting for it.
-    fn send_rollback(&mut self, conn: &Connection) {
-        if let Some(trans) = self.trans {
+    fn send_rollback(&mut self) {
+        if let (Some(trans), Some(conn)) = (self.trans, &self.conn) {
             conn.send_rollback(trans, self.requests);
             self.requests += 1;
         }
@@ -562,12 +576,40 @@ impl Transaction {
 
 impl Drop for Transaction {
     fn drop(&mut self) {
+        self.abandon_reply();
         let maybe_open = matches!(
             self.state,
             TransactionState::Open | TransactionState::Failed
         );
-        if let (true, Some(conn)) = (maybe_open, self.conn.clone()) {
-            self.send_rollback(&conn);
+        if maybe_open {
+            self.send_rollback();
         }
+        let (mut queued, mut ops) = (
+            std::mem::take(&mut self.queued),
+            std::mem::take(&mut self.ops),
+        );
+        if queued.capacity() <= SPARE_OPS_MAX && ops.capacity() <= SPARE_OPS_MAX {
+            queued.clear();
+            ops.clear();
+            // Fails only while the thread exits; the vectors are freed.
+            let _ = SPARE.try_with(|s| {
+                let mut s = s.borrow_mut();
+                if s.len() < SPARE_MAX {
+                    s.push((queued, ops));
+                }
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spare_vectors_stay_within_their_budget() {
+        let pair = SPARE_OPS_MAX * (std::mem::size_of::<KeyOp>() + std::mem::size_of::<OpSlot>())
+            + std::mem::size_of::<(Vec<KeyOp>, Vec<OpSlot>)>();
+        assert!(SPARE_MAX * pair <= 512 * 1024, "{pair} bytes per pair");
     }
 }

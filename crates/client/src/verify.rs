@@ -5,7 +5,7 @@
 //! failure tests run it after the load stops.
 
 use crate::cluster::Cluster;
-use crate::conn::Reply;
+use crate::conn::{Reply, ReplyWait};
 use crate::error::from_wire;
 use crate::record::Table;
 use shoal_types::{ErrorCode, ShoalError, TableId};
@@ -118,22 +118,16 @@ impl Cluster {
         let mut rows = Vec::new();
         let mut from = 0;
         loop {
-            let rx = conn.request_rows(table, frag, from, PAGE_BYTES)?;
-            let page = match rx.await {
-                Ok(Ok(Reply::Rows(page))) => page,
-                Ok(Ok(other)) => {
+            let slot = conn.request_rows(table, frag, from, PAGE_BYTES)?;
+            let page = match ReplyWait::new(&conn, slot).await {
+                Ok(Reply::Rows(page)) => page,
+                Ok(other) => {
                     return Err(ShoalError::with_detail(
                         ErrorCode::ProtocolViolation,
                         format!("data node {node} answered a page of rows with {other:?}"),
                     ))
                 }
-                Ok(Err(e)) => return Err(e),
-                Err(_) => {
-                    return Err(ShoalError::with_detail(
-                        ErrorCode::ClusterFailure,
-                        format!("connection to data node {node} dropped the request"),
-                    ))
-                }
+                Err(e) => return Err(e),
             };
             if page.code != 0 {
                 return Err(from_wire(page.code, "reading a replica"));
