@@ -317,6 +317,7 @@ fn truncated_frame_from_a_vanishing_client() {
         trans: TransId(1),
         request: 0,
         exec: WireExec::Commit,
+        durable: false,
         ops: vec![],
     });
     let frame = raw.frame(&[req]);
@@ -336,6 +337,7 @@ fn out_of_order_and_malformed_frames() {
         trans: TransId(1),
         request: 0,
         exec: WireExec::Rollback,
+        durable: false,
         ops: vec![],
     });
     let mut frame = raw.frame(&[req]);
@@ -351,6 +353,7 @@ fn out_of_order_and_malformed_frames() {
         trans: TransId(1),
         request: 0,
         exec: WireExec::Rollback,
+        durable: false,
         ops: vec![],
     });
     let mut frame = raw.frame(&[req]);
@@ -465,6 +468,7 @@ fn unknown_table_wrong_type_and_overlong_value_over_the_wire() {
             trans: TransId(100 + i as u64),
             request: 0,
             exec: WireExec::Commit,
+            durable: false,
             ops: vec![op],
         })]);
         raw.send(&frame);

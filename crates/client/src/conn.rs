@@ -391,6 +391,7 @@ impl Connection {
         trans: &mut Option<TransId>,
         request: u32,
         exec: ExecType,
+        durable: bool,
         ops: &mut Vec<KeyOp>,
     ) -> Result<ReplySlot, ShoalError> {
         if ops.len() > OPS_PER_REQUEST_MAX {
@@ -428,6 +429,7 @@ impl Connection {
                 trans,
                 request,
                 exec,
+                durable,
                 ops: std::mem::take(ops),
             });
             let was_empty = st.out.is_empty();
@@ -536,6 +538,7 @@ impl Connection {
                 trans,
                 request,
                 exec: ExecType::Rollback,
+                durable: false,
                 ops: Vec::new(),
             });
             st.encoder.push(&mut st.out, &sig);
@@ -634,7 +637,10 @@ impl Connection {
                 }
                 Signal::TcKeyFailConf(_) => {}
                 Signal::TcNodeFailRep(f) => {
-                    if let Some(gone) = self.shared.complete(f.node, f.incarnation, &f.committed) {
+                    if let Some(gone) =
+                        self.shared
+                            .complete(f.node, f.incarnation, &f.committed, f.rest_unknown)
+                    {
                         gone.fail(
                             &format!(
                                 "the cluster declared data node {} (start {}) failed",
@@ -976,7 +982,7 @@ mod tests {
             key: vec![1, 2, 3, 4],
             attrs: vec![0xFF, 0xFF],
         }];
-        let slot = conn.submit(&mut trans, 0, exec, &mut ops).unwrap();
+        let slot = conn.submit(&mut trans, 0, exec, false, &mut ops).unwrap();
         assert!(ops.is_empty(), "the operations were taken");
         (trans.unwrap(), slot)
     }
@@ -1036,7 +1042,7 @@ mod tests {
         );
         assert_eq!(lock(&conn.state).replies.in_use(), 0);
         let mut trans = None;
-        let refused = conn.submit(&mut trans, 0, ExecType::NoCommit, &mut Vec::new());
+        let refused = conn.submit(&mut trans, 0, ExecType::NoCommit, false, &mut Vec::new());
         assert_eq!(refused.unwrap_err().code, ErrorCode::ClusterFailure);
     }
 }

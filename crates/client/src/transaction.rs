@@ -133,6 +133,8 @@ pub struct Transaction {
     ops: Vec<OpSlot>,
     /// `ops[..sent]` have been sent.
     sent: usize,
+    /// Its commit is answered only once durable ([`Transaction::set_durable`]).
+    durable: bool,
     state: TransactionState,
 }
 
@@ -163,8 +165,21 @@ impl Transaction {
             queued,
             ops,
             sent: 0,
+            durable: false,
             state: TransactionState::Started,
         }
+    }
+
+    /// Asks for a durable commit: `execute(Commit)` returns only once the
+    /// transaction's epoch is durable, on disk on every live data node, so
+    /// it survives a crash of the whole cluster. Without it a commit is
+    /// answered once every replica holds it in memory, and a crash of
+    /// every node may lose the last epoch or two (about
+    /// `epoch_interval_ms` each). It costs up to about one epoch interval
+    /// plus a disk sync of latency (docs/BENCHMARKS.md). A diskless
+    /// cluster refuses it (4000).
+    pub fn set_durable(&mut self, durable: bool) {
+        self.durable = durable;
     }
 
     /// The transaction's id on its coordinator's connection, given by
@@ -422,7 +437,14 @@ impl Transaction {
         };
         let first = self.sent;
         let count = self.queued.len();
-        let slot = match conn.submit(&mut self.trans, self.requests, exec, &mut self.queued) {
+        let durable = self.durable && exec == ExecType::Commit;
+        let slot = match conn.submit(
+            &mut self.trans,
+            self.requests,
+            exec,
+            durable,
+            &mut self.queued,
+        ) {
             Ok(slot) => slot,
             Err(e) => return Sent::Done(Err(e)),
         };

@@ -117,6 +117,7 @@ fn main() {
                     trans: TransId(next_trans[n]),
                     request: 0,
                     exec: ExecType::Commit,
+                    durable: false,
                     ops: vec![KeyOp {
                         op,
                         lock: LockMode::Exclusive,

@@ -125,6 +125,7 @@ impl Harness {
             trans: *id,
             request: *request,
             exec,
+            durable: false,
             ops,
         };
         *request += 1;
@@ -542,6 +543,7 @@ fn rows_spread_over_fragments_and_a_key_prefix_keeps_them_together() {
             trans: TransId(c + 1),
             request: 0,
             exec: ExecType::Commit,
+            durable: false,
             ops,
         };
         node.client_signal(0, 1, Signal::TcKeyReq(req), &mut out)
@@ -568,6 +570,7 @@ fn rows_spread_over_fragments_and_a_key_prefix_keeps_them_together() {
         trans: TransId(1000),
         request: 0,
         exec: ExecType::Commit,
+        durable: false,
         ops,
     };
     node.client_signal(0, 1, Signal::TcKeyReq(req), &mut out)
@@ -627,6 +630,7 @@ fn replicas_keep_what_a_takeover_needs() {
             trans: TransId(5),
             request,
             exec,
+            durable: false,
             ops,
         };
         nodes[0]
@@ -750,6 +754,7 @@ fn an_abort_after_a_last_replica_committed_delete_is_answered_committed() {
             trans: TransId(trans),
             request: 0,
             exec: ExecType::Commit,
+            durable: false,
             ops: vec![op],
         };
         nodes[0]
@@ -790,6 +795,7 @@ fn repeated_client_requests_run_once() {
         trans: TransId(trans),
         request,
         exec,
+        durable: false,
         ops,
     };
     let ins = h.op(OpType::Insert, 1, 10, "a");
@@ -836,6 +842,7 @@ fn an_overloaded_link_refuses_new_operations_towards_it() {
             trans: TransId(trans),
             request: 0,
             exec: ExecType::Commit,
+            durable: false,
             ops: vec![h.op(OpType::Insert, k, 10, "x")],
         };
         nodes[1]

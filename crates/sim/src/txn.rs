@@ -65,6 +65,9 @@ pub struct Request {
     /// Sent after the transaction sat idle past the inactivity timeout:
     /// the node must have aborted it.
     pub after_long_idle: bool,
+    /// It waited in a frozen coordinator: from the node's clock, the
+    /// transaction may have been idle past the inactivity timeout.
+    pub waited_in_frozen_node: bool,
 }
 
 /// What an answer meant for the transaction.
@@ -103,6 +106,8 @@ pub struct Txn {
     /// Its commit point was seen, but the only replicas that committed it
     /// died before anyone heard: it ends aborted.
     pub taken_back: bool,
+    /// Its commit request asked for a durable answer.
+    pub durable_commit: bool,
     /// Keys this transaction locked or wrote, with the image it sees.
     known: BTreeMap<u32, Image>,
     written: BTreeSet<u32>,
@@ -128,6 +133,7 @@ impl Txn {
             commit_point: None,
             ack_wanted: false,
             taken_back: false,
+            durable_commit: false,
             known: BTreeMap::new(),
             written: BTreeSet::new(),
         }
@@ -326,6 +332,12 @@ impl Txn {
         if code == ErrorCode::NodeFailed as u16
             || code == ErrorCode::DistributionChanged as u16
             || replica_restoring
+        {
+            return Ok(Outcome::Failed(code));
+        }
+        if req.waited_in_frozen_node
+            && code == ErrorCode::InactiveTimeout as u16
+            && r.op_index == NO_OP
         {
             return Ok(Outcome::Failed(code));
         }

@@ -147,6 +147,9 @@ pub struct KeyOp {
     pub attrs: Vec<u8>,
 }
 
+/// `TcKeyReq` flags: answer a commit once it is durable.
+pub const TC_KEY_REQ_DURABLE: u8 = 1;
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TcKeyReq {
     pub trans: TransId,
@@ -154,6 +157,10 @@ pub struct TcKeyReq {
     /// ignores a request whose number it has already taken (a repeat).
     pub request: u32,
     pub exec: ExecType,
+    /// With `Commit`: answer `Committed` only once the transaction's epoch
+    /// is durable (on disk on every live data node), not as soon as every
+    /// replica holds it in memory.
+    pub durable: bool,
     pub ops: Vec<KeyOp>,
 }
 
@@ -214,6 +221,10 @@ pub struct TcNodeFailRep {
     pub node: u16,
     pub incarnation: u32,
     pub committed: Vec<TransId>,
+    /// A data node that held records of the coordinator's transactions
+    /// failed before it reported them: a transaction not listed may have
+    /// committed (its outcome is unknown) instead of being aborted.
+    pub rest_unknown: bool,
 }
 
 /// The transaction failed and is aborted.
@@ -307,7 +318,7 @@ impl Signal {
             Signal::ErrorReport(r) => ERROR_REPORT_FIXED_BYTES + detail_prefix(&r.detail).len(),
             Signal::TcCommitAck(a) => 2 + 8 * a.trans.len(),
             Signal::TcKeyFailConf(_) => 2 + 4 + 8 + 1 + 1,
-            Signal::TcNodeFailRep(f) => 2 + 4 + 4 + 8 * f.committed.len(),
+            Signal::TcNodeFailRep(f) => 2 + 4 + 4 + 8 * f.committed.len() + 2,
             Signal::FragmentRowsReq(_) => crate::fragment_rows::REQ_BYTES,
             Signal::FragmentRowsConf(c) => c.body_len(),
             Signal::Node(n) => n.body_len(),
@@ -387,6 +398,8 @@ impl Signal {
                 for t in &f.committed {
                     put_u64(out, t.0);
                 }
+                out.push(u8::from(f.rest_unknown));
+                out.push(0);
             }
             Signal::FragmentRowsReq(r) => r.encode(out),
             Signal::FragmentRowsConf(c) => c.encode(out),
@@ -427,11 +440,14 @@ impl Signal {
                 let committed = (0..count)
                     .map(|_| r.u64("trans").map(TransId))
                     .collect::<Result<Vec<_>, _>>()?;
+                let rest_unknown = crate::node::read_flag(&mut r, "rest_unknown")?;
+                r.reserved_u8("reserved")?;
                 r.finish()?;
                 Ok(Signal::TcNodeFailRep(TcNodeFailRep {
                     node,
                     incarnation,
                     committed,
+                    rest_unknown,
                 }))
             }
             GSN_FRAGMENT_ROWS_REQ => FragmentRowsReq::decode(body).map(Signal::FragmentRowsReq),
@@ -504,7 +520,7 @@ fn encode_tc_key_req(req: &TcKeyReq, out: &mut Vec<u8>) {
     put_u64(out, req.trans.0);
     put_u32(out, req.request);
     out.push(req.exec as u8);
-    out.push(0);
+    out.push(u8::from(req.durable) * TC_KEY_REQ_DURABLE);
     put_u16(out, op_count);
     for (i, op) in req.ops.iter().enumerate() {
         encode_key_op(op, i, out);
@@ -594,7 +610,14 @@ fn decode_tc_key_req(body: &[u8]) -> Result<TcKeyReq, WireError> {
     let trans = TransId(r.u64("trans")?);
     let request = r.u32("request")?;
     let exec = r.enum_u8("exec", ExecType::from_u8)?;
-    r.reserved_u8("reserved")?;
+    let flags_at = r.pos;
+    let flags = r.u8("flags")?;
+    if flags & !TC_KEY_REQ_DURABLE != 0 {
+        return Err(r.malformed_at(
+            flags_at,
+            format_args!("request flags {flags:#04x}: only bit 0 (durable) exists"),
+        ));
+    }
     let op_count = usize::from(r.u16("op_count")?);
     r.check_count(op_count, KEY_OP_FIXED_BYTES, "op_count")?;
     let mut ops = Vec::with_capacity(op_count);
@@ -608,6 +631,7 @@ fn decode_tc_key_req(body: &[u8]) -> Result<TcKeyReq, WireError> {
         trans,
         request,
         exec,
+        durable: flags & TC_KEY_REQ_DURABLE != 0,
         ops,
     })
 }
@@ -897,6 +921,7 @@ mod tests {
             trans: TransId(0x0102_0304_0506_0708),
             request: 0x0a0b_0c0d,
             exec: ExecType::Commit,
+            durable: false,
             ops: vec![
                 KeyOp {
                     op: OpType::Insert,
@@ -940,7 +965,7 @@ mod tests {
         let mut expected = Vec::new();
         expected.extend_from_slice(&0x0102_0304_0506_0708u64.to_le_bytes());
         expected.extend_from_slice(&0x0a0b_0c0du32.to_le_bytes());
-        expected.extend_from_slice(&[1, 0, 2, 0]); // exec, reserved, op_count
+        expected.extend_from_slice(&[1, 0, 2, 0]); // exec, flags, op_count
         expected.extend_from_slice(&[1, 2, 1, 0]); // op, lock, flags, reserved
         expected.extend_from_slice(&7u32.to_le_bytes());
         expected.extend_from_slice(&3u32.to_le_bytes());
@@ -964,6 +989,7 @@ mod tests {
                 trans: TransId(0),
                 request: 0,
                 exec: ExecType::NoCommit,
+                durable: false,
                 ops: vec![],
             }),
             Signal::TcKeyConf(TcKeyConf {
@@ -1013,6 +1039,7 @@ mod tests {
                 node: 3,
                 incarnation: 9,
                 committed: vec![TransId(5), TransId(7)],
+                rest_unknown: true,
             }),
             Signal::FragmentRowsReq(FragmentRowsReq {
                 trans: TransId(3),
@@ -1097,12 +1124,21 @@ mod tests {
     #[test]
     fn reserved_bytes_must_be_zero() {
         let body = body_of(&Signal::TcKeyReq(sample_req()));
-        for offset in [13, 19] {
-            let mut bad = body.clone();
-            bad[offset] = 1;
-            let msg = malformed(Signal::decode(GSN_TC_KEY_REQ, &bad));
-            assert!(msg.contains("reserved"), "{msg}");
+        let mut bad = body.clone();
+        bad[19] = 1;
+        let msg = malformed(Signal::decode(GSN_TC_KEY_REQ, &bad));
+        assert!(msg.contains("reserved"), "{msg}");
+        // Byte 13 holds the request flags: bit 0 (durable) only.
+        let mut durable = body.clone();
+        durable[13] = TC_KEY_REQ_DURABLE;
+        match Signal::decode(GSN_TC_KEY_REQ, &durable) {
+            Ok(Signal::TcKeyReq(r)) => assert!(r.durable),
+            other => panic!("{other:?}"),
         }
+        let mut bad = body;
+        bad[13] = 2;
+        let msg = malformed(Signal::decode(GSN_TC_KEY_REQ, &bad));
+        assert!(msg.contains("flags"), "{msg}");
     }
 
     #[test]

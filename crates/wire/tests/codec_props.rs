@@ -67,6 +67,7 @@ fn signal() -> impl Strategy<Value = Signal> {
                 trans: TransId(trans),
                 request,
                 exec,
+                durable: false,
                 ops
             })),
         (
@@ -162,15 +163,19 @@ fn signal() -> impl Strategy<Value = Signal> {
         (
             any::<u16>(),
             any::<u32>(),
-            prop::collection::vec(any::<u64>().prop_map(TransId), 0..8)
+            prop::collection::vec(any::<u64>().prop_map(TransId), 0..8),
+            any::<bool>()
         )
-            .prop_map(|(node, incarnation, committed)| Signal::TcNodeFailRep(
-                shoal_wire::TcNodeFailRep {
-                    node,
-                    incarnation,
-                    committed
-                }
-            )),
+            .prop_map(
+                |(node, incarnation, committed, rest_unknown)| Signal::TcNodeFailRep(
+                    shoal_wire::TcNodeFailRep {
+                        node,
+                        incarnation,
+                        committed,
+                        rest_unknown,
+                    }
+                )
+            ),
     ]
 }
 

@@ -107,10 +107,14 @@ impl Lqh {
         }
     }
 
-    /// Logs every committed row of every logged table as of now, tagged
-    /// `epoch` (no change in the rows is of a later one), after a
-    /// `Snapshot` marker superseding every earlier record, and logs
-    /// changes from here on. Once
+    /// Logs every committed row of every logged table as of now, after a
+    /// `Snapshot` marker naming `epoch` (no change in the rows is of a
+    /// later one, so the log can restore it and later epochs) and
+    /// superseding every earlier record, and logs changes from here on.
+    /// The rows are stamped epoch 0: they belong to every restore from
+    /// this log, and a change logged after them (one decided before the
+    /// snapshot, in an epoch before `epoch`, may commit here later) is
+    /// applied after them, in log order. Once
     /// the copy of a restarting node is done, its log says what it holds
     /// from this record on. Returns the rows logged.
     pub fn log_snapshot(&mut self, epoch: u64) -> u64 {
@@ -142,7 +146,7 @@ impl Lqh {
                 let (fixed, var) = entry.frag.row(id);
                 sink.writer.append(&RedoRecord {
                     kind: RedoKind::Write,
-                    epoch,
+                    epoch: 0,
                     table: fkey.0 .0,
                     frag: fkey.1,
                     row: id,
@@ -201,16 +205,19 @@ impl Lqh {
         through: u64,
     ) -> Result<RestoreStats, String> {
         let mut stats = RestoreStats::default();
-        // A record is void if a later `Restored` marker names an earlier
-        // epoch than its own, or a `Snapshot` follows it: the bound of
-        // each record is the smallest epoch those markers after it allow.
+        // Everything before the last `Snapshot` is superseded by it. After
+        // it, a record is void if a later `Restored` marker names an
+        // earlier epoch than its own: the bound of each record is the
+        // smallest epoch of those markers after it.
+        let first = entries
+            .iter()
+            .rposition(|e| e.record().kind == RedoKind::Snapshot)
+            .unwrap_or(0);
         let mut bound_after = vec![u64::MAX; entries.len() + 1];
         for (i, e) in entries.iter().enumerate().rev() {
             let r = e.record();
             bound_after[i] = match r.kind {
                 RedoKind::Restored => bound_after[i + 1].min(r.epoch),
-                // Everything before a snapshot is superseded by it.
-                RedoKind::Snapshot => 0,
                 _ => bound_after[i + 1],
             };
         }
@@ -240,7 +247,11 @@ impl Lqh {
             stats.restorable_from = 0;
         }
         let mut tail = Vec::new();
-        for (i, e) in entries.iter().enumerate() {
+        stats.skipped += entries[..first]
+            .iter()
+            .filter(|e| !e.record().kind.is_marker())
+            .count() as u64;
+        for (i, e) in entries.iter().enumerate().skip(first) {
             let r = e.record();
             if r.kind.is_marker() {
                 continue;

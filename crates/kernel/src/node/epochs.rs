@@ -106,9 +106,12 @@ impl DataNode {
                         self.gcp.save_started(epoch, None);
                     }
                 }
-                GcpAction::Durable(epoch) => out.push(Output::SysfileWrite {
-                    durable_epoch: epoch,
-                }),
+                GcpAction::Durable(epoch) => {
+                    out.push(Output::SysfileWrite {
+                        durable_epoch: epoch,
+                    });
+                    self.tc.epoch_durable(epoch, out);
+                }
                 GcpAction::Restore(epoch) => {
                     match self.lqh.restore_tail(epoch) {
                         Ok(rows) => {

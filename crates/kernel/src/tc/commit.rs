@@ -87,11 +87,10 @@ impl Tc {
         if t.ack_after_complete {
             t.held_reply = Some(reply);
         } else if !t.client_gone {
-            out.push(Output::Send {
-                conn: t.conn,
-                signal: reply,
-            });
+            let (conn, epoch, durable) = (t.conn, t.epoch, t.durable_answer);
+            self.answer_committed(conn, epoch, durable, reply, out);
         }
+        let t = self.txns.get_mut(&txn).expect("present");
         t.state = TxnState::Completing;
         t.awaiting.clear();
         if counted {
@@ -133,10 +132,8 @@ impl Tc {
         let t = self.txns.get_mut(&txn).expect("present");
         if let Some(reply) = t.held_reply.take() {
             if !t.client_gone {
-                out.push(Output::Send {
-                    conn: t.conn,
-                    signal: reply,
-                });
+                let (conn, epoch, durable) = (t.conn, t.epoch, t.durable_answer);
+                self.answer_committed(conn, epoch, durable, reply, out);
             }
         }
         self.remove(txn, q, out);

@@ -9,8 +9,9 @@
 
 use super::{Tc, TxnState, Wave};
 use crate::dih::EpochNow;
-use crate::node::Output;
+use crate::node::{ConnId, Output};
 use crate::signal::{BlockSignal, TxnRef};
+use shoal_wire::Signal;
 use std::collections::{BTreeMap, VecDeque};
 
 #[derive(Default)]
@@ -120,6 +121,43 @@ impl Tc {
             });
         }
         self.commit_wave(txn, wave, q, out);
+    }
+
+    /// Sends a `Committed` answer, or, for a client that asked for a
+    /// durable commit, keeps it until `epoch` is durable.
+    pub(super) fn answer_committed(
+        &mut self,
+        conn: ConnId,
+        epoch: u64,
+        durable: bool,
+        reply: Signal,
+        out: &mut Vec<Output>,
+    ) {
+        if durable && epoch > self.durable_epoch {
+            self.durable_waits
+                .entry(epoch)
+                .or_default()
+                .push((conn, reply));
+        } else {
+            out.push(Output::Send {
+                conn,
+                signal: reply,
+            });
+        }
+    }
+
+    /// `epoch` is durable on every live node: the answers waiting for it
+    /// go out.
+    pub fn epoch_durable(&mut self, epoch: u64, out: &mut Vec<Output>) {
+        self.durable_epoch = self.durable_epoch.max(epoch);
+        while let Some(entry) = self.durable_waits.first_entry() {
+            if *entry.key() > self.durable_epoch {
+                break;
+            }
+            for (conn, signal) in entry.remove() {
+                out.push(Output::Send { conn, signal });
+            }
+        }
     }
 
     /// Whether the complete epoch may have moved since the last call.

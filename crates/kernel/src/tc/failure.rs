@@ -40,6 +40,11 @@ pub struct Takeover {
     incarnation: u32,
     /// Members whose report is not complete yet.
     missing: BTreeSet<u16>,
+    /// A member failed before its report was complete: what it held of
+    /// the coordinator's transactions is lost (one may have committed
+    /// there, its rows since copied to a restarted replica), so a
+    /// transaction not found has an unknown outcome, not an abort.
+    lost_reporter: bool,
     found: BTreeMap<TxnRef, Found>,
     /// Transactions rebuilt here and not finished yet.
     finishing: BTreeSet<TxnRef>,
@@ -151,7 +156,9 @@ impl Tc {
         for node in waiting {
             let tk = self.takeovers.get_mut(&node).expect("listed");
             for f in failed {
-                tk.missing.remove(f);
+                if tk.missing.remove(f) && !tk.rebuilt {
+                    tk.lost_reporter = true;
+                }
             }
             self.maybe_rebuild(node, dih, q, out);
         }
@@ -183,6 +190,7 @@ impl Tc {
             Takeover {
                 incarnation,
                 missing: self.members.iter().copied().collect(),
+                lost_reporter: false,
                 found: BTreeMap::new(),
                 finishing: BTreeSet::new(),
                 rebuilt: false,
@@ -358,7 +366,8 @@ impl Tc {
             return;
         }
         let incarnation = tk.incarnation;
-        let committed = self.takeovers.remove(&failed).expect("present").committed;
+        let tk = self.takeovers.remove(&failed).expect("present");
+        let (committed, rest_unknown) = (tk.committed, tk.lost_reporter);
         out.push(Output::Log(format!(
             "takeover of data node {failed} (start {incarnation}) finished"
         )));
@@ -382,6 +391,7 @@ impl Tc {
                     node: failed,
                     incarnation,
                     committed: mine,
+                    rest_unknown,
                 }),
             });
         }

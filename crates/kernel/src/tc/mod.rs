@@ -213,6 +213,9 @@ struct Txn {
     /// Ready to commit while an epoch switch is prepared: decided once
     /// the switch is done.
     held_for_epoch: bool,
+    /// The client asked to hear `Committed` only once the commit is
+    /// durable.
+    durable_answer: bool,
     ops_total: usize,
     last_active_ms: u64,
 }
@@ -279,6 +282,7 @@ impl Default for Txn {
             epoch: 0,
             epoch_counted: false,
             held_for_epoch: false,
+            durable_answer: false,
             ops_total: 0,
             last_active_ms: 0,
         }
@@ -323,6 +327,7 @@ impl Recycle for Txn {
         self.epoch = 0;
         self.epoch_counted = false;
         self.held_for_epoch = false;
+        self.durable_answer = false;
         self.ops_total = 0;
         self.last_active_ms = 0;
     }
@@ -358,6 +363,10 @@ pub struct Tc {
     held: Vec<TxnRef>,
     /// The epoch protocol's state (set by the node with DIH's copy).
     epoch_now: crate::dih::EpochNow,
+    /// The newest epoch known durable, and the `Committed` answers that
+    /// wait for theirs to be (by epoch: connection, answer).
+    durable_epoch: u64,
+    durable_waits: BTreeMap<u64, Vec<(ConnId, Signal)>>,
 }
 
 fn conf(
@@ -414,6 +423,8 @@ impl Tc {
                 holding: false,
                 restored: true,
             },
+            durable_epoch: 0,
+            durable_waits: BTreeMap::new(),
         }
     }
 

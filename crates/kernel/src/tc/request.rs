@@ -317,8 +317,20 @@ impl Tc {
             };
             return self.abort(txn_ref, reply, q, out);
         }
+        if req.durable && self.cfg.epoch_interval_ms == 0 {
+            let e = ShoalError::with_detail(
+                ErrorCode::BadRequest,
+                "a durable commit was asked of a diskless cluster (diskless = true): no commit is ever durable; commit without the durable option",
+            );
+            let reply = AbortReply::Failed {
+                error: e,
+                op_index: NO_OP,
+            };
+            return self.abort(txn_ref, reply, q, out);
+        }
         t.state = TxnState::Executing;
         t.exec = req.exec;
+        t.durable_answer = req.durable && req.exec == ExecType::Commit;
         t.results.clear();
         t.results.resize(req.ops.len(), None);
         t.answer_bytes = super::CONF_FIXED_BYTES;

@@ -257,6 +257,7 @@ impl World {
             trans,
             request: 0,
             exec,
+            durable: false,
             ops: ops.iter().map(|op| self.encode(op)).collect(),
         };
         self.direct = Some((conn, None));

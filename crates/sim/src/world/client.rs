@@ -15,7 +15,8 @@ use shoal_wire::{
 use super::net::random_delay;
 use super::{
     ConnInfo, Event, Lane, NodeState, World, HEARTBEAT_TIMEOUT_MS, LONG_IDLE_MS, MAX_DELAY_MS,
-    MAX_OPS_PER_REQUEST, MAX_REQUESTS_PER_TXN, P_DISCONNECT, P_LONG_IDLE, TABLE, VERSION,
+    MAX_OPS_PER_REQUEST, MAX_REQUESTS_PER_TXN, P_DISCONNECT, P_DURABLE_COMMIT, P_LONG_IDLE, TABLE,
+    VERSION,
 };
 use crate::model::Row;
 use crate::txn::{OpKind, Outcome, PlannedOp, Request, Txn, S_COL, V_COL};
@@ -205,6 +206,7 @@ impl World {
             Signal::TcNodeFailRep(f) => {
                 entry.0.extend(f.committed.iter().copied());
                 entry.1 = true;
+                entry.2 |= f.rest_unknown;
             }
             _ => unreachable!("matched above"),
         }
@@ -237,12 +239,23 @@ impl World {
         }
         let (_, node, incarnation) = t.coordinator.expect("a coordinator");
         let trans = t.trans;
-        let Some((committed, complete)) = self.clients[client].reports.get(&(node, incarnation))
+        let Some((committed, complete, rest_unknown)) =
+            self.clients[client].reports.get(&(node, incarnation))
         else {
             return Ok(());
         };
         let outcome = if committed.contains(&trans) {
             true
+        } else if *complete && *rest_unknown {
+            // A node holding its records failed during the takeover: the
+            // client hears "unknown"; the transaction may still commit
+            // (or have committed), as an orphan.
+            let t = self.clients[client].slots[slot].take().expect("present");
+            self.report.unknown += 1;
+            self.orphans.insert((client, t.trans), t);
+            let at = self.now + 1 + random_delay(&mut self.rng, 20);
+            self.schedule_wake(client, slot, at);
+            return Ok(());
         } else if *complete {
             false
         } else {
@@ -337,6 +350,7 @@ impl World {
             arrived_at_seq: None,
             first,
             after_long_idle,
+            waited_in_frozen_node: false,
         }
     }
 
@@ -451,10 +465,15 @@ impl World {
             .expect("active")
             .trans;
         let req = self.plan_request(requests_sent, long_idle);
+        // With epochs, some commits ask to be answered once durable.
+        let durable = self.durable()
+            && req.exec == ExecType::Commit
+            && self.rng.random_bool(P_DURABLE_COMMIT);
         let wire = TcKeyReq {
             trans,
             request: requests_sent,
             exec: req.exec,
+            durable,
             ops: req.ops.iter().map(|op| self.encode(op)).collect(),
         };
         self.report.requests += 1;
@@ -462,6 +481,7 @@ impl World {
         let t = self.clients[client].slots[slot].as_mut().expect("active");
         t.requests_sent += 1;
         t.idled_long = false;
+        t.durable_commit = durable;
         t.in_flight = Some(req);
         let copy = wire.clone();
         let at = self.send(
@@ -505,9 +525,15 @@ impl World {
                 return Ok(());
             };
             let mut out = Vec::new();
+            let repeat_of = (conn, req.trans, req.request);
             n.client_signal(now, conn, Signal::TcKeyReq(req), &mut out)
                 .map_err(|e| format!("node {node} refused a repeated request: {e}"))?;
-            return self.handle_outputs(node, out);
+            // The answer to the repeat may come before the original's (a
+            // durable commit's answer waits): it is not the awaited one.
+            self.answering_repeat = Some(repeat_of);
+            let result = self.handle_outputs(node, out);
+            self.answering_repeat = None;
+            return result;
         }
         let client = info.client;
         if self.rng.random_bool(P_DISCONNECT) {
@@ -610,7 +636,14 @@ impl World {
                     && t.coordinator.map(|c| c.0) == Some(conn)
             })
         });
+        let held_durable = slot
+            .and_then(|i| self.clients[client].slots[i].as_ref())
+            .is_some_and(|t| t.durable_commit);
         let slot = match (slot, repeat) {
+            // A durable commit's answer waits for its epoch: the refusal of
+            // a repeat of its request can come first (over TCP, which never
+            // repeats a request, it cannot happen).
+            (Some(_), true) if held_durable => return Ok(()),
             (Some(_), true) => {
                 return Err(format!(
                 "a repeated answer (trans {} request {request}) would be taken as the awaited one",
@@ -639,6 +672,20 @@ impl World {
         let t = self.clients[client].slots[slot].as_mut().expect("found");
         let outcome = t.undelivered.take().expect("checked");
         let ack = matches!(&outcome, Outcome::Committed(_)) && t.ack_wanted;
+        if matches!(&outcome, Outcome::Committed(_)) && t.durable_commit {
+            // Answered as durable: its epoch must be, so a crash of the
+            // whole cluster from now on keeps it.
+            if let Some(&epoch) = self.commit_epochs.get(&(client, trans)) {
+                if epoch > self.max_durable {
+                    return Err(format!(
+                        "client {client} transaction {} heard its durable commit while its epoch {epoch} was not durable (durable: {})",
+                        trans.0, self.max_durable
+                    ));
+                }
+                self.report.durable_commits += 1;
+            }
+        }
+        let t = self.clients[client].slots[slot].as_mut().expect("found");
         let idle = if outcome == Outcome::Open {
             if self.rng.random_bool(P_LONG_IDLE) {
                 t.idled_long = true;

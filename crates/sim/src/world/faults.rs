@@ -377,6 +377,29 @@ impl World {
             std::mem::replace(&mut slot.state, NodeState::Down)
         {
             slot.state = NodeState::Running(node);
+            // Requests that waited here: to the node, their transactions
+            // sat idle all that time.
+            for event in &held {
+                if let Event::ToNode {
+                    conn,
+                    req,
+                    repeat: false,
+                } = event
+                {
+                    let Some(info) = self.conns.get(conn) else {
+                        continue;
+                    };
+                    let waiting = self.clients[info.client]
+                        .slots
+                        .iter_mut()
+                        .flatten()
+                        .find(|t| t.trans == req.trans)
+                        .and_then(|t| t.in_flight.as_mut());
+                    if let Some(r) = waiting {
+                        r.waited_in_frozen_node = true;
+                    }
+                }
+            }
             // The node reads what waited for it at once, in order: before
             // anything sent later on the same links (or repeated) arrives.
             for event in held {

@@ -94,6 +94,8 @@ const TICK_MS: u64 = 10;
 const DEADLOCK_TIMEOUT_MS: u64 = 200;
 const INACTIVE_TIMEOUT_MS: u64 = 1500;
 const HEARTBEAT_MS: u64 = 100;
+/// Chance that a commit asks for a durable answer (with `durable`).
+const P_DURABLE_COMMIT: f64 = 0.3;
 /// How often the president switches epochs (with `durable`).
 const EPOCH_MS: u64 = 20;
 /// A member silent this long is suspected (four missed heartbeats).
@@ -303,8 +305,9 @@ struct Client {
     conns: BTreeMap<u16, ConnId>,
     slots: Vec<Option<Txn>>,
     /// Takeover reports by (coordinator, incarnation): the transactions
-    /// reported committed, and whether the rest are known aborted.
-    reports: BTreeMap<(u16, u32), (BTreeSet<TransId>, bool)>,
+    /// reported committed, whether the final report came, and whether it
+    /// said the rest are unknown (else aborted).
+    reports: BTreeMap<(u16, u32), (BTreeSet<TransId>, bool, bool)>,
     /// Nodes a connection is being opened to.
     connecting: BTreeSet<u16>,
     /// Per slot, the id of its latest wake (earlier ones are stale).
@@ -415,6 +418,11 @@ struct World {
     /// run started with no fault (the durable epoch must move then).
     durable_moved_ms: u64,
     stable_since: Option<u64>,
+    /// The epoch of each transaction the model committed with writes.
+    commit_epochs: HashMap<(usize, TransId), u64>,
+    /// While the outputs of a repeated request are handled: its
+    /// connection, transaction and request number.
+    answering_repeat: Option<(ConnId, TransId, u32)>,
 }
 
 impl World {
@@ -494,6 +502,8 @@ impl World {
             awaiting_restore: opts.durable,
             durable_moved_ms: 0,
             stable_since: None,
+            commit_epochs: HashMap::new(),
+            answering_repeat: None,
         };
         for id in 1..=opts.data_nodes {
             world.nodes.push(SimNode {

@@ -128,6 +128,8 @@ pub struct SimReport {
     /// whole cluster from its files.
     pub whole_cluster_crashes: u64,
     pub durable_restarts: u64,
+    /// Commits answered as durable (checked durable when heard).
+    pub durable_commits: u64,
     pub virtual_ms: u64,
     /// Rows in the table at the end (before the final cleanup).
     pub final_rows: u64,
@@ -189,8 +191,8 @@ impl fmt::Display for SimReport {
         if self.durable_restarts + self.whole_cluster_crashes > 0 {
             write!(
                 f,
-                "; {} whole-cluster crashes, {} restarts from files",
-                self.whole_cluster_crashes, self.durable_restarts
+                "; {} whole-cluster crashes, {} restarts from files, {} durable commits",
+                self.whole_cluster_crashes, self.durable_restarts, self.durable_commits
             )?;
         }
         write!(

@@ -347,6 +347,7 @@ impl World {
             ));
         }
         self.model.commit_after(epoch, writes, &locked)?;
+        self.commit_epochs.insert((client, trans), epoch);
         self.applied.insert(txn);
         self.in_progress.insert(txn, self.model.seq());
         self.commit_holders.insert(txn, vec![(from, incarnation)]);
@@ -555,16 +556,29 @@ impl World {
         }
         // An answer for a request the client does not wait for can only
         // answer a repeated request: it must refuse it.
-        let waited_for = self.clients[client]
-            .slots
-            .iter()
-            .flatten()
-            .find(|t| t.trans == trans)
-            .is_some_and(|t| {
-                (t.in_flight.is_some() || t.commit_point.is_some())
-                    && request + 1 == t.requests_sent
-                    && t.coordinator.map(|c| c.0) == Some(conn)
-            });
+        // In the outputs of a repeated request, a refusal answers the
+        // repeat (a durable commit's own answer, released in the same
+        // call, is the awaited one).
+        let refusal_of_repeat = self.answering_repeat == Some((conn, trans, request))
+            && match &signal {
+                Signal::TcKeyRef(r) => {
+                    r.code == ErrorCode::BadRequest as u16
+                        || r.code == ErrorCode::TransactionNotFound as u16
+                }
+                _ => false,
+            };
+        let repeat = refusal_of_repeat;
+        let waited_for = !repeat
+            && self.clients[client]
+                .slots
+                .iter()
+                .flatten()
+                .find(|t| t.trans == trans)
+                .is_some_and(|t| {
+                    (t.in_flight.is_some() || t.commit_point.is_some())
+                        && request + 1 == t.requests_sent
+                        && t.coordinator.map(|c| c.0) == Some(conn)
+                });
         if !waited_for {
             let refusal = match &signal {
                 Signal::TcKeyRef(r) => {
