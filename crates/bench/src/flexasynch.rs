@@ -54,7 +54,9 @@ usage: shoal bench flexasynch [flags]
   --connect HOST:PORT   mgmd (default 127.0.0.1:1186)
   --latency   also record per-transaction latency (p50/p99 in µs)
   --json      print the results as one JSON object instead of lines
-  --keep      do not delete the rows at the end of the last loop";
+  --keep      do not delete the rows at the end of the last loop
+  -durable    every write commits durably (answered once its epoch is on disk
+              on every data node)";
 
 /// The benchmark's settings, with flexAsynch's defaults.
 #[derive(Clone, Debug, Serialize)]
@@ -71,6 +73,8 @@ pub struct Options {
     pub dirty_reads: bool,
     /// `-temp`: the table is not logged.
     pub temp: bool,
+    /// `-durable`: writes ask for durable commits.
+    pub durable: bool,
     pub connect: String,
     pub latency: bool,
     pub json: bool,
@@ -91,6 +95,7 @@ impl Default for Options {
             connections: 1,
             dirty_reads: false,
             temp: false,
+            durable: false,
             connect: "127.0.0.1:1186".into(),
             latency: false,
             json: false,
@@ -137,6 +142,7 @@ impl Options {
                 "-dirty" => o.dirty_reads = true,
                 "-simple" => o.dirty_reads = false,
                 "-temp" => o.temp = true,
+                "-durable" => o.durable = true,
                 "-ndbrecord" => {}
                 "--connect" | "-connect" => {
                     o.connect = it
@@ -761,6 +767,7 @@ fn prepare(
     buffers: &mut ReadBuffers,
 ) -> Result<(Transaction, Vec<(u32, OpId)>), ShoalError> {
     let mut tx = cluster.transaction();
+    tx.set_durable(opts.durable);
     let mut reads = Vec::new();
     let lock = if opts.dirty_reads {
         LockMode::CommittedRead

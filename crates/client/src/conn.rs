@@ -637,10 +637,7 @@ impl Connection {
                 }
                 Signal::TcKeyFailConf(_) => {}
                 Signal::TcNodeFailRep(f) => {
-                    if let Some(gone) =
-                        self.shared
-                            .complete(f.node, f.incarnation, &f.committed, f.rest_unknown)
-                    {
+                    if let Some(gone) = self.shared.complete(f.node, f.incarnation, &f.committed) {
                         gone.fail(
                             &format!(
                                 "the cluster declared data node {} (start {}) failed",

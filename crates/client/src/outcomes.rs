@@ -15,7 +15,7 @@
 //! transaction id counter: ids are unique per API node, as the reports
 //! name transactions by id only.
 
-use crate::conn::{Connection, Reply, ReplyResult, SlotAnswerer};
+use crate::conn::{Connection, Reply, SlotAnswerer};
 use shoal_types::{ErrorCode, ShoalError, TransId};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,12 +33,8 @@ type Coordinator = (u16, u32);
 struct Takeover {
     /// Transactions reported committed so far.
     committed: HashSet<TransId>,
-    /// The final report came: every transaction not committed is aborted
-    /// (unknown, with `rest_unknown`).
+    /// The final report came: every transaction not committed is aborted.
     complete: bool,
-    /// A node holding records of the coordinator's transactions failed
-    /// during the takeover: one not reported committed may have.
-    rest_unknown: bool,
     /// Commits waiting for their outcome.
     waiting: HashMap<TransId, SlotAnswerer>,
     last_report: Option<Instant>,
@@ -141,14 +137,14 @@ impl Shared {
             let mut st = lock(&self.state);
             let t = st.takeovers.entry((node, incarnation)).or_default();
             if t.committed.contains(&trans) || t.complete {
-                Some((tx, t.committed.contains(&trans), t.rest_unknown))
+                Some((tx, t.committed.contains(&trans)))
             } else {
                 t.waiting.insert(trans, tx);
                 None
             }
         };
-        if let Some((tx, committed, rest_unknown)) = known {
-            tx.answer(taken_over(node, committed, rest_unknown));
+        if let Some((tx, committed)) = known {
+            tx.answer(Ok(Reply::TakenOver { committed }));
             return;
         }
         // Answers at the deadline, or sooner if the task is dropped unrun
@@ -190,7 +186,6 @@ impl Shared {
         node: u16,
         incarnation: u32,
         committed: &[TransId],
-        rest_unknown: bool,
     ) -> Option<Arc<Connection>> {
         let (answers, conn) = {
             let mut st = lock(&self.state);
@@ -204,12 +199,10 @@ impl Shared {
             t.last_report = Some(now);
             t.committed.extend(committed.iter().copied());
             t.complete = true;
-            t.rest_unknown |= rest_unknown;
-            let rest_unknown = t.rest_unknown;
-            let answers: Vec<(SlotAnswerer, bool, bool)> = t
+            let answers: Vec<(SlotAnswerer, bool)> = t
                 .waiting
                 .drain()
-                .map(|(trans, tx)| (tx, t.committed.contains(&trans), rest_unknown))
+                .map(|(trans, tx)| (tx, t.committed.contains(&trans)))
                 .collect();
             let conn = st
                 .conns
@@ -217,24 +210,9 @@ impl Shared {
                 .and_then(|w| w.upgrade());
             (answers, conn)
         };
-        for (tx, committed, rest_unknown) in answers {
-            tx.answer(taken_over(node, committed, rest_unknown));
+        for (tx, committed) in answers {
+            tx.answer(Ok(Reply::TakenOver { committed }));
         }
         conn
     }
-}
-
-/// The answer to a commit the takeover of coordinator `node` settled:
-/// committed, aborted, or (a node holding its records failed during the
-/// takeover) unknown.
-fn taken_over(node: u16, committed: bool, rest_unknown: bool) -> ReplyResult {
-    if committed || !rest_unknown {
-        return Ok(Reply::TakenOver { committed });
-    }
-    Err(ShoalError::with_detail(
-        ErrorCode::CommitOutcomeUnknown,
-        format!(
-            "data node {node} failed with this commit in flight, and a node holding its records failed before reporting them: the outcome is unknown; read the data to find out"
-        ),
-    ))
 }

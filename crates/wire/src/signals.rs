@@ -221,10 +221,6 @@ pub struct TcNodeFailRep {
     pub node: u16,
     pub incarnation: u32,
     pub committed: Vec<TransId>,
-    /// A data node that held records of the coordinator's transactions
-    /// failed before it reported them: a transaction not listed may have
-    /// committed (its outcome is unknown) instead of being aborted.
-    pub rest_unknown: bool,
 }
 
 /// The transaction failed and is aborted.
@@ -318,7 +314,7 @@ impl Signal {
             Signal::ErrorReport(r) => ERROR_REPORT_FIXED_BYTES + detail_prefix(&r.detail).len(),
             Signal::TcCommitAck(a) => 2 + 8 * a.trans.len(),
             Signal::TcKeyFailConf(_) => 2 + 4 + 8 + 1 + 1,
-            Signal::TcNodeFailRep(f) => 2 + 4 + 4 + 8 * f.committed.len() + 2,
+            Signal::TcNodeFailRep(f) => 2 + 4 + 4 + 8 * f.committed.len(),
             Signal::FragmentRowsReq(_) => crate::fragment_rows::REQ_BYTES,
             Signal::FragmentRowsConf(c) => c.body_len(),
             Signal::Node(n) => n.body_len(),
@@ -398,8 +394,6 @@ impl Signal {
                 for t in &f.committed {
                     put_u64(out, t.0);
                 }
-                out.push(u8::from(f.rest_unknown));
-                out.push(0);
             }
             Signal::FragmentRowsReq(r) => r.encode(out),
             Signal::FragmentRowsConf(c) => c.encode(out),
@@ -440,14 +434,11 @@ impl Signal {
                 let committed = (0..count)
                     .map(|_| r.u64("trans").map(TransId))
                     .collect::<Result<Vec<_>, _>>()?;
-                let rest_unknown = crate::node::read_flag(&mut r, "rest_unknown")?;
-                r.reserved_u8("reserved")?;
                 r.finish()?;
                 Ok(Signal::TcNodeFailRep(TcNodeFailRep {
                     node,
                     incarnation,
                     committed,
-                    rest_unknown,
                 }))
             }
             GSN_FRAGMENT_ROWS_REQ => FragmentRowsReq::decode(body).map(Signal::FragmentRowsReq),
@@ -503,6 +494,7 @@ pub fn gsn_name(gsn: u16) -> Option<&'static str> {
         crate::node::cluster::GSN_COPY_FRAG_CONF => Some("CopyFragConf"),
         crate::node::cluster::GSN_COPY_FRAG_REF => Some("CopyFragRef"),
         crate::node::cluster::GSN_FRAG_STATE_CONF => Some("FragStateConf"),
+        crate::node::cluster::GSN_COPY_MARKERS => Some("CopyMarkers"),
         crate::node::epoch::GSN_EPOCH_PREPARE => Some("EpochPrepare"),
         crate::node::epoch::GSN_EPOCH_PREPARE_CONF => Some("EpochPrepareConf"),
         crate::node::epoch::GSN_EPOCH_COMMIT => Some("EpochCommit"),
@@ -1039,7 +1031,6 @@ mod tests {
                 node: 3,
                 incarnation: 9,
                 committed: vec![TransId(5), TransId(7)],
-                rest_unknown: true,
             }),
             Signal::FragmentRowsReq(FragmentRowsReq {
                 trans: TransId(3),

@@ -163,19 +163,15 @@ fn signal() -> impl Strategy<Value = Signal> {
         (
             any::<u16>(),
             any::<u32>(),
-            prop::collection::vec(any::<u64>().prop_map(TransId), 0..8),
-            any::<bool>()
+            prop::collection::vec(any::<u64>().prop_map(TransId), 0..8)
         )
-            .prop_map(
-                |(node, incarnation, committed, rest_unknown)| Signal::TcNodeFailRep(
-                    shoal_wire::TcNodeFailRep {
-                        node,
-                        incarnation,
-                        committed,
-                        rest_unknown,
-                    }
-                )
-            ),
+            .prop_map(|(node, incarnation, committed)| Signal::TcNodeFailRep(
+                shoal_wire::TcNodeFailRep {
+                    node,
+                    incarnation,
+                    committed
+                }
+            )),
     ]
 }
 

@@ -25,12 +25,16 @@
 
 use super::{err, Lqh};
 use crate::dih::Dih;
-use crate::signal::{BlockSignal, ClusterSignal, CopyRow, FragKey};
+use crate::signal::{BlockSignal, ClusterSignal, CopyRow, FragKey, TxnRef};
 use shoal_storage::{LockMode as RowLock, LockOutcome, RowId, WaitToken};
 use shoal_types::distribution::FragmentId;
 use shoal_types::schema::ROW_BYTES_MAX;
-use shoal_types::{hash_key, ErrorCode, TableId};
+use shoal_types::{hash_key, ErrorCode, TableId, TransId};
 use std::collections::VecDeque;
+
+/// Commit markers in one `CopyMarkers` signal (18 bytes each: well inside
+/// the smallest frame).
+const COPY_MARKERS_PER_SIGNAL: usize = 2048;
 
 /// Unconfirmed batches a copy may have out at once.
 pub const COPY_WINDOW: u32 = 4;
@@ -302,6 +306,24 @@ impl Lqh {
                 scan.next_send_ms =
                     scan.began_ms + scan.stats.bytes.saturating_mul(1000).div_ceil(rate);
             }
+            if last {
+                // Commits this node remembers whose clients may not know
+                // their outcome: the target holds their copied rows
+                // without their records, and must be able to report them
+                // if their coordinator fails (in pieces a frame holds).
+                let markers: Vec<(TxnRef, u16, TransId)> = self
+                    .finished
+                    .iter()
+                    .flat_map(|f| f.commits())
+                    .map(|f| (f.txn, f.api_node, f.trans))
+                    .collect();
+                for chunk in markers.chunks(COPY_MARKERS_PER_SIGNAL) {
+                    out.push_back(BlockSignal::Cluster(ClusterSignal::CopyMarkers {
+                        to: target,
+                        markers: chunk.to_vec(),
+                    }));
+                }
+            }
             out.push_back(BlockSignal::Cluster(ClusterSignal::CopyRows {
                 to: target,
                 table: key.0,
@@ -512,6 +534,15 @@ impl Lqh {
             frag,
             seq,
         }));
+    }
+
+    /// Commit markers from a copy's source (see `ClusterSignal::CopyMarkers`).
+    pub(super) fn copy_markers(&mut self, markers: &[(TxnRef, u16, TransId)]) {
+        for &(txn, api_node, trans) in markers {
+            if !self.txns.contains_key(&txn) {
+                self.remember_finished(txn, api_node, trans, true);
+            }
+        }
     }
 
     /// Rows and bytes copied into this node's replica of a fragment.

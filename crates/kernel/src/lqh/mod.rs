@@ -670,6 +670,7 @@ impl Lqh {
                 ClusterSignal::CopyRowsConf {
                     table, frag, seq, ..
                 } => self.copy_rows_conf(now_ms, from, table, frag, seq, dih, out),
+                ClusterSignal::CopyMarkers { markers, .. } => self.copy_markers(&markers),
                 other => panic!("LQH got a signal for another block: {other:?}"),
             },
             other => panic!("LQH got a signal meant for TC: {other:?}"),

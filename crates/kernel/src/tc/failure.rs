@@ -40,11 +40,6 @@ pub struct Takeover {
     incarnation: u32,
     /// Members whose report is not complete yet.
     missing: BTreeSet<u16>,
-    /// A member failed before its report was complete: what it held of
-    /// the coordinator's transactions is lost (one may have committed
-    /// there, its rows since copied to a restarted replica), so a
-    /// transaction not found has an unknown outcome, not an abort.
-    lost_reporter: bool,
     found: BTreeMap<TxnRef, Found>,
     /// Transactions rebuilt here and not finished yet.
     finishing: BTreeSet<TxnRef>,
@@ -156,9 +151,7 @@ impl Tc {
         for node in waiting {
             let tk = self.takeovers.get_mut(&node).expect("listed");
             for f in failed {
-                if tk.missing.remove(f) && !tk.rebuilt {
-                    tk.lost_reporter = true;
-                }
+                tk.missing.remove(f);
             }
             self.maybe_rebuild(node, dih, q, out);
         }
@@ -190,7 +183,6 @@ impl Tc {
             Takeover {
                 incarnation,
                 missing: self.members.iter().copied().collect(),
-                lost_reporter: false,
                 found: BTreeMap::new(),
                 finishing: BTreeSet::new(),
                 rebuilt: false,
@@ -366,8 +358,7 @@ impl Tc {
             return;
         }
         let incarnation = tk.incarnation;
-        let tk = self.takeovers.remove(&failed).expect("present");
-        let (committed, rest_unknown) = (tk.committed, tk.lost_reporter);
+        let committed = self.takeovers.remove(&failed).expect("present").committed;
         out.push(Output::Log(format!(
             "takeover of data node {failed} (start {incarnation}) finished"
         )));
@@ -391,7 +382,6 @@ impl Tc {
                     node: failed,
                     incarnation,
                     committed: mine,
-                    rest_unknown,
                 }),
             });
         }

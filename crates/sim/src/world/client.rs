@@ -206,7 +206,6 @@ impl World {
             Signal::TcNodeFailRep(f) => {
                 entry.0.extend(f.committed.iter().copied());
                 entry.1 = true;
-                entry.2 |= f.rest_unknown;
             }
             _ => unreachable!("matched above"),
         }
@@ -239,23 +238,12 @@ impl World {
         }
         let (_, node, incarnation) = t.coordinator.expect("a coordinator");
         let trans = t.trans;
-        let Some((committed, complete, rest_unknown)) =
-            self.clients[client].reports.get(&(node, incarnation))
+        let Some((committed, complete)) = self.clients[client].reports.get(&(node, incarnation))
         else {
             return Ok(());
         };
         let outcome = if committed.contains(&trans) {
             true
-        } else if *complete && *rest_unknown {
-            // A node holding its records failed during the takeover: the
-            // client hears "unknown"; the transaction may still commit
-            // (or have committed), as an orphan.
-            let t = self.clients[client].slots[slot].take().expect("present");
-            self.report.unknown += 1;
-            self.orphans.insert((client, t.trans), t);
-            let at = self.now + 1 + random_delay(&mut self.rng, 20);
-            self.schedule_wake(client, slot, at);
-            return Ok(());
         } else if *complete {
             false
         } else {

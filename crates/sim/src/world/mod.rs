@@ -305,9 +305,8 @@ struct Client {
     conns: BTreeMap<u16, ConnId>,
     slots: Vec<Option<Txn>>,
     /// Takeover reports by (coordinator, incarnation): the transactions
-    /// reported committed, whether the final report came, and whether it
-    /// said the rest are unknown (else aborted).
-    reports: BTreeMap<(u16, u32), (BTreeSet<TransId>, bool, bool)>,
+    /// reported committed, and whether the rest are known aborted.
+    reports: BTreeMap<(u16, u32), (BTreeSet<TransId>, bool)>,
     /// Nodes a connection is being opened to.
     connecting: BTreeSet<u16>,
     /// Per slot, the id of its latest wake (earlier ones are stale).

@@ -133,6 +133,8 @@ pub struct CopyRow {
 }
 
 /// GSNs of the cluster signals.
+/// After the epoch signals (55–61).
+pub const GSN_COPY_MARKERS: u16 = 62;
 pub const GSN_TAKEOVER_REQ: u16 = 25;
 pub const GSN_TAKEOVER_TXN: u16 = 26;
 pub const GSN_TAKEOVER_CONF: u16 = 27;
@@ -154,7 +156,7 @@ pub const GSN_COPY_FRAG_CONF: u16 = 52;
 pub const GSN_COPY_FRAG_REF: u16 = 53;
 pub const GSN_FRAG_STATE_CONF: u16 = 54;
 /// The last cluster GSN.
-pub const GSN_CLUSTER_LAST: u16 = super::epoch::GSN_EPOCH_LAST;
+pub const GSN_CLUSTER_LAST: u16 = GSN_COPY_MARKERS;
 
 /// Most members a view can hold (node ids are 1..=255).
 pub const VIEW_MEMBERS_MAX: usize = 255;
@@ -334,6 +336,16 @@ pub enum ClusterSignal {
         detail: String,
     },
 
+    /// Source LQH → target LQH, before the last batch of a copy: the
+    /// commits the source remembers whose clients may not know their
+    /// outcome (commit markers: txn, API node, client's id). The target
+    /// holds the copied rows of such a commit without its record, and
+    /// reports the marker if a coordinator's takeover asks.
+    CopyMarkers {
+        to: u16,
+        markers: Vec<(TxnRef, u16, TransId)>,
+    },
+
     // ---- epochs (the president's DIH ↔ every member) ----
     Epoch(EpochSignal),
 }
@@ -361,7 +373,8 @@ impl ClusterSignal {
             | ClusterSignal::CopyRows { to, .. }
             | ClusterSignal::CopyRowsConf { to, .. }
             | ClusterSignal::CopyFragConf { to, .. }
-            | ClusterSignal::CopyFragRef { to, .. } => *to,
+            | ClusterSignal::CopyFragRef { to, .. }
+            | ClusterSignal::CopyMarkers { to, .. } => *to,
             ClusterSignal::Epoch(e) => e.to(),
         }
     }
@@ -388,7 +401,8 @@ impl ClusterSignal {
             | ClusterSignal::CopyRows { to, .. }
             | ClusterSignal::CopyRowsConf { to, .. }
             | ClusterSignal::CopyFragConf { to, .. }
-            | ClusterSignal::CopyFragRef { to, .. } => *to = node,
+            | ClusterSignal::CopyFragRef { to, .. }
+            | ClusterSignal::CopyMarkers { to, .. } => *to = node,
             ClusterSignal::Epoch(e) => e.set_to(node),
         }
         self
@@ -416,6 +430,7 @@ impl ClusterSignal {
             ClusterSignal::CopyRowsConf { .. } => GSN_COPY_ROWS_CONF,
             ClusterSignal::CopyFragConf { .. } => GSN_COPY_FRAG_CONF,
             ClusterSignal::CopyFragRef { .. } => GSN_COPY_FRAG_REF,
+            ClusterSignal::CopyMarkers { .. } => GSN_COPY_MARKERS,
             ClusterSignal::Epoch(e) => e.gsn(),
         }
     }
@@ -639,6 +654,14 @@ impl ClusterSignal {
                 put_u16(out, *code);
                 put_detail(out, detail);
             }
+            ClusterSignal::CopyMarkers { markers, .. } => {
+                put_u32(out, markers.len() as u32);
+                for (txn, api_node, trans) in markers {
+                    put_u64(out, *txn);
+                    put_u16(out, *api_node);
+                    put_u64(out, trans.0);
+                }
+            }
             ClusterSignal::Epoch(e) => e.encode_body(out),
         }
     }
@@ -839,6 +862,17 @@ impl ClusterSignal {
                     detail: r.utf8(len, "detail")?,
                 }
             }
+            GSN_COPY_MARKERS => {
+                let count = r.u32("count")? as usize;
+                r.check_count(count, 18, "count")?;
+                let mut markers = Vec::with_capacity(count);
+                for i in 0..count {
+                    r.item = Some(("marker", i));
+                    markers.push((r.u64("txn")?, r.u16("api_node")?, TransId(r.u64("trans")?)));
+                }
+                r.item = None;
+                ClusterSignal::CopyMarkers { to, markers }
+            }
             _ => match EpochSignal::decode(gsn, to, r)? {
                 Some(e) => ClusterSignal::Epoch(e),
                 None => return Err(WireError::UnknownSignal(gsn)),
@@ -958,6 +992,10 @@ pub(crate) fn samples() -> Vec<ClusterSignal> {
         ],
     };
     vec![
+        ClusterSignal::CopyMarkers {
+            to: 4,
+            markers: vec![(super::first_txn_ref(2, 3) + 9, 101, TransId(77))],
+        },
         ClusterSignal::TakeoverReq {
             to: 3,
             failed: 1,

@@ -322,6 +322,7 @@ pub enum BlockSignal {
 fn cluster_destination(c: &ClusterSignal) -> BlockAddr {
     let block = match c {
         ClusterSignal::TakeoverReq { .. }
+        | ClusterSignal::CopyMarkers { .. }
         | ClusterSignal::CopyFragReq { .. }
         | ClusterSignal::CopyRows { .. }
         | ClusterSignal::CopyRowsConf { .. } => Block::Lqh,
