@@ -888,9 +888,15 @@ mod tests {
             ),
             (1, 10, 3, 2, 2)
         );
-        assert!(o.dirty_reads && o.json);
+        assert!(o.dirty_reads && o.json && o.temp && !o.durable);
         assert_eq!(o.connect, "127.0.0.1:1186");
-        assert_eq!(o.table_name(), "FLEXASYNCH_A2_S1");
+        // A table that is not logged has its own name (and definition).
+        assert_eq!(o.table_name(), "FLEXASYNCH_A2_S1_TEMP");
+        assert!(o.table_def().options.no_logging);
+        let logged = Options::parse(&args("-a 2 -durable")).unwrap();
+        assert!(logged.durable && !logged.temp);
+        assert_eq!(logged.table_name(), "FLEXASYNCH_A2_S1");
+        assert!(!logged.table_def().options.no_logging);
     }
 
     #[test]
