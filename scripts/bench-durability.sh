@@ -9,7 +9,7 @@
 # - writes: flexasynch -t 4 -con 4 -p 512 (-a 2 and -a 25), a logged table
 #   against a -temp (not logged) one, alternating, RUNS runs each; the
 #   redo log's size after each logged run (bytes per row change).
-# - latency: serial single-row transactions (-t 1 -p 1 -o 2000 -a 2),
+# - latency: serial single-row transactions (-t 1 -p 1 -o LAT_ROUNDS -a 2),
 #   with and without durable commits: p50/p99 per phase.
 # - restart: ROWS rows inserted (-a 2, kept), the data node stopped (a
 #   clean stop, SIGTERM) and started again: the time its restore took.
@@ -22,6 +22,7 @@ mkdir -p "$OUT"
 MGM_PORT=${MGM_PORT:-21486}
 RUNS=${RUNS:-3}
 ROWS=${ROWS:-1000000}
+LAT_ROUNDS=${LAT_ROUNDS:-300}
 PARTS=${PARTS:-"writes latency restart"}
 log() { printf '[bench-durability] %s\n' "$*" >&2; }
 
@@ -109,9 +110,9 @@ if [[ " $PARTS " == *" latency "* ]]; then
         extra=""
         [[ $kind == durable ]] && extra="-durable"
         # shellcheck disable=SC2086
-        flex -t 1 -con 1 -p 1 -o 2000 -a 2 --latency $extra >"$OUT/latency-$kind.txt" 2>&1
+        flex -t 1 -con 1 -p 1 -o "$LAT_ROUNDS" -a 2 --latency $extra >"$OUT/latency-$kind.txt" 2>&1
     done
-    echo "== serial single-row transactions (flexasynch -t 1 -p 1 -o 2000 -a 2 --latency), 1 data node, epoch_interval_ms 100"
+    echo "== serial single-row transactions (flexasynch -t 1 -p 1 -o $LAT_ROUNDS -a 2 --latency), 1 data node, epoch_interval_ms 100"
     for kind in plain durable; do
         echo "-- $kind commits"
         grep -h "latency p50" "$OUT/latency-$kind.txt" | grep -E "^(insert|update|delete)"

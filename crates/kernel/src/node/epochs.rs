@@ -156,8 +156,11 @@ impl DataNode {
     /// After a run of signals: report epoch progress, let the president
     /// move the protocol on, and hand out redo bytes once enough gathered.
     pub(super) fn epoch_bookkeeping(&mut self, now_ms: u64, out: &mut Vec<Output>) {
-        if self.tc.take_epoch_change() || self.epoch_dirty {
-            self.epoch_dirty = false;
+        // On most commits nothing here moves: TC's oldest epoch count fell
+        // to zero, and the report goes out only if a watermark changed.
+        let tc_changed = self.tc.take_epoch_change();
+        if tc_changed || self.epoch_dirty {
+            let dirty = std::mem::take(&mut self.epoch_dirty);
             let now = self.gcp.now();
             if now.restored && !now.holding {
                 self.gcp
@@ -165,10 +168,11 @@ impl DataNode {
             }
             let president = self.qmgr.president();
             self.gcp.report(president, &mut self.queue);
-            if self.qmgr.is_president() {
-                let view = self.qmgr.view().clone();
+            // The president's own report reaches it as a signal (dirty).
+            if dirty && self.qmgr.is_president() {
                 let takeovers = !self.qmgr.pending_takeovers().is_empty();
-                self.gcp.lead_advance(&view, takeovers, &mut self.queue);
+                self.gcp
+                    .lead_advance(self.qmgr.view(), takeovers, &mut self.queue);
             }
             // What those produced (to this node's own GCP included).
             while let Some(sig) = self.queue.pop_front() {

@@ -12,32 +12,49 @@ use crate::dih::EpochNow;
 use crate::node::{ConnId, Output};
 use crate::signal::{BlockSignal, TxnRef};
 use shoal_wire::Signal;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 #[derive(Default)]
 pub(super) struct EpochBook {
-    /// Committing transactions, by epoch.
-    committing: BTreeMap<u64, u32>,
-    /// The oldest count fell to zero (or a count moved): the complete
-    /// epoch may have advanced.
+    /// Committing transactions per epoch, ascending by epoch: a few
+    /// entries (the epochs still in flight), so a short deque searched
+    /// from the back beats a tree on every commit's path.
+    committing: VecDeque<(u64, u32)>,
+    /// An epoch's count fell to zero: the complete epoch may have
+    /// advanced.
     changed: bool,
 }
 
 impl EpochBook {
     fn add(&mut self, epoch: u64) {
-        *self.committing.entry(epoch).or_insert(0) += 1;
+        // New commits are mostly of the newest epoch: look from the back.
+        let at = self.committing.iter().rposition(|&(e, _)| e <= epoch);
+        match at {
+            Some(i) if self.committing[i].0 == epoch => self.committing[i].1 += 1,
+            Some(i) => self.committing.insert(i + 1, (epoch, 1)),
+            None => self.committing.push_front((epoch, 1)),
+        }
     }
 
     pub(super) fn remove(&mut self, epoch: u64) {
-        let n = self
+        let i = self
             .committing
-            .get_mut(&epoch)
+            .iter()
+            .position(|&(e, _)| e == epoch)
             .expect("a counted transaction's epoch is in the book");
-        *n -= 1;
-        if *n == 0 {
-            self.committing.remove(&epoch);
+        self.committing[i].1 -= 1;
+        if self.committing[i].1 == 0 {
+            self.committing.remove(i);
             self.changed = true;
         }
+    }
+
+    fn oldest(&self) -> Option<u64> {
+        self.committing.front().map(|&(e, _)| e)
+    }
+
+    fn count(&self) -> usize {
+        self.committing.iter().map(|&(_, n)| n as usize).sum()
     }
 }
 
@@ -85,7 +102,7 @@ impl Tc {
     }
 
     fn committing_oldest(&self) -> Option<u64> {
-        self.epochs.committing.keys().next().copied()
+        self.epochs.oldest()
     }
 
     /// The commit decision of a transaction whose operations all
@@ -186,7 +203,7 @@ impl Tc {
 
     /// Transactions counted as committing (for the simulator's checks).
     pub fn committing_count(&self) -> usize {
-        self.epochs.committing.values().map(|&n| n as usize).sum()
+        self.epochs.count()
     }
 
     /// The epoch protocol's state changed (a switch prepared or done, a
@@ -215,5 +232,32 @@ impl Tc {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::EpochBook;
+
+    #[test]
+    fn the_book_keeps_epochs_in_order_and_reports_the_oldest() {
+        let mut b = EpochBook::default();
+        for e in [5, 7, 5, 6, 4, 7] {
+            b.add(e);
+        }
+        assert_eq!(
+            b.committing.iter().copied().collect::<Vec<_>>(),
+            vec![(4, 1), (5, 2), (6, 1), (7, 2)]
+        );
+        assert_eq!((b.oldest(), b.count()), (Some(4), 6));
+        b.remove(5);
+        assert!(!b.changed, "epoch 5 still has a transaction");
+        b.remove(4);
+        assert!(b.changed);
+        assert_eq!(b.oldest(), Some(5));
+        for e in [5, 6, 7, 7] {
+            b.remove(e);
+        }
+        assert_eq!((b.oldest(), b.count()), (None, 0));
     }
 }
