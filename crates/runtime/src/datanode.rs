@@ -13,7 +13,7 @@ use crate::stop_signal;
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
 use shoal_kernel::{DataNode, KernelConfig, NodeRole};
-use shoal_mgmd::{DataNodeConfig, MgmEvent, NodeState, StartPhase};
+use shoal_mgmd::{DataNodeConfig, MgmEvent, NodeState, NodeStatus, StartPhase};
 use shoal_types::{ErrorCode, ShoalError, TableDef};
 use shoal_wire::{FRAME_HEADER_BYTES, SIGNAL_HEADER_BYTES};
 use std::net::{SocketAddr, ToSocketAddrs};
@@ -120,6 +120,8 @@ fn restore_files(
     node_id: u16,
     initial: bool,
     waker: &Arc<Waker>,
+    status: &tokio::sync::mpsc::UnboundedSender<LinkRequest>,
+    port: u16,
 ) -> Result<(shoal_mgmd::dir_lock::DirLock, node_files::Writer), ShoalError> {
     let started = Instant::now();
     let (lock, recovered) = node_files::open(dir, node_id, initial)?;
@@ -132,8 +134,37 @@ fn restore_files(
             recovered.durable
         );
     }
+    // How far it got, for the log and for `shoal mgm -e show`.
+    let mut progress = |done: u64, total: u64| {
+        if total < 1 << 20 {
+            return;
+        }
+        eprintln!(
+            "data node {node_id}: restoring: {:.1} M of {:.1} M row changes",
+            done as f64 / 1e6,
+            total as f64 / 1e6
+        );
+        let _ = status.send(LinkRequest::Status(NodeStatus {
+            state: NodeState::Starting,
+            data_memory_used_bytes: 0,
+            data_memory_total_bytes: 0,
+            rows: 0,
+            client_connections: 0,
+            listen_port: port,
+            start_phase: Some(StartPhase {
+                what: "restoring its rows from its redo log".into(),
+                done,
+                total,
+            }),
+        }));
+    };
     let stats = node
-        .restore_local(&recovered.entries, recovered.durable, recovered.log_end)
+        .restore_local(
+            &recovered.entries,
+            recovered.durable,
+            recovered.log_end,
+            &mut progress,
+        )
         .map_err(|why| {
             fail(
                 ErrorCode::OutOfDataMemory,
@@ -234,8 +265,15 @@ pub fn run_datanode(opts: DataNodeOptions) -> Result<(), ShoalError> {
     let (_dir_lock, files) = if cfg.diskless {
         (None, None)
     } else {
-        let (lock, writer) =
-            restore_files(&mut node, &cfg.data_dir, reg.node_id, opts.initial, &waker)?;
+        let (lock, writer) = restore_files(
+            &mut node,
+            &cfg.data_dir,
+            reg.node_id,
+            opts.initial,
+            &waker,
+            &link.requests,
+            port,
+        )?;
         (Some(lock), Some(writer))
     };
     let mut el = EventLoop::new(

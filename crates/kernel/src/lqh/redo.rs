@@ -24,6 +24,9 @@ use shoal_storage::redo::{Lsn, RedoEntry, RedoKind, RedoRecord, RedoWriter};
 use shoal_storage::{Memory, RowId};
 use shoal_types::{hash_key, TableId};
 
+/// Records between two progress reports of a restore.
+const RESTORE_PROGRESS_EVERY: u64 = 1 << 20;
+
 /// The log being written.
 pub(super) struct RedoSink {
     writer: RedoWriter,
@@ -203,6 +206,7 @@ impl Lqh {
         &mut self,
         entries: &[RedoEntry],
         through: u64,
+        progress: &mut dyn FnMut(u64, u64),
     ) -> Result<RestoreStats, String> {
         let mut stats = RestoreStats::default();
         // Everything before the last `Snapshot` is superseded by it. After
@@ -251,7 +255,11 @@ impl Lqh {
             .iter()
             .filter(|e| !e.record().kind.is_marker())
             .count() as u64;
+        let total = entries.len() as u64;
         for (i, e) in entries.iter().enumerate().skip(first) {
+            if (i as u64).is_multiple_of(RESTORE_PROGRESS_EVERY) {
+                progress(i as u64, total);
+            }
             let r = e.record();
             if r.kind.is_marker() {
                 continue;
@@ -272,6 +280,7 @@ impl Lqh {
             }
         }
         self.restore_tail = tail;
+        progress(total, total);
         Ok(stats)
     }
 

@@ -15,14 +15,16 @@ impl DataNode {
     /// `durable`, the durable epoch its sysfile recorded. Records of later
     /// epochs the log holds whole are kept until the cluster's restart
     /// epoch is known. Call after the tables are created, before any
-    /// input. Fails if the rows do not fit in memory.
+    /// input. Fails if the rows do not fit in memory. `progress` hears
+    /// (records read, records in all) now and then.
     pub fn restore_local(
         &mut self,
         entries: &[RedoEntry],
         durable: u64,
         log_end: Lsn,
+        progress: &mut dyn FnMut(u64, u64),
     ) -> Result<RestoreStats, String> {
-        let stats = self.lqh.restore_from_log(entries, durable)?;
+        let stats = self.lqh.restore_from_log(entries, durable, progress)?;
         self.qmgr.set_files(FilesState {
             durable,
             restorable: stats.restorable,

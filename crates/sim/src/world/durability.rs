@@ -148,7 +148,7 @@ impl World {
         let block = REDO_BLOCK_BYTES as u64;
         let end = log.valid_end.div_ceil(block) * block;
         let stats = dn
-            .restore_local(&log.entries, durable, end)
+            .restore_local(&log.entries, durable, end, &mut |_, _| {})
             .map_err(|e| format!("node {node}: restore failed: {e}"))?;
         if self.trace {
             eprintln!(
