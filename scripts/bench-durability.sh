@@ -40,8 +40,8 @@ cleanup() {
     PIDS=()
     DN=
 }
-trap cleanup EXIT
 DATA=$(mktemp -d -p "$PWD/target")
+trap 'cleanup; rm -rf "$DATA"' EXIT
 
 # start_cluster [FRESH]: mgmd (core 1) and one data node (core 0) on
 # $DATA; FRESH=1 wipes the data dir first.
