@@ -26,6 +26,9 @@ pub struct Finished {
     pub api_node: u16,
     pub trans: TransId,
     pub committed: bool,
+    /// The epoch it committed in (0: not committed, or no epochs run): a
+    /// takeover finishing its commit elsewhere must use the same.
+    pub epoch: u64,
 }
 
 /// Finished transactions remembered per coordinator above its low-water
@@ -122,6 +125,7 @@ mod tests {
             api_node: 9,
             trans: TransId(txn * 10),
             committed: txn % 2 == 1,
+            epoch: 0,
         }
     }
 

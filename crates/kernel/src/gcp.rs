@@ -1,5 +1,5 @@
 //! GCP: epochs and global checkpoints (NDB's GCP, run by the president's
-//! DIH). docs/PROTOCOL.md §8.
+//! DIH). docs/PROTOCOL.md §11.
 //!
 //! Every `epoch_interval_ms` the president switches the cluster to a new
 //! epoch in two steps: `Prepare` (every member holds new commit decisions
@@ -234,7 +234,7 @@ impl Gcp {
     /// done): epochs go on from the next one.
     pub fn restored(&mut self, epoch: u64, actions: &mut Vec<GcpAction>) {
         self.now = EpochNow {
-            current: self.now.current.max(epoch + 1),
+            current: self.now.current.max(epoch.saturating_add(1)),
             holding: false,
             restored: true,
         };
@@ -398,7 +398,7 @@ impl Gcp {
         if self.lead.switching.is_some() || now_ms < self.lead.next_switch_ms {
             return;
         }
-        let epoch = self.now.current.max(self.prepared) + 1;
+        let epoch = self.now.current.max(self.prepared).saturating_add(1);
         let waiting: BTreeSet<u16> = view.members.iter().map(|m| m.node).collect();
         for &n in &waiting {
             send(q, EpochSignal::Prepare { to: n, epoch });

@@ -61,6 +61,9 @@ pub fn open(dir: &Path, node_id: u16, initial: bool) -> Result<(DirLock, Recover
             }
         }
     }
+    if initial {
+        sync_dir(dir)?;
+    }
     let sys_bytes = read_all(&sys_path)?;
     let sysfile = match Sysfile::read(&sys_bytes) {
         Ok(s) => s,
@@ -124,6 +127,14 @@ fn empty() -> Recovered {
     }
 }
 
+/// Makes the directory's entries (files created, renamed, deleted)
+/// durable.
+fn sync_dir(dir: &Path) -> Result<(), ShoalError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| fail(format!("cannot sync the directory {}: {e}", dir.display())))
+}
+
 fn read_all(path: &Path) -> Result<Vec<u8>, ShoalError> {
     match std::fs::read(path) {
         Ok(b) => Ok(b),
@@ -141,7 +152,12 @@ fn move_aside(path: &Path) -> Result<PathBuf, ShoalError> {
     aside.push(format!(".damaged-{stamp}"));
     let aside = PathBuf::from(aside);
     match std::fs::rename(path, &aside) {
-        Ok(()) => Ok(aside),
+        Ok(()) => {
+            if let Some(dir) = path.parent() {
+                sync_dir(dir)?;
+            }
+            Ok(aside)
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(aside),
         Err(e) => Err(fail(format!("cannot move {} aside: {e}", path.display()))),
     }
@@ -188,6 +204,14 @@ impl Writer {
         };
         let redo = open_rw(REDO_FILE)?;
         let sys = open_rw(SYSFILE)?;
+        // Bytes past the last whole record (a torn tail, or a later block
+        // a crash kept while losing an earlier one) go: the log goes on
+        // from here, and a stale block further on must never be read as
+        // part of it.
+        redo.set_len(recovered.log_end)
+            .and_then(|()| redo.sync_all())
+            .map_err(|e| fail(format!("cannot cut the redo log at its end: {e}")))?;
+        sync_dir(dir)?;
         let (requests, rx) = channel();
         let (tx, events) = channel();
         let mut state = WriterState {
@@ -202,12 +226,21 @@ impl Writer {
             synced: recovered.log_end,
             written: recovered.log_end,
         };
-        if recovered.sysfile.is_none() {
+        match recovered.sysfile {
             // A new data dir: record 0 first, synced, so a later torn
             // write of record 1 leaves a valid one.
-            state
+            None => state
                 .write_sysfile(state.sysfile)
-                .map_err(|e| fail(format!("data node {node_id}: {e}")))?;
+                .map_err(|e| fail(format!("data node {node_id}: {e}")))?,
+            // The log was moved aside or cut shorter than the sysfile says
+            // it was synced: the new log is synced up to its start only.
+            Some(s) if s.redo_synced > recovered.log_end => {
+                let next = s.next(s.durable_epoch, 0, recovered.log_end);
+                state
+                    .write_sysfile(next)
+                    .map_err(|e| fail(format!("data node {node_id}: {e}")))?;
+            }
+            Some(_) => {}
         }
         std::thread::Builder::new()
             .name(format!("redo-writer-{node_id}"))

@@ -64,6 +64,15 @@ impl SimDisk {
         }
     }
 
+    /// Cuts `file` to `len` bytes, durably (`set_len`, then a sync).
+    pub fn truncate(&mut self, file: &str, len: usize) {
+        if let Some(f) = self.files.get_mut(file) {
+            f.current.truncate(len);
+            f.durable = f.current.clone();
+            f.unsynced.clear();
+        }
+    }
+
     /// The bytes of `file` as a read sees them (empty if it does not exist).
     pub fn read(&self, file: &str) -> &[u8] {
         self.files.get(file).map_or(&[], |f| &f.current)

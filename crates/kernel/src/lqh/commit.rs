@@ -114,7 +114,7 @@ impl Lqh {
         if t.rows.is_empty() && t.waiting.is_none() && t.queued.is_empty() {
             let (api_node, trans) = (t.api_node, t.trans);
             self.txns.remove(&txn);
-            self.remember_finished(txn, api_node, trans, true);
+            self.remember_finished(txn, api_node, trans, true, epoch);
         }
         self.resume_granted(now_ms, dih, out);
     }
@@ -176,7 +176,8 @@ impl Lqh {
         }
         let (api_node, trans, committed) = (t.api_node, t.trans, commit || t.committed);
         txns.remove(&txn);
-        self.remember_finished(txn, api_node, trans, committed);
+        let epoch = if committed { epoch } else { 0 };
+        self.remember_finished(txn, api_node, trans, committed, epoch);
         self.resume_granted(now_ms, dih, out);
     }
 }

@@ -311,11 +311,11 @@ impl Lqh {
                 // their outcome: the target holds their copied rows
                 // without their records, and must be able to report them
                 // if their coordinator fails (in pieces a frame holds).
-                let markers: Vec<(TxnRef, u16, TransId)> = self
+                let markers: Vec<(TxnRef, u16, TransId, u64)> = self
                     .finished
                     .iter()
                     .flat_map(|f| f.commits())
-                    .map(|f| (f.txn, f.api_node, f.trans))
+                    .map(|f| (f.txn, f.api_node, f.trans, f.epoch))
                     .collect();
                 for chunk in markers.chunks(COPY_MARKERS_PER_SIGNAL) {
                     out.push_back(BlockSignal::Cluster(ClusterSignal::CopyMarkers {
@@ -537,10 +537,10 @@ impl Lqh {
     }
 
     /// Commit markers from a copy's source (see `ClusterSignal::CopyMarkers`).
-    pub(super) fn copy_markers(&mut self, markers: &[(TxnRef, u16, TransId)]) {
-        for &(txn, api_node, trans) in markers {
+    pub(super) fn copy_markers(&mut self, markers: &[(TxnRef, u16, TransId, u64)]) {
+        for &(txn, api_node, trans, epoch) in markers {
             if !self.txns.contains_key(&txn) {
-                self.remember_finished(txn, api_node, trans, true);
+                self.remember_finished(txn, api_node, trans, true, epoch);
             }
         }
     }

@@ -617,7 +617,7 @@ impl Lqh {
                     // An operation may still be on its way here (its chain
                     // broke at a failed node, so the abort overtook it):
                     // remembered as over, it is dropped when it comes.
-                    self.remember_finished(txn, 0, TransId(0), false);
+                    self.remember_finished(txn, 0, TransId(0), false, 0);
                 }
                 self.finish(txn, committed, now_ms, dih, out);
                 out.push_back(BlockSignal::AbortConf {
@@ -686,12 +686,20 @@ impl Lqh {
         &mut self.finished[i]
     }
 
-    fn remember_finished(&mut self, txn: TxnRef, api_node: u16, trans: TransId, committed: bool) {
+    fn remember_finished(
+        &mut self,
+        txn: TxnRef,
+        api_node: u16,
+        trans: TransId,
+        committed: bool,
+        epoch: u64,
+    ) {
         self.finished_of(tc_node_of(txn)).insert(Finished {
             txn,
             api_node,
             trans,
             committed,
+            epoch,
         });
     }
 

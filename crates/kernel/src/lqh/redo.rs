@@ -217,6 +217,16 @@ impl Lqh {
             .iter()
             .rposition(|e| e.record().kind == RedoKind::Snapshot)
             .unwrap_or(0);
+        // Snapshot rows are stamped 0 and stand for the snapshot's epoch:
+        // if the durable epoch is older than that, nothing after the
+        // snapshot is applied now (all of it waits, in log order, for the
+        // cluster's restart epoch, which is then at least the snapshot's).
+        let snapshot_epoch = entries
+            .get(first)
+            .map(|e| e.record())
+            .filter(|r| r.kind == RedoKind::Snapshot)
+            .map_or(0, |r| r.epoch);
+        let apply_now = through >= snapshot_epoch;
         let mut bound_after = vec![u64::MAX; entries.len() + 1];
         for (i, e) in entries.iter().enumerate().rev() {
             let r = e.record();
@@ -244,12 +254,9 @@ impl Lqh {
                 RedoKind::Write | RedoKind::Delete => {}
             }
         }
-        if stats.restorable < stats.restorable_from {
-            // A snapshot not followed by an end-of-epoch marker yet: the
-            // log restores nothing.
-            stats.restorable = 0;
-            stats.restorable_from = 0;
-        }
+        // A snapshot not followed by an end-of-epoch marker yet leaves an
+        // empty range (`restorable < restorable_from`): the log restores
+        // nothing, not even "no rows".
         let mut tail = Vec::new();
         stats.skipped += entries[..first]
             .iter()
@@ -266,7 +273,7 @@ impl Lqh {
             }
             if r.epoch > bound_after[i + 1] {
                 stats.skipped += 1;
-            } else if r.epoch <= through {
+            } else if apply_now && r.epoch <= through {
                 if self.apply_record(&r)? {
                     stats.applied += 1;
                 } else {

@@ -78,7 +78,7 @@ impl Lqh {
                     api_node: f.api_node,
                     trans: f.trans,
                     committed: true,
-                    epoch: 0,
+                    epoch: f.epoch,
                     frags: Vec::new(),
                 }));
                 reported += 1;

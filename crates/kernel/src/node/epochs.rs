@@ -9,6 +9,11 @@ use crate::lqh::RestoreStats;
 use crate::signal::{EpochSignal, FilesState, View};
 use shoal_storage::redo::{Lsn, RedoEntry, RedoKind};
 
+/// The epoch of the `Snapshot` marker a node logs when it joins a running
+/// cluster: no epoch is that high, so the log restores nothing until the
+/// real snapshot follows.
+const VOID_SNAPSHOT_EPOCH: u64 = u64::MAX;
+
 impl DataNode {
     /// Brings this node's rows back from its own redo log, read at start
     /// (`entries`, in log order; the log goes on at `log_end`), through
@@ -80,6 +85,20 @@ impl DataNode {
         sig: EpochSignal,
         out: &mut Vec<Output>,
     ) {
+        // What only the president decides is taken from the president
+        // alone (the signals of a president that lost its office are
+        // stale).
+        let from_president = matches!(
+            sig,
+            EpochSignal::Prepare { .. }
+                | EpochSignal::Commit { .. }
+                | EpochSignal::Save { .. }
+                | EpochSignal::Durable { .. }
+                | EpochSignal::Restore { .. }
+        );
+        if from_president && self.qmgr.president() != Some(from) {
+            return;
+        }
         let mut actions = Vec::new();
         self.gcp.handle(from, sig, &mut self.queue, &mut actions);
         self.epoch_dirty = true;
@@ -208,6 +227,15 @@ impl DataNode {
             // Its log waits for the copy to finish (a snapshot of every
             // row starts it again then).
             self.lqh.drop_all_rows();
+            if self.lqh.redo_enabled() {
+                // What its log held is no longer what it holds: until its
+                // snapshot, the log restores nothing (synced at once, so a
+                // crash of every node meanwhile cannot bring the old rows
+                // back as a restorable epoch).
+                self.lqh
+                    .append_marker(RedoKind::Snapshot, VOID_SNAPSHOT_EPOCH);
+                self.flush_redo(out);
+            }
             self.lqh.pause_redo();
             out.push(Output::Log(
                 "joined a running cluster: copying every row from live replicas".into(),
@@ -228,6 +256,18 @@ impl DataNode {
             out.push(Output::Log(format!(
                 "copy done: logged a snapshot of {rows} rows; its files can restore epoch {epoch} and later"
             )));
+        }
+        let president_lost =
+            old.number != 0 && old.president() != new.president() && new.member(me).is_some();
+        if president_lost && !self.gcp.now().restored {
+            // The cluster's restart lost its president before this node
+            // heard which epoch to restore: it starts over (it has served
+            // nothing), and joins the running cluster or a new restart.
+            self.queue.clear();
+            out.push(Output::ShutDown {
+                reason: "the president of the cluster's restart failed before this node restored its rows; it starts again".into(),
+            });
+            return;
         }
         let president = self.qmgr.is_president();
         self.gcp.view_changed(president, old, new, &mut self.queue);

@@ -30,7 +30,7 @@ pub fn plan(
     // is epoch 0, which every node can).
     let can = |n: u16, epoch: u64| {
         let f = of(n);
-        epoch == 0 || (f.restorable_from <= epoch && epoch <= f.restorable)
+        f.restorable_from <= epoch && epoch <= f.restorable
     };
     let covered = |epoch: u64| {
         node_groups
@@ -41,7 +41,11 @@ pub fn plan(
     let mut candidates: Vec<u64> = nodes.iter().map(|&n| of(n).restorable).collect();
     candidates.push(0);
     candidates.sort_unstable_by(|a, b| b.cmp(a));
-    let epoch = candidates.into_iter().find(|&e| covered(e)).unwrap_or(0);
+    let Some(epoch) = candidates.into_iter().find(|&e| covered(e)) else {
+        return RestorePlan::Wait(
+            "no epoch is one every node group can restore on a node present (a node's log restores nothing while it copies its rows after a restart): start the other data nodes, or start the cluster empty with --initial".into(),
+        );
+    };
     if epoch < durable {
         let short: Vec<&Vec<u16>> = node_groups
             .iter()

@@ -309,8 +309,23 @@ impl Tc {
                 self.remove(txn, q, out);
             } else if f.committed {
                 // Some replica committed (in the epoch it reports): so do
-                // all (backups first).
-                self.count_in_epoch(txn, f.epoch);
+                // all (backups first), in that epoch. (A replica that only
+                // remembers the commit reports its epoch too; an epoch 0
+                // with epochs running would be a record lost, so the
+                // current one stands in rather than none.)
+                let epoch = if f.epoch == 0 {
+                    self.epoch_now.current
+                } else {
+                    f.epoch
+                };
+                debug_assert!(
+                    f.epoch != 0 || self.epoch_now.current == 0,
+                    "a committed transaction reported without its epoch"
+                );
+                self.count_in_epoch(txn, epoch);
+                if let Some(t) = self.txns.get_mut(&txn) {
+                    t.epoch = epoch;
+                }
                 self.commit_wave(txn, Wave::Backups, q, out);
             } else {
                 self.send_aborts(txn, AbortReply::Silent, q, out);

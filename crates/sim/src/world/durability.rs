@@ -147,8 +147,14 @@ impl World {
         }
         let block = REDO_BLOCK_BYTES as u64;
         let end = log.valid_end.div_ceil(block) * block;
+        // As the runtime: the log is cut where it goes on, so no stale
+        // block past it is ever read as part of it.
+        let entries = log.entries;
+        let f = &mut self.files[node as usize - 1];
+        f.disk.truncate(REDO, end as usize);
+        f.synced = end;
         let stats = dn
-            .restore_local(&log.entries, durable, end, &mut |_, _| {})
+            .restore_local(&entries, durable, end, &mut |_, _| {})
             .map_err(|e| format!("node {node}: restore failed: {e}"))?;
         if self.trace {
             eprintln!(

@@ -343,7 +343,8 @@ pub enum ClusterSignal {
     /// reports the marker if a coordinator's takeover asks.
     CopyMarkers {
         to: u16,
-        markers: Vec<(TxnRef, u16, TransId)>,
+        /// (txn, API node, client's id, epoch it committed in).
+        markers: Vec<(TxnRef, u16, TransId, u64)>,
     },
 
     // ---- epochs (the president's DIH ↔ every member) ----
@@ -656,10 +657,11 @@ impl ClusterSignal {
             }
             ClusterSignal::CopyMarkers { markers, .. } => {
                 put_u32(out, markers.len() as u32);
-                for (txn, api_node, trans) in markers {
+                for (txn, api_node, trans, epoch) in markers {
                     put_u64(out, *txn);
                     put_u16(out, *api_node);
                     put_u64(out, trans.0);
+                    put_u64(out, *epoch);
                 }
             }
             ClusterSignal::Epoch(e) => e.encode_body(out),
@@ -864,11 +866,16 @@ impl ClusterSignal {
             }
             GSN_COPY_MARKERS => {
                 let count = r.u32("count")? as usize;
-                r.check_count(count, 18, "count")?;
+                r.check_count(count, 26, "count")?;
                 let mut markers = Vec::with_capacity(count);
                 for i in 0..count {
                     r.item = Some(("marker", i));
-                    markers.push((r.u64("txn")?, r.u16("api_node")?, TransId(r.u64("trans")?)));
+                    markers.push((
+                        r.u64("txn")?,
+                        r.u16("api_node")?,
+                        TransId(r.u64("trans")?),
+                        r.u64("epoch")?,
+                    ));
                 }
                 r.item = None;
                 ClusterSignal::CopyMarkers { to, markers }
@@ -994,7 +1001,7 @@ pub(crate) fn samples() -> Vec<ClusterSignal> {
     vec![
         ClusterSignal::CopyMarkers {
             to: 4,
-            markers: vec![(super::first_txn_ref(2, 3) + 9, 101, TransId(77))],
+            markers: vec![(super::first_txn_ref(2, 3) + 9, 101, TransId(77), 12)],
         },
         ClusterSignal::TakeoverReq {
             to: 3,

@@ -2,7 +2,7 @@
 //! the president's DIH): every committed transaction belongs to one
 //! epoch on all its replicas; an epoch is durable once every live node
 //! has synced its redo log through it; a whole-cluster restart restores
-//! the newest epoch every node group holds whole. docs/PROTOCOL.md §8.
+//! the newest epoch every node group holds whole. docs/PROTOCOL.md §11.
 //!
 //! Every signal names the node it is for (`to`, written by
 //! `ClusterSignal::encode_body` before the body here).
