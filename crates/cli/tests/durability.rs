@@ -61,17 +61,6 @@ fn bank_check(cluster: &TestCluster) -> (bool, String) {
     (out.status.success(), text)
 }
 
-fn verify(cluster: &TestCluster) {
-    let out = cluster.shoal(&["verify", "--connect", &cluster.mgmd_addr]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("every replica identical"),
-        "{stdout}\n{}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        cluster.logs()
-    );
-}
-
 /// Stops every data node and mgmd: kill -9, or SIGTERM (a clean stop).
 fn stop_all(cluster: &mut TestCluster, sig: libc::c_int) {
     let mut children: Vec<Child> = cluster
@@ -146,7 +135,7 @@ fn a_cluster_killed_mid_bank_comes_back_from_its_files() {
         "after kill -9 of every process: {text}\n{}",
         cluster.logs()
     );
-    verify(&cluster);
+    cluster.verify_replicas();
     let logs = cluster.logs();
     assert!(
         logs.contains("restoring from") && logs.contains("restored the rows to the end of epoch"),
@@ -164,7 +153,7 @@ fn a_clean_stop_keeps_every_row() {
     start_all(&mut cluster);
     let (ok, text) = bank_check(&cluster);
     assert!(ok, "after a clean stop: {text}\n{}", cluster.logs());
-    verify(&cluster);
+    cluster.verify_replicas();
 }
 
 #[test]

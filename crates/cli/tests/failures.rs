@@ -138,18 +138,6 @@ fn finish_bank(cluster: &TestCluster, bank: Bank) -> (serde_json::Value, String)
     (report, stderr)
 }
 
-/// Every replica identical, row by row.
-fn verify(cluster: &TestCluster) {
-    let out = cluster.shoal(&["verify", "--connect", &cluster.mgmd_addr]);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("every replica identical"),
-        "{stdout}\n{}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        cluster.logs()
-    );
-}
-
 fn signal(child: &Child, sig: libc::c_int) {
     // SAFETY: kill(2) on our own child's pid.
     unsafe {
@@ -185,7 +173,7 @@ fn killed_nodes_one_per_group_lose_nothing_and_rejoin() {
     // The bank kept committing after the failures.
     assert!(transfers_after(&stderr, mark) > 0, "{stderr}");
     cluster.wait_started();
-    verify(&cluster);
+    cluster.verify_replicas();
 }
 
 #[test]
@@ -215,7 +203,7 @@ fn two_nodes_killed_at_once_the_arbitrator_decides() {
     if logs.contains("failed [2, 3]") || logs.contains("failed [3, 2]") {
         assert!(logs.contains("asking the arbitrator"), "{logs}");
     }
-    verify(&cluster);
+    cluster.verify_replicas();
 }
 
 #[test]
@@ -230,7 +218,7 @@ fn a_lone_survivor_asks_the_arbitrator() {
     cluster.wait_started();
     let logs = cluster.log("datanode-1.log");
     assert!(logs.contains("asking the arbitrator"), "{logs}");
-    verify(&cluster);
+    cluster.verify_replicas();
 }
 
 #[test]
@@ -286,7 +274,7 @@ fn a_frozen_node_is_declared_failed_then_stops_and_rejoins() {
             || log.contains("was declared failed by the cluster"),
         "{log}"
     );
-    verify(&cluster);
+    cluster.verify_replicas();
 }
 
 #[test]
@@ -347,5 +335,5 @@ fn a_restarting_node_shows_how_far_its_copy_got() {
     // Never backwards.
     assert!(seen.windows(2).all(|w| w[0] <= w[1]), "{seen:?}");
     cluster.wait_started();
-    verify(&cluster);
+    cluster.verify_replicas();
 }

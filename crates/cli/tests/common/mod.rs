@@ -238,6 +238,19 @@ impl TestCluster {
         }
     }
 
+    /// `shoal verify`: every replica of every fragment identical, row by
+    /// row (panics with the logs otherwise).
+    pub fn verify_replicas(&self) {
+        let out = self.shoal(&["verify", "--connect", &self.mgmd_addr]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && stdout.contains("every replica identical"),
+            "{stdout}\n{}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            self.logs()
+        );
+    }
+
     pub fn data_dir(&self) -> PathBuf {
         self.dir.path().to_path_buf()
     }

@@ -318,10 +318,6 @@ impl Tc {
                 } else {
                     f.epoch
                 };
-                debug_assert!(
-                    f.epoch != 0 || self.epoch_now.current == 0,
-                    "a committed transaction reported without its epoch"
-                );
                 self.count_in_epoch(txn, epoch);
                 if let Some(t) = self.txns.get_mut(&txn) {
                     t.epoch = epoch;
