@@ -3,10 +3,16 @@
 //! then started again on the same data dir: the bank's accounts are all
 //! there with the total unchanged, and the replicas agree row by row. A
 //! clean stop keeps every row too. A diskless cluster comes back empty.
+//! Local checkpoints free the log and a restart reads them; a redo log
+//! filled on purpose refuses writes with a temporary error while the node
+//! stays up.
 
 mod common;
 
-use common::TestCluster;
+use common::{runtime, TestCluster};
+use shoal_client::{
+    Cluster, ColumnDef, ColumnType, ErrorCode, ExecType, LockMode, ShoalError, TableDef, Value,
+};
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -168,9 +174,159 @@ fn a_diskless_cluster_comes_back_empty() {
         text.contains("missing") || text.contains("did not exist"),
         "{text}"
     );
-    let dir = cluster.data_dir();
+    let dir = cluster.data_dir().join("datanode-1");
+    let logs: Vec<_> = std::fs::read_dir(&dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("redo") || n.starts_with("lcp"))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(logs.is_empty(), "a diskless data node wrote {logs:?}");
+}
+
+/// The redo log's files and the checkpoints in a data node's dir.
+fn files_of(cluster: &TestCluster, node: u16) -> (Vec<String>, Vec<String>) {
+    let dir = cluster.data_dir().join(format!("datanode-{node}"));
+    let mut redo = Vec::new();
+    let mut lcp = Vec::new();
+    for e in std::fs::read_dir(&dir).expect("data dir").flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with("redo-") {
+            redo.push(name);
+        } else if name.starts_with("lcp-") {
+            lcp.push(name);
+        }
+    }
+    redo.sort();
+    lcp.sort();
+    (redo, lcp)
+}
+
+#[test]
+fn checkpoints_free_the_log_and_a_restart_reads_them() {
+    // A checkpoint each time the log grows by 2 MiB.
+    let mut cluster = TestCluster::start_nodes(2, 2, |c| {
+        c.heartbeat_interval_ms = 250;
+        c.redo_log_bytes = 16 << 20;
+    });
+    bank_runs(&cluster, "4");
+    let logs = cluster.logs();
     assert!(
-        !dir.join("datanode-1").join("redo.log").exists(),
-        "a diskless data node wrote a redo log"
+        logs.contains("local checkpoint") && logs.contains("MB of log freed"),
+        "no checkpoint recorded\n{logs}"
     );
+    let (redo, lcp) = files_of(&cluster, 1);
+    assert!(
+        !redo.is_empty() && redo[0] != "redo-00000000.log",
+        "the log's first file was never freed: {redo:?}"
+    );
+    assert!(!lcp.is_empty(), "no checkpoint file");
+    stop_all(&mut cluster, libc::SIGKILL);
+    start_all(&mut cluster);
+    let (ok, text) = bank_check(&cluster);
+    assert!(
+        ok,
+        "after kill -9 of every process: {text}\n{}",
+        cluster.logs()
+    );
+    cluster.verify_replicas();
+    let logs = cluster.logs();
+    assert!(
+        logs.contains("restoring from") && logs.contains("checkpoints "),
+        "{logs}"
+    );
+    bank_runs(&cluster, "1");
+}
+
+fn wide_table() -> TableDef {
+    TableDef::new(
+        "fill",
+        vec![
+            ColumnDef::new("id", ColumnType::BigInt { unsigned: true }),
+            ColumnDef::new("s", ColumnType::VarChar(400)),
+        ],
+        &["id"],
+    )
+    .unwrap()
+}
+
+/// Inserts rows `from..from + n` of 400 bytes each in one transaction.
+async fn insert_batch(client: &Cluster, from: u64, n: u64) -> Result<(), ShoalError> {
+    let rec = client.table("fill").await?.full_record();
+    let mut tx = client.transaction();
+    let text = "x".repeat(400);
+    for id in from..from + n {
+        tx.insert(&rec, &[Value::UInt(id), Value::Str(text.clone())])?;
+    }
+    tx.execute(ExecType::Commit).await.map(|_| ())
+}
+
+#[test]
+fn a_full_redo_log_refuses_writes_and_the_node_stays_up() {
+    // 16 MiB of log and slow checkpoints: writes outrun them.
+    let mut cluster = TestCluster::start_with(|c| {
+        c.redo_log_bytes = 16 << 20;
+        c.checkpoint_bytes_per_sec = 1 << 20;
+        c.data_memory_bytes = 256 << 20;
+    });
+    let rt = runtime();
+    let client = rt.block_on(async {
+        let client = Cluster::connect(&cluster.mgmd_addr).await.expect("connect");
+        client
+            .create_table(wide_table())
+            .await
+            .expect("create table");
+        client
+    });
+    const BATCH: u64 = 500;
+    let refused = rt.block_on(async {
+        let mut next = 0u64;
+        // Four batches at a time, until one is refused (16 MiB is ~40,000
+        // rows; give up well past that).
+        while next < 400_000 {
+            let batches: Vec<_> = (0..4)
+                .map(|i| insert_batch(&client, next + i * BATCH, BATCH))
+                .collect();
+            next += 4 * BATCH;
+            for r in futures::future::join_all(batches).await {
+                match r {
+                    Ok(()) => {}
+                    Err(e) if e.code == ErrorCode::RedoLogFull => return Some((next, e)),
+                    Err(e) => panic!("insert failed: {e}"),
+                }
+            }
+        }
+        None
+    });
+    let (rows, e) = refused.unwrap_or_else(|| panic!("no write was refused\n{}", cluster.logs()));
+    assert_eq!(e.class(), shoal_client::ErrorClass::Temporary, "{e}");
+    assert!(e.to_string().contains("redo log"), "{e}");
+    cluster.assert_alive();
+    rt.block_on(async {
+        // Reads go on while writes are refused.
+        let rec = client.table("fill").await.unwrap().full_record();
+        let mut tx = client.transaction();
+        let op = tx
+            .read(&rec, &[Value::UInt(0)], LockMode::CommittedRead)
+            .unwrap();
+        tx.execute(ExecType::Commit)
+            .await
+            .expect("a read while the log is full");
+        assert!(tx.row(op).is_some());
+        // A checkpoint frees the log: writes are taken again.
+        let deadline = std::time::Instant::now() + Duration::from_secs(120);
+        loop {
+            match insert_batch(&client, rows + 1_000_000, 1).await {
+                Ok(()) => break,
+                Err(e) if e.code == ErrorCode::RedoLogFull => {
+                    assert!(std::time::Instant::now() < deadline, "the log never freed");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                Err(e) => panic!("insert after the log was full: {e}"),
+            }
+        }
+    });
+    cluster.assert_alive();
 }

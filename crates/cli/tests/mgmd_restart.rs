@@ -64,10 +64,22 @@ fn starts(s: &ClusterStatus) -> Vec<(u16, NodeState, u32)> {
         .collect()
 }
 
-/// Waits until mgmd shows every data node started in start 1 (their only
-/// start); panics with the last status and the logs after `REATTACH_WAIT`.
-fn wait_reattached(cluster: &TestCluster) {
-    let want = vec![(1, NodeState::Started, 1), (2, NodeState::Started, 1)];
+/// The start number of each data node (their only start; mgmd numbers
+/// the starts of all data nodes from one sequence).
+fn start_numbers(cluster: &TestCluster) -> Vec<(u16, NodeState, u32)> {
+    let s = status(&cluster.mgmd_addr).expect("mgmd status");
+    let got = starts(&s);
+    let mut numbers: Vec<u32> = got.iter().map(|&(_, _, n)| n).collect();
+    numbers.sort_unstable();
+    assert_eq!(numbers, vec![1, 2], "{got:?}");
+    got
+}
+
+/// Waits until mgmd shows every data node started in the start it had
+/// before (`want`); panics with the last status and the logs after
+/// `REATTACH_WAIT`.
+fn wait_reattached(cluster: &TestCluster, want: &[(u16, NodeState, u32)]) {
+    let want = want.to_vec();
     let since = Instant::now();
     loop {
         let last = status(&cluster.mgmd_addr);
@@ -76,7 +88,7 @@ fn wait_reattached(cluster: &TestCluster) {
         }
         assert!(
             since.elapsed() < REATTACH_WAIT,
-            "the data nodes did not come back as started in start 1 within {REATTACH_WAIT:?}; \
+            "the data nodes did not come back as started in their start within {REATTACH_WAIT:?}; \
              last status: {last:#?}\n{}",
             cluster.logs()
         );
@@ -111,6 +123,7 @@ fn data_nodes_reattach_in_the_same_start_after_mgmd_restarts() {
         insert(&c, &rec, 0..10).await;
         rec
     });
+    let before = start_numbers(&cluster);
 
     cluster.kill_mgmd();
     // Without mgmd the data nodes keep serving a client that knows them.
@@ -119,27 +132,29 @@ fn data_nodes_reattach_in_the_same_start_after_mgmd_restarts() {
         assert_eq!(value(&c, &rec, 15).await, Some(Value::Int(150)));
     });
     cluster.start_mgmd();
-    wait_reattached(&cluster);
+    wait_reattached(&cluster, &before);
     cluster.assert_alive();
 
     let o = mgm(&addr, "show");
     let text = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{text}");
-    for id in [1, 2] {
+    for &(id, _, start) in &before {
         let line = text
             .lines()
             .find(|l| l.starts_with(&format!("id={id} ")))
             .unwrap_or_else(|| panic!("no line for node {id}: {text}"));
         assert!(
-            line.contains(" started ") && line.contains("start #1"),
+            line.contains(" started ") && line.contains(&format!("start #{start}")),
             "{line}"
         );
     }
-    for id in [1, 2] {
+    for &(id, _, start) in &before {
         let log = cluster.log(&format!("datanode-{id}.log"));
         assert!(log.contains(&format!("data node {id}: lost mgmd")), "{log}");
         assert!(
-            log.contains(&format!("data node {id}: reattached to mgmd (start 1;")),
+            log.contains(&format!(
+                "data node {id}: reattached to mgmd (start {start};"
+            )),
             "{log}"
         );
     }
@@ -176,6 +191,7 @@ fn schema_changes_made_while_the_data_nodes_were_away_are_caught_up() {
     });
     let all = cluster.wait_for_all(|_, s| s.rows == 10);
     assert!(all.iter().all(|(_, s)| s.rows == 10), "{all:?}");
+    let before = start_numbers(&cluster);
 
     // mgmd goes down, and a stand-in on the same data dir but another port
     // (where the data nodes do not look) changes the schema: one table
@@ -222,12 +238,12 @@ fn schema_changes_made_while_the_data_nodes_were_away_are_caught_up() {
     });
 
     cluster.start_mgmd();
-    wait_reattached(&cluster);
-    for id in [1, 2] {
+    wait_reattached(&cluster, &before);
+    for &(id, _, start) in &before {
         let log = cluster.log(&format!("datanode-{id}.log"));
         assert!(
             log.contains(&format!(
-                "data node {id}: reattached to mgmd (start 1; 1 table(s) created and 1 dropped meanwhile)"
+                "data node {id}: reattached to mgmd (start {start}; 1 table(s) created and 1 dropped meanwhile)"
             )),
             "{log}"
         );

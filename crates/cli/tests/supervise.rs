@@ -238,6 +238,19 @@ fn started_as(s: &ClusterStatus, id: u16, incarnation: u32) -> bool {
     n.state == NodeState::Started && n.incarnation == incarnation
 }
 
+/// Started in a later start than `before` (mgmd numbers the starts of all
+/// data nodes from one sequence, so a node's next start number is larger
+/// but not always by one).
+fn started_after(s: &ClusterStatus, id: u16, before: u32) -> bool {
+    let n = data_node(s, id);
+    n.state == NodeState::Started && n.incarnation > before
+}
+
+/// The start numbers of data nodes 1 and 2.
+fn starts_of(s: &ClusterStatus) -> (u32, u32) {
+    (data_node(s, 1).incarnation, data_node(s, 2).incarnation)
+}
+
 fn kill9(pid: i32) {
     assert!(is_shoal(pid), "pid {pid} is not a shoal process");
     unsafe {
@@ -251,7 +264,8 @@ fn killed_data_node_and_mgmd_are_restarted() {
     let status = up.wait_status("both data nodes supervised", |s| {
         [1, 2].iter().all(|&id| data_node(s, id).supervised)
     });
-    assert!(started_as(&status, 2, 1), "{status:#?}");
+    let (first1, first2) = starts_of(&status);
+    assert!(started_as(&status, 2, first2), "{status:#?}");
 
     // The data dir is this cluster's: a second `shoal up` on it (another
     // port) refuses to start instead of running a cluster over its files.
@@ -272,9 +286,10 @@ fn killed_data_node_and_mgmd_are_restarted() {
     kill9(old);
     let new = up.wait_new_pid("datanode-2", old);
     assert!(is_shoal(new));
-    up.wait_status("node 2 started again with incarnation 2", |s| {
-        started_as(s, 2, 2) && started_as(s, 1, 1)
+    let again = up.wait_status("node 2 started again in a new start", |s| {
+        started_after(s, 2, first2) && started_as(s, 1, first1)
     });
+    let second2 = data_node(&again, 2).incarnation;
     assert!(
         up.stdout()
             .contains("datanode-2 exited (killed by signal 9); restarting in 0.5 s (restart #1)"),
@@ -292,7 +307,7 @@ fn killed_data_node_and_mgmd_are_restarted() {
     });
     assert_eq!(
         data_node(&status, 2).incarnation,
-        2,
+        second2,
         "start numbers survive mgmd's restart"
     );
     let out = up.stdout();
@@ -305,9 +320,10 @@ fn killed_data_node_and_mgmd_are_restarted() {
 #[test]
 fn stop_start_restart_and_rolling_restart() {
     let up = Up::start();
-    up.wait_status("both data nodes supervised", |s| {
+    let status = up.wait_status("both data nodes supervised", |s| {
         [1, 2].iter().all(|&id| data_node(s, id).supervised)
     });
+    let (first1, first2) = starts_of(&status);
 
     let o = up.mgm("2 STOP");
     assert!(o.status.success(), "{}", text(&o));
@@ -328,8 +344,11 @@ fn stop_start_restart_and_rolling_restart() {
 
     let o = up.mgm("2 start");
     assert!(o.status.success(), "{}", text(&o));
+    let status = up.status().expect("mgmd answers");
+    let second2 = data_node(&status, 2).incarnation;
+    assert!(second2 > first2, "{status:#?}");
     assert!(
-        text(&o).contains("Node 2 is started (start #2)"),
+        text(&o).contains(&format!("Node 2 is started (start #{second2})")),
         "{}",
         text(&o)
     );
@@ -337,9 +356,10 @@ fn stop_start_restart_and_rolling_restart() {
 
     let o = up.mgm("1 restart");
     assert!(o.status.success(), "{}", text(&o));
-    up.wait_status("node 1 in its second life", |s| {
-        started_as(s, 1, 2) && started_as(s, 2, 2)
+    let status = up.wait_status("node 1 in its second life", |s| {
+        started_after(s, 1, first1) && started_as(s, 2, second2)
     });
+    let (second1, _) = starts_of(&status);
 
     let o = up.mgm("all restart");
     assert!(o.status.success(), "{}", text(&o));
@@ -350,7 +370,7 @@ fn stop_start_restart_and_rolling_restart() {
     assert!(out.contains("Rolling restart done"), "{out}");
     let status = up.status().expect("mgmd answers");
     assert!(
-        started_as(&status, 1, 3) && started_as(&status, 2, 3),
+        started_after(&status, 1, second1) && started_after(&status, 2, second2),
         "{status:#?}"
     );
 
@@ -447,6 +467,15 @@ fn node_commands_without_a_supervisor_explain_what_to_do() {
         );
     }
 
+    let first1 = runtime().block_on(async {
+        let s = MgmClient::connect(&addr)
+            .await
+            .unwrap()
+            .show()
+            .await
+            .unwrap();
+        data_node(&s, 1).incarnation
+    });
     let o = mgm(&addr, "1 stop");
     assert!(o.status.success(), "{}", text(&o));
     let mut old = cluster.datanodes[0].take().expect("node 1 process");
@@ -472,6 +501,6 @@ fn node_commands_without_a_supervisor_explain_what_to_do() {
             .await
             .unwrap()
     });
-    assert!(started_as(&status, 1, 2), "{status:#?}");
+    assert!(started_after(&status, 1, first1), "{status:#?}");
     assert!(data_node(&status, 1).wanted_running);
 }

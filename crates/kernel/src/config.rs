@@ -15,6 +15,10 @@ pub struct Faults {
     /// Switch epochs without holding commit decisions (a transaction can
     /// then land in an earlier epoch than one it depends on).
     pub epoch_switch_without_hold: bool,
+    /// A local checkpoint's redo start is taken when its scan ends, not
+    /// when it begins (changes during the fuzzy scan to rows it already
+    /// passed are then in neither the checkpoint nor the log read).
+    pub lcp_redo_start_after_scan: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -54,6 +58,14 @@ pub struct KernelConfig {
     /// Redo bytes gathered before they go to the log writer (they are
     /// also handed out at every epoch's save).
     pub redo_write_bytes: usize,
+    /// The redo log's space: past half of it local checkpoints write at
+    /// four times `lcp_bytes_per_sec`, past seven eighths writes to logged tables are refused
+    /// (410) until a checkpoint frees some. A checkpoint starts each time
+    /// the log grew by an eighth of it.
+    pub redo_log_bytes: u64,
+    /// The rate local checkpoints write at while the log has room (0: no
+    /// limit).
+    pub lcp_bytes_per_sec: u64,
     /// Seed of the blocks' hash maps (`crate::detmap`): fixed by the
     /// simulator's seed, drawn at random by the runtime.
     pub hash_seed: u64,
@@ -84,6 +96,8 @@ impl Default for KernelConfig {
             copy_batch_rows: 512,
             epoch_interval_ms: 0,
             redo_write_bytes: 256 << 10,
+            redo_log_bytes: 1 << 30,
+            lcp_bytes_per_sec: 64 << 20,
             hash_seed: 0,
             report_commit_points: false,
             faults: Faults::default(),

@@ -38,7 +38,7 @@ pub mod tc;
 pub mod testkit;
 
 pub use config::{Faults, KernelConfig};
-pub use node::{ConnId, DataNode, NodeRole, NodeStats, Output};
+pub use node::{ConnId, DataNode, LocalFiles, NodeRole, NodeStats, Output};
 
 #[cfg(test)]
 mod tests;

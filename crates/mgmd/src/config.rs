@@ -119,6 +119,14 @@ pub struct DataNodeConfig {
     /// the last epochs not yet durable (NDB: TimeBetweenEpochs).
     #[serde(default = "defaults::epoch_interval_ms")]
     pub epoch_interval_ms: u64,
+    /// Space of a data node's redo log: checkpoints start as it fills, and
+    /// writes are refused (410) when it is nearly full.
+    #[serde(default = "defaults::redo_log_bytes")]
+    pub redo_log_bytes: u64,
+    /// The rate local checkpoints write at while the redo log has room.
+    /// 0 = as fast as possible.
+    #[serde(default = "defaults::checkpoint_bytes_per_sec")]
+    pub checkpoint_bytes_per_sec: u64,
     /// The node groups (data node ids), as [`ClusterConfig::node_groups`].
     #[serde(default)]
     pub node_groups: Vec<Vec<u16>>,
@@ -168,6 +176,10 @@ pub struct ClusterConfig {
     pub diskless: bool,
     /// NDB: TimeBetweenEpochs.
     pub epoch_interval_ms: u64,
+    /// NDB: NoOfFragmentLogFiles × FragmentLogFileSize.
+    pub redo_log_bytes: u64,
+    /// NDB: MaxDiskWriteSpeed; 0 = unthrottled.
+    pub checkpoint_bytes_per_sec: u64,
     pub max_frame_bytes: u32,
     pub max_signals_per_frame: u32,
     pub max_client_connections: u32,
@@ -199,6 +211,11 @@ pub const START_PARTIAL_TIMEOUT_MS_MAX: u64 = 86_400_000;
 /// and syncs dominate; longer, a crash of the whole cluster loses more.
 pub const EPOCH_INTERVAL_MS_MIN: u64 = 10;
 pub const EPOCH_INTERVAL_MS_MAX: u64 = 10_000;
+/// Smallest `redo_log_size` (16 MiB, four of the log's files): smaller, a
+/// checkpoint could not free space as fast as a burst of writes fills it.
+pub const REDO_LOG_BYTES_MIN: u64 = 16 * 1024 * 1024;
+/// Slowest non-zero `checkpoint_bytes_per_sec` (1 MiB/s).
+pub const CHECKPOINT_BYTES_PER_SEC_MIN: u64 = 1024 * 1024;
 
 /// Slowest non-zero `restart_copy_bytes_per_sec` (64 KiB/s): slower, a
 /// node restart of even a small node would take days.
@@ -231,6 +248,8 @@ pub mod defaults {
     pub const SPIN_US: u32 = 0;
     pub const PARTITIONS_PER_NODE: u32 = 2;
     pub const EPOCH_INTERVAL_MS: u64 = 100;
+    pub const REDO_LOG_BYTES: u64 = 1024 * 1024 * 1024;
+    pub const CHECKPOINT_BYTES_PER_SEC: u64 = 64 * 1024 * 1024;
 
     // For serde defaults of DataNodeConfig fields.
     pub fn heartbeat_interval_ms() -> u64 {
@@ -247,6 +266,12 @@ pub mod defaults {
     }
     pub fn epoch_interval_ms() -> u64 {
         EPOCH_INTERVAL_MS
+    }
+    pub fn redo_log_bytes() -> u64 {
+        REDO_LOG_BYTES
+    }
+    pub fn checkpoint_bytes_per_sec() -> u64 {
+        CHECKPOINT_BYTES_PER_SEC
     }
 }
 
@@ -310,6 +335,10 @@ struct FileDataNodeDefaults {
     diskless: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     epoch_interval_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    redo_log_size: Option<ByteSize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    checkpoint_bytes_per_sec: Option<ByteSize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_frame_bytes: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -493,6 +522,14 @@ impl ClusterConfig {
                 .unwrap_or(defaults::RESTART_COPY_BYTES_PER_SEC),
             diskless: dn.diskless.unwrap_or(false),
             epoch_interval_ms: dn.epoch_interval_ms.unwrap_or(defaults::EPOCH_INTERVAL_MS),
+            redo_log_bytes: dn
+                .redo_log_size
+                .map(|b| b.0)
+                .unwrap_or(defaults::REDO_LOG_BYTES),
+            checkpoint_bytes_per_sec: dn
+                .checkpoint_bytes_per_sec
+                .map(|b| b.0)
+                .unwrap_or(defaults::CHECKPOINT_BYTES_PER_SEC),
             max_frame_bytes: dn.max_frame_bytes.unwrap_or(defaults::MAX_FRAME_BYTES),
             max_signals_per_frame: dn
                 .max_signals_per_frame
@@ -544,6 +581,8 @@ impl ClusterConfig {
                 restart_copy_bytes_per_sec: Some(ByteSize(self.restart_copy_bytes_per_sec)),
                 diskless: Some(self.diskless),
                 epoch_interval_ms: Some(self.epoch_interval_ms),
+                redo_log_size: Some(ByteSize(self.redo_log_bytes)),
+                checkpoint_bytes_per_sec: Some(ByteSize(self.checkpoint_bytes_per_sec)),
                 max_frame_bytes: Some(self.max_frame_bytes),
                 max_signals_per_frame: Some(self.max_signals_per_frame),
                 max_client_connections: Some(self.max_client_connections),
@@ -623,6 +662,8 @@ impl ClusterConfig {
             restart_copy_bytes_per_sec: defaults::RESTART_COPY_BYTES_PER_SEC,
             diskless: false,
             epoch_interval_ms: defaults::EPOCH_INTERVAL_MS,
+            redo_log_bytes: defaults::REDO_LOG_BYTES,
+            checkpoint_bytes_per_sec: defaults::CHECKPOINT_BYTES_PER_SEC,
             max_frame_bytes: defaults::MAX_FRAME_BYTES,
             max_signals_per_frame: defaults::MAX_SIGNALS_PER_FRAME,
             max_client_connections: defaults::MAX_CLIENT_CONNECTIONS,
@@ -809,6 +850,21 @@ impl ClusterConfig {
                 self.epoch_interval_ms
             )));
         }
+        if self.redo_log_bytes < REDO_LOG_BYTES_MIN {
+            return Err(config_error(format!(
+                "redo_log_size ({}) is under {} (16M): checkpoints could not keep up with a burst of writes",
+                self.redo_log_bytes, REDO_LOG_BYTES_MIN
+            )));
+        }
+        if self.checkpoint_bytes_per_sec != 0
+            && self.checkpoint_bytes_per_sec < CHECKPOINT_BYTES_PER_SEC_MIN
+        {
+            return Err(config_error(format!(
+                "checkpoint_bytes_per_sec ({}) is under {} (1M): the redo log would fill before a checkpoint frees it; \
+                 use 0 for no limit",
+                self.checkpoint_bytes_per_sec, CHECKPOINT_BYTES_PER_SEC_MIN
+            )));
+        }
         if self.mgmd_max_connections == 0 {
             return Err(config_error("mgmd_max_connections must be greater than 0"));
         }
@@ -973,6 +1029,8 @@ impl ClusterConfig {
             restart_copy_bytes_per_sec: self.restart_copy_bytes_per_sec,
             diskless: self.diskless,
             epoch_interval_ms: self.epoch_interval_ms,
+            redo_log_bytes: self.redo_log_bytes,
+            checkpoint_bytes_per_sec: self.checkpoint_bytes_per_sec,
             node_groups: self.node_groups(),
         })
     }

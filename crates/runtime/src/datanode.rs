@@ -69,6 +69,8 @@ fn kernel_config(node_id: u16, incarnation: u32, cfg: &DataNodeConfig) -> Kernel
             cfg.epoch_interval_ms
         },
         redo_write_bytes: 256 << 10,
+        redo_log_bytes: cfg.redo_log_bytes,
+        lcp_bytes_per_sec: cfg.checkpoint_bytes_per_sec,
         hash_seed: random_seed(),
         report_commit_points: false,
         faults: Default::default(),
@@ -125,12 +127,22 @@ fn restore_files(
 ) -> Result<(shoal_mgmd::dir_lock::DirLock, node_files::Writer), ShoalError> {
     let started = Instant::now();
     let (lock, recovered) = node_files::open(dir, node_id, initial)?;
-    if !recovered.entries.is_empty() {
+    let changes = recovered.entries.len() as u64
+        + recovered
+            .lcp_files
+            .iter()
+            .map(|f| f.len() as u64)
+            .sum::<u64>();
+    if changes > 0 {
         eprintln!(
-            "data node {node_id}: restoring from {} ({} records, {:.1} MB; durable epoch {})",
+            "data node {node_id}: restoring from {}: checkpoints {}..={} ({:.1} MB), then {} log records ({:.1} MB) from byte {}; durable epoch {}",
             dir.display(),
+            recovered.lcp.first,
+            recovered.lcp.last,
+            recovered.lcp_bytes as f64 / 1e6,
             recovered.entries.len(),
             recovered.log_bytes as f64 / 1e6,
+            recovered.redo_start,
             recovered.durable
         );
     }
@@ -152,7 +164,7 @@ fn restore_files(
             client_connections: 0,
             listen_port: port,
             start_phase: Some(StartPhase {
-                what: "restoring its rows from its redo log".into(),
+                what: "restoring its rows from its checkpoints and redo log".into(),
                 done,
                 total,
             }),
@@ -160,9 +172,14 @@ fn restore_files(
     };
     let stats = node
         .restore_local(
-            &recovered.entries,
-            recovered.durable,
-            recovered.log_end,
+            &shoal_kernel::LocalFiles {
+                lcp: recovered.lcp,
+                lcp_files: &recovered.lcp_files,
+                redo_start: recovered.redo_start,
+                entries: &recovered.entries,
+                log_end: recovered.log_end,
+                durable: recovered.durable,
+            },
             &mut progress,
         )
         .map_err(|why| {
@@ -174,10 +191,10 @@ fn restore_files(
                 ),
             )
         })?;
-    if !recovered.entries.is_empty() {
+    if changes > 0 {
         let secs = started.elapsed().as_secs_f64();
         eprintln!(
-            "data node {node_id}: restored {} row changes in {secs:.2} s ({:.0} changes/s); {} of later epochs wait for the cluster's restart epoch; its log holds epochs {}..={} whole",
+            "data node {node_id}: restored {} row changes in {secs:.2} s ({:.0} changes/s); {} of later epochs wait for the cluster's restart epoch; its files hold epochs {}..={} whole",
             stats.applied,
             stats.applied as f64 / secs.max(1e-6),
             stats.tail,

@@ -417,17 +417,20 @@ impl EventLoop {
     }
 
     /// What the log writer reported: syncs done (the kernel learns them),
-    /// or a failed write or sync, which stops the node.
+    /// a full disk, a dropped checkpoint, or a failed write or sync, which
+    /// stops the node.
     pub fn file_events(&mut self) {
         let Some(f) = &self.files else {
             return;
         };
         let mut synced = None;
         let mut failed = None;
+        let mut rest = Vec::new();
         while let Ok(e) = f.events.try_recv() {
             match e {
                 node_files::Event::Synced(lsn) => synced = Some(lsn),
                 node_files::Event::Failed(why) => failed = Some(why),
+                other => rest.push(other),
             }
         }
         if let Some(why) = failed {
@@ -436,8 +439,20 @@ impl EventLoop {
             ));
             return;
         }
+        let now = self.now_ms();
+        for e in rest {
+            match e {
+                node_files::Event::LcpSynced(id) => {
+                    self.node.lcp_synced(now, id, &mut self.outputs)
+                }
+                node_files::Event::LcpFailed { id, why } => {
+                    self.node.lcp_failed(id, why, &mut self.outputs)
+                }
+                node_files::Event::DiskFull(why) => self.node.set_disk_full(why, &mut self.outputs),
+                node_files::Event::Synced(_) | node_files::Event::Failed(_) => {}
+            }
+        }
         if let Some(lsn) = synced {
-            let now = self.now_ms();
             self.node.redo_synced(now, lsn, &mut self.outputs);
         }
     }
@@ -530,6 +545,28 @@ impl EventLoop {
                 Output::SysfileWrite { durable_epoch } => {
                     if let Some(f) = &self.files {
                         f.record_durable(durable_epoch);
+                    }
+                    continue;
+                }
+                Output::LcpWrite { id, offset, bytes } => {
+                    if let Some(f) = &self.files {
+                        f.lcp_write(id, offset, bytes);
+                    }
+                    continue;
+                }
+                Output::LcpSync { id } => {
+                    match &self.files {
+                        Some(f) => f.lcp_sync(id),
+                        None => {
+                            let now = self.now_ms();
+                            self.node.lcp_synced(now, id, &mut self.outputs);
+                        }
+                    }
+                    continue;
+                }
+                Output::LcpRecord { chain, redo_start } => {
+                    if let Some(f) = &self.files {
+                        f.lcp_record(chain, redo_start);
                     }
                     continue;
                 }

@@ -64,13 +64,39 @@ impl SimDisk {
         }
     }
 
-    /// Cuts `file` to `len` bytes, durably (`set_len`, then a sync).
-    pub fn truncate(&mut self, file: &str, len: usize) {
+    /// Makes `file` `len` bytes long, cut or extended with zeros, durably
+    /// (`set_len`, then a sync).
+    pub fn set_len(&mut self, file: &str, len: usize) {
         if let Some(f) = self.files.get_mut(file) {
-            f.current.truncate(len);
+            f.current.resize(len, 0);
             f.durable = f.current.clone();
             f.unsynced.clear();
         }
+    }
+
+    /// The disk as a crash now would leave it if no unsynced write
+    /// survived.
+    pub fn synced_view(&self) -> SimDisk {
+        let mut d = self.clone();
+        for f in d.files.values_mut() {
+            f.current = f.durable.clone();
+            f.unsynced.clear();
+        }
+        d
+    }
+
+    /// Deletes `file`, durably (an unlink and a sync of the directory).
+    pub fn delete(&mut self, file: &str) {
+        self.files.remove(file);
+    }
+
+    pub fn exists(&self, file: &str) -> bool {
+        self.files.contains_key(file)
+    }
+
+    /// The files' names, in order.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.files.keys().map(String::as_str)
     }
 
     /// The bytes of `file` as a read sees them (empty if it does not exist).
@@ -213,19 +239,15 @@ mod tests {
         for seed in 0..300u64 {
             let mut rng = SmallRng::seed_from_u64(seed);
             let mut disk = SimDisk::default();
-            let mut current = Sysfile {
-                seq: 0,
-                durable_epoch: 0,
-                redo_start: 0,
-                redo_synced: 0,
-            };
+            let mut current = Sysfile::empty();
             // Created with record 0, synced, before anything else: a torn
             // first write then still leaves a valid slot.
             disk.write("sysfile", current.offset(), &current.encode());
             disk.sync("sysfile");
             let mut synced = current;
             for _ in 0..rng.random_range(1..20) {
-                current = current.next(current.durable_epoch + 1, 0, current.redo_synced + 4096);
+                current =
+                    current.with_durable(current.durable_epoch + 1, current.redo_synced + 4096);
                 disk.write("sysfile", current.offset(), &current.encode());
                 if rng.random_bool(0.7) {
                     disk.sync("sysfile");

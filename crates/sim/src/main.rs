@@ -27,10 +27,11 @@ const USAGE: &str = "usage: shoal-sim [--seed N] [--seeds COUNT] [--txns PER_SEE
   --read-backup   the table reads from backups (with --nodes/--replicas)
   --wide          1000 transactions at once over 1024 keys (with --nodes/--replicas)
   --failures      crash, freeze, cut and split data nodes (with --nodes/--replicas)
-  --durable       redo logs on simulated disks, epochs, whole-cluster crashes and
-                  restarts from the files (any shape)
+  --durable       redo logs and local checkpoints on simulated disks, epochs,
+                  whole-cluster crashes and restarts from the files (any shape)
   --break WHAT    break a protocol on purpose (skip-takeover, ignore-dist-version,
-                  arbitrator-grants-all, epoch-switch-without-hold):
+                  arbitrator-grants-all, epoch-switch-without-hold,
+                  lcp-redo-start-after-scan):
                   the checks must catch it, so the run is expected to fail";
 
 struct Args {
@@ -83,6 +84,7 @@ fn parse_args() -> Result<Args, String> {
                 "ignore-dist-version" => a.faults.ignore_dist_version = true,
                 "arbitrator-grants-all" => a.faults.arbitrator_grants_all = true,
                 "epoch-switch-without-hold" => a.faults.epoch_switch_without_hold = true,
+                "lcp-redo-start-after-scan" => a.faults.lcp_redo_start_after_scan = true,
                 other => return Err(format!("--break {other:?}: unknown\n{USAGE}")),
             },
             "-h" | "--help" => return Err(USAGE.to_string()),

@@ -40,6 +40,21 @@ impl Model {
         self.seq
     }
 
+    /// What `key` held at the end of `epoch`: its latest commit of that
+    /// epoch or an earlier one (commits of a key come in epoch order).
+    pub fn image_at_epoch(&self, key: u32, epoch: u64) -> Image {
+        let h = &self.history[key as usize];
+        h.iter()
+            .rev()
+            .find(|(seq, _)| self.epochs[*seq as usize] <= epoch)
+            .and_then(|(_, image)| image.clone())
+    }
+
+    /// The number of the latest commit that wrote `key` (0: none).
+    pub fn latest_seq(&self, key: u32) -> u64 {
+        self.history[key as usize].last().expect("never empty").0
+    }
+
     pub fn current(&self, key: u32) -> &Image {
         &self.history[key as usize].last().expect("never empty").1
     }
@@ -73,21 +88,16 @@ impl Model {
             .expect("a commit without locks depends on nothing");
     }
 
-    /// [`Model::commit`] of a transaction that held locks on `locked`: it
-    /// saw (or overwrote) their latest commits, so it depends on them.
-    /// Fails if one of those commits is of a later epoch than `epoch`:
-    /// epochs would not be a consistent cut.
+    /// [`Model::commit`] of a transaction that saw (or overwrote) commits
+    /// `seen`, so it depends on them. Fails if one of those commits is of
+    /// a later epoch than `epoch`: epochs would not be a consistent cut.
     pub fn commit_after(
         &mut self,
         epoch: u64,
         writes: impl IntoIterator<Item = (u32, Image)>,
-        locked: &[u32],
+        seen: &[u64],
     ) -> Result<(), String> {
-        let deps: Vec<u64> = locked
-            .iter()
-            .map(|&k| self.history[k as usize].last().expect("never empty").0)
-            .filter(|&seq| seq != 0)
-            .collect();
+        let deps: Vec<u64> = seen.iter().copied().filter(|&seq| seq != 0).collect();
         if let Some(&d) = deps.iter().find(|&&d| self.epochs[d as usize] > epoch) {
             return Err(format!(
                 "commit #{} is in epoch {epoch}, but it saw commit #{d} of epoch {}: a transaction landed in an earlier epoch than one it depended on",

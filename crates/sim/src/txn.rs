@@ -110,14 +110,28 @@ pub struct Txn {
     pub durable_commit: bool,
     /// Keys this transaction locked or wrote, with the image it sees.
     known: BTreeMap<u32, Image>,
+    /// Per key in `known`, the model's latest commit of it when this
+    /// transaction first locked it: the commit it saw or overwrote. (Taken
+    /// then, not at its commit: a read lock lives on one replica only, and
+    /// if that node fails after the commit decision, a later writer may
+    /// commit before this transaction's commit reaches the survivors.)
+    seen: BTreeMap<u32, u64>,
     written: BTreeSet<u32>,
 }
 
 impl Txn {
-    /// Keys it holds a lock on (read or written): at its commit, the
-    /// latest commit of each is one it saw or overwrote.
-    pub fn locked_keys(&self) -> Vec<u32> {
-        self.known.keys().copied().collect()
+    /// The commits this transaction saw or overwrote (see `seen`): it must
+    /// not land in an earlier epoch than any of them.
+    pub fn dependencies(&self) -> Vec<u64> {
+        self.seen.values().copied().collect()
+    }
+
+    /// It locked `key` and sees `image` there now.
+    fn remember(&mut self, key: u32, image: Image, model: &Model) {
+        self.seen
+            .entry(key)
+            .or_insert_with(|| model.latest_seq(key));
+        self.known.insert(key, image);
     }
 
     pub fn new(trans: TransId, serial: u64) -> Txn {
@@ -135,6 +149,7 @@ impl Txn {
             taken_back: false,
             durable_commit: false,
             known: BTreeMap::new(),
+            seen: BTreeMap::new(),
             written: BTreeSet::new(),
         }
     }
@@ -233,7 +248,7 @@ impl Txn {
                     Some(image) => expect_eq(&got, &image, "locked read")?,
                     None if got.is_some() => {
                         expect_eq(&got, model.current(key), "locked read of a row now locked")?;
-                        self.known.insert(key, got);
+                        self.remember(key, got, model);
                     }
                     None => expect_held(model, key, since, &None)?,
                 }
@@ -244,14 +259,14 @@ impl Txn {
                     (true, Some(Some(_))) => {
                         return Err("insert succeeded over a row this transaction sees".into())
                     }
-                    (true, Some(None)) => self.write(key, new),
+                    (true, Some(None)) => self.write(key, new, model),
                     (true, None) => {
                         expect_eq(
                             model.current(key),
                             &None,
                             "insert succeeded, so the key was free",
                         )?;
-                        self.write(key, new);
+                        self.write(key, new, model);
                     }
                     (false, Some(Some(_))) => {}
                     (false, Some(None)) => {
@@ -262,7 +277,7 @@ impl Txn {
                         if model.current(key).is_none() {
                             return Err("insert said 'already exists' but the key has no row and the insert holds its lock".into());
                         }
-                        self.known.insert(key, model.current(key).clone());
+                        self.remember(key, model.current(key).clone(), model);
                     }
                 }
             }
@@ -284,11 +299,11 @@ impl Txn {
                     (false, None) => return expect_held(model, key, since, &None),
                 };
                 let s = if only_v { old.s } else { op.row.s.clone() };
-                self.write(key, Some(Row { v: op.row.v, s }));
+                self.write(key, Some(Row { v: op.row.v, s }), model);
             }
-            OpKind::Write => self.write(key, Some(op.row.clone())),
+            OpKind::Write => self.write(key, Some(op.row.clone()), model),
             OpKind::Delete => match (code == 0, known) {
-                (true, Some(Some(_))) => self.write(key, None),
+                (true, Some(Some(_))) => self.write(key, None, model),
                 (true, Some(None)) => {
                     return Err("delete succeeded on a row this transaction deleted".into())
                 }
@@ -296,7 +311,7 @@ impl Txn {
                     if model.current(key).is_none() {
                         return Err("delete succeeded but the key has no row while the delete holds its lock".into());
                     }
-                    self.write(key, None);
+                    self.write(key, None, model);
                 }
                 (false, Some(Some(r))) => {
                     return Err(format!(
@@ -310,8 +325,8 @@ impl Txn {
         Ok(())
     }
 
-    fn write(&mut self, key: u32, image: Image) {
-        self.known.insert(key, image);
+    fn write(&mut self, key: u32, image: Image, model: &Model) {
+        self.remember(key, image, model);
         self.written.insert(key);
     }
 
@@ -363,6 +378,15 @@ impl Txn {
             .ops
             .get(i)
             .ok_or_else(|| format!("error {code} at op {i} of {}: {}", req.ops.len(), r.detail))?;
+        if code == ErrorCode::RedoLogFull as u16 {
+            // A replica's redo log ran short of space: writes wait for a
+            // checkpoint, reads never do.
+            return if matches!(op.kind, OpKind::Read(_)) {
+                Err(format!("error 410 (redo log full) on a read: {}", r.detail))
+            } else {
+                Ok(Outcome::Failed(code))
+            };
+        }
         if code == ErrorCode::DeadlockTimeout as u16 {
             return if op.kind.locks() {
                 Ok(Outcome::Failed(code))

@@ -8,6 +8,7 @@
 //!   `Memory` (pages, var parts, index); `drop_all` returns all of it.
 //! - An operation that fails with `OutOfMemory` has changed nothing.
 
+use crate::changed::ChangedRows;
 use crate::index::HashIndex;
 use crate::key::KeyMatcher;
 use crate::locks::LockManager;
@@ -23,6 +24,9 @@ pub struct Fragment {
     rows: RowStore,
     index: HashIndex,
     key: KeyMatcher,
+    /// Row ids whose committed contents changed since the local
+    /// checkpoint last wrote them.
+    changed: ChangedRows,
 }
 
 impl std::fmt::Debug for Fragment {
@@ -48,6 +52,7 @@ impl Fragment {
             rows,
             index: HashIndex::default(),
             key,
+            changed: ChangedRows::default(),
         }
     }
 
@@ -198,6 +203,7 @@ impl Fragment {
     #[inline]
     pub fn commit_insert(&mut self, id: RowId) {
         self.rows.commit(id);
+        self.changed.mark(id);
     }
 
     /// Replaces a row's image in place (an update committed). `var: None`
@@ -221,6 +227,7 @@ impl Fragment {
             key
         };
         self.rows.replace(mem, id, fixed, var)?;
+        self.changed.mark(id);
         #[cfg(debug_assertions)]
         {
             let (f, v) = self.rows.row(id);
@@ -237,6 +244,7 @@ impl Fragment {
     pub fn remove(&mut self, mem: &mut Memory, hash: u64, id: RowId) {
         self.index.remove(mem, hash, id);
         self.rows.remove(mem, id);
+        self.changed.mark(id);
     }
 
     /// Bytes a var part of `len` bytes is charged (so the kernel can
@@ -260,6 +268,7 @@ impl Fragment {
         self.index.release_all(mem);
         self.rows.release_all(mem);
         self.locks = LockManager::default();
+        self.changed.clear();
     }
 
     /// Bytes this fragment has charged to `Memory`: pages, var parts and
@@ -278,6 +287,12 @@ impl Fragment {
     /// `let mut at = 0; while let Some(id) = f.next_row(at) { ...; at = id + 1 }`.
     pub fn next_row(&self, from: RowId) -> Option<RowId> {
         self.rows.next_row(from)
+    }
+
+    /// The row ids whose committed contents changed (insert committed,
+    /// update, delete) since a local checkpoint last took them.
+    pub fn changed_rows(&mut self) -> &mut ChangedRows {
+        &mut self.changed
     }
 }
 

@@ -19,6 +19,7 @@
 
 #![forbid(unsafe_code)]
 
+mod changed;
 mod crc32c;
 mod fragment;
 mod index;
@@ -29,6 +30,7 @@ pub mod redo;
 mod rows;
 pub mod sysfile;
 
+pub use changed::ChangedRows;
 pub use crc32c::{crc32c, crc32c_update};
 pub use fragment::Fragment;
 pub use locks::{LockManager, LockMode, LockOutcome, LockOwner, WaitToken};

@@ -75,16 +75,48 @@ pub enum RedoKind {
     /// restarting node copied them from live replicas); the log can
     /// restore `epoch` and later ones. No row fields.
     Snapshot = 5,
+    /// The first record of a local checkpoint file (never in the redo
+    /// log): `epoch` is the checkpoint's id, `frag` 1 if it is a full one
+    /// (every row) and 0 if partial (the rows changed since the previous
+    /// one, and deletes). No other row fields.
+    LcpBegin = 6,
+    /// The last record of a local checkpoint file, `epoch` its id: a file
+    /// without it is not a checkpoint. No row fields.
+    LcpEnd = 7,
 }
 
 impl RedoKind {
-    /// A marker about the log itself, not a row change.
+    /// A marker about the log or checkpoint itself, not a row change.
     pub fn is_marker(self) -> bool {
-        matches!(
-            self,
-            RedoKind::EpochEnd | RedoKind::Restored | RedoKind::Snapshot
-        )
+        !matches!(self, RedoKind::Write | RedoKind::Delete)
     }
+}
+
+/// The pieces of a write of `bytes` at log position `lsn` when the log is
+/// kept in files of `segment_bytes` each (file `n` holds positions
+/// `n * segment_bytes ..`): (file number, offset in it, bytes).
+pub fn segment_pieces(
+    lsn: Lsn,
+    bytes: &[u8],
+    segment_bytes: u64,
+) -> impl Iterator<Item = (u64, u64, &[u8])> {
+    assert!(
+        segment_bytes > 0 && segment_bytes.is_multiple_of(REDO_BLOCK_BYTES as u64),
+        "segments hold whole blocks"
+    );
+    let mut at = lsn;
+    let mut rest = bytes;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let (seg, off) = (at / segment_bytes, at % segment_bytes);
+        let take = rest.len().min((segment_bytes - off) as usize);
+        let (piece, tail) = rest.split_at(take);
+        rest = tail;
+        at += take as u64;
+        Some((seg, off, piece))
+    })
 }
 
 /// One committed change of one row, as logged.
@@ -125,6 +157,8 @@ impl RedoRecord<'_> {
             3 => RedoKind::EpochEnd,
             4 => RedoKind::Restored,
             5 => RedoKind::Snapshot,
+            6 => RedoKind::LcpBegin,
+            7 => RedoKind::LcpEnd,
             _ => return None,
         };
         let u32_at = |at: usize| -> Option<u32> {
@@ -315,6 +349,49 @@ pub struct ReadLog {
     pub end: LogEnd,
 }
 
+/// Reads the log kept in files of `segment_bytes` each (file `n` holds
+/// positions `n * segment_bytes ..`) from `start`, a block boundary:
+/// file after file while each is whole. `segment(n)` gives file `n`'s
+/// bytes (`None`: it does not exist).
+pub fn read_segments(
+    start: Lsn,
+    segment_bytes: u64,
+    mut segment: impl FnMut(u64) -> Option<Vec<u8>>,
+) -> ReadLog {
+    let mut bytes = Vec::new();
+    let mut n = start / segment_bytes;
+    let mut from = (start % segment_bytes) as usize;
+    while let Some(file) = segment(n) {
+        let whole = file.len() as u64 >= segment_bytes;
+        let end = file.len().min(segment_bytes as usize);
+        bytes.extend_from_slice(file.get(from..end).unwrap_or(&[]));
+        if !whole {
+            break;
+        }
+        from = 0;
+        n += 1;
+    }
+    read_log(&bytes, start)
+}
+
+/// Why a log read back lost bytes it had synced through `synced`, if it
+/// did: damage below that position, or an end before it (a file missing
+/// or cut short).
+pub fn lost_synced_bytes(read: &ReadLog, synced: Lsn) -> Option<String> {
+    if let LogEnd::Corrupt { at, detail } = &read.end {
+        if *at < synced {
+            return Some(format!(
+                "damaged at byte {at}, below the {synced} bytes it synced ({detail})"
+            ));
+        }
+    }
+    let block = REDO_BLOCK_BYTES as u64;
+    let end = read.valid_end.div_ceil(block) * block;
+    (end < synced).then(|| {
+        format!("it ends at byte {end}, short of the {synced} bytes it synced (a file missing or cut short)")
+    })
+}
+
 /// Reads the log whose bytes start at position `base` (a block boundary).
 pub fn read_log(bytes: &[u8], base: Lsn) -> ReadLog {
     assert_eq!(
@@ -502,6 +579,24 @@ mod tests {
             disk.extend_from_slice(&bytes);
         }
         disk
+    }
+
+    #[test]
+    fn a_write_is_cut_at_segment_boundaries() {
+        let seg = 2 * REDO_BLOCK_BYTES as u64;
+        let bytes: Vec<u8> = (0..5 * REDO_BLOCK_BYTES).map(|i| i as u8).collect();
+        let pieces: Vec<_> = segment_pieces(REDO_BLOCK_BYTES as u64, &bytes, seg)
+            .map(|(n, off, b)| (n, off, b.len()))
+            .collect();
+        let block = REDO_BLOCK_BYTES;
+        assert_eq!(
+            pieces,
+            vec![
+                (0, block as u64, block),
+                (1, 0, 2 * block),
+                (2, 0, 2 * block)
+            ]
+        );
     }
 
     #[test]

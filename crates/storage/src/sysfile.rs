@@ -1,13 +1,13 @@
 //! The node's record of what is durable (NDB's sysfile): the latest
-//! durable epoch and where a restart reads the redo log from. Small, and
-//! rewritten often, so it must survive a crash in the middle of its own
-//! write: it has two slots in separate blocks, written alternately, each
-//! with a sequence number and a CRC-32C. A torn write spoils at most the
-//! slot being written; the reader takes the valid slot with the higher
-//! sequence number. A new data dir gets record 0, synced, before anything
-//! else, so that even a torn first update leaves a valid slot: both slots
-//! spoiled is always damage, never a crash. Byte by byte in
-//! docs/FILES.md.
+//! durable epoch, the local checkpoints a restart starts from, and where
+//! it reads the redo log from after them. Small, and rewritten often, so
+//! it must survive a crash in the middle of its own write: it has two
+//! slots in separate blocks, written alternately, each with a sequence
+//! number and a CRC-32C. A torn write spoils at most the slot being
+//! written; the reader takes the valid slot with the higher sequence
+//! number. A new data dir gets record 0, synced, before anything else, so
+//! that even a torn first update leaves a valid slot: both slots spoiled
+//! is always damage, never a crash. Byte by byte in docs/FILES.md.
 
 use crate::crc32c::crc32c;
 use crate::redo::Lsn;
@@ -15,10 +15,38 @@ use crate::redo::Lsn;
 /// Where the two slots start: one block apart, so a torn write of one
 /// never touches the other.
 pub const SYSFILE_SLOT_STRIDE: usize = 4096;
-/// Bytes of one slot.
-pub const SYSFILE_SLOT_BYTES: usize = 48;
+/// Bytes of one slot (format 2; format 1 had 48 and no checkpoints).
+pub const SYSFILE_SLOT_BYTES: usize = 72;
+const V1_SLOT_BYTES: usize = 48;
 const MAGIC: &[u8; 4] = b"SHSF";
-const FORMAT_VERSION: u16 = 1;
+const FORMAT_VERSION: u16 = 2;
+
+/// The local checkpoints a restart reads, oldest first: a full one
+/// (`first`) and the partial ones after it, up to `last`. Checkpoint ids
+/// start at 1; `first == 0` means none.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LcpChain {
+    pub first: u64,
+    pub last: u64,
+    /// No row in them is of a later epoch: they restore this epoch and
+    /// later ones (with the redo log from `Sysfile::redo_start`).
+    pub max_epoch: u64,
+}
+
+impl LcpChain {
+    pub fn is_empty(&self) -> bool {
+        self.first == 0
+    }
+
+    /// The checkpoint ids to read, in order.
+    pub fn ids(&self) -> std::ops::RangeInclusive<u64> {
+        if self.is_empty() {
+            #[allow(clippy::reversed_empty_ranges)]
+            return 1..=0;
+        }
+        self.first..=self.last
+    }
+}
 
 /// What the node knows to be durable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -29,11 +57,13 @@ pub struct Sysfile {
     /// live node.
     pub durable_epoch: u64,
     /// A restart reads the redo log from here (older records are in the
-    /// local checkpoint).
+    /// local checkpoints); a block boundary.
     pub redo_start: Lsn,
     /// The redo log is synced up to here (damage found below it is damage
     /// to durable data).
     pub redo_synced: Lsn,
+    /// The checkpoints the rows before `redo_start` are in.
+    pub lcp: LcpChain,
 }
 
 /// Why no record could be read.
@@ -44,6 +74,18 @@ pub enum SysfileError {
 }
 
 impl Sysfile {
+    /// The record a new data dir starts with: nothing durable, no
+    /// checkpoint, the log from its start.
+    pub fn empty() -> Sysfile {
+        Sysfile {
+            seq: 0,
+            durable_epoch: 0,
+            redo_start: 0,
+            redo_synced: 0,
+            lcp: LcpChain::default(),
+        }
+    }
+
     /// The offset in the file of the slot this record goes to.
     pub fn offset(&self) -> usize {
         (self.seq % 2) as usize * SYSFILE_SLOT_STRIDE
@@ -58,37 +100,66 @@ impl Sysfile {
         b[16..24].copy_from_slice(&self.durable_epoch.to_le_bytes());
         b[24..32].copy_from_slice(&self.redo_start.to_le_bytes());
         b[32..40].copy_from_slice(&self.redo_synced.to_le_bytes());
-        let crc = crc32c(&b[..44]);
-        b[44..48].copy_from_slice(&crc.to_le_bytes());
+        b[40..48].copy_from_slice(&self.lcp.first.to_le_bytes());
+        b[48..56].copy_from_slice(&self.lcp.last.to_le_bytes());
+        b[56..64].copy_from_slice(&self.lcp.max_epoch.to_le_bytes());
+        let crc = crc32c(&b[..68]);
+        b[68..72].copy_from_slice(&crc.to_le_bytes());
         b
     }
 
-    /// The next record, with the given contents.
-    pub fn next(&self, durable_epoch: u64, redo_start: Lsn, redo_synced: Lsn) -> Sysfile {
+    /// The next record: `durable_epoch` durable, the log synced through
+    /// `redo_synced`; the checkpoints as they were.
+    pub fn with_durable(&self, durable_epoch: u64, redo_synced: Lsn) -> Sysfile {
         Sysfile {
             seq: self.seq + 1,
-            durable_epoch,
-            redo_start,
+            durable_epoch: durable_epoch.max(self.durable_epoch),
             redo_synced,
+            ..*self
+        }
+    }
+
+    /// The next record: a restart reads checkpoints `lcp` and the log from
+    /// `redo_start`.
+    pub fn with_lcp(&self, lcp: LcpChain, redo_start: Lsn) -> Sysfile {
+        Sysfile {
+            seq: self.seq + 1,
+            lcp,
+            redo_start,
+            ..*self
         }
     }
 
     fn decode(b: &[u8]) -> Option<Sysfile> {
-        let b = b.get(..SYSFILE_SLOT_BYTES)?;
         let u64_at = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
-        let crc = u32::from_le_bytes(b[44..48].try_into().expect("4 bytes"));
-        let valid = &b[0..4] == MAGIC
-            && u16::from_le_bytes([b[4], b[5]]) == FORMAT_VERSION
-            && b[6..8] == [0, 0]
-            && b[40..44] == [0; 4]
-            && crc32c(&b[..44]) == crc;
+        if b.len() < V1_SLOT_BYTES || &b[0..4] != MAGIC || b[6..8] != [0, 0] {
+            return None;
+        }
+        let version = u16::from_le_bytes([b[4], b[5]]);
+        let (crc_at, lcp) = match version {
+            // Written before checkpoints existed: the log from its start.
+            1 => (44, LcpChain::default()),
+            FORMAT_VERSION if b.len() >= SYSFILE_SLOT_BYTES => (
+                68,
+                LcpChain {
+                    first: u64_at(40),
+                    last: u64_at(48),
+                    max_epoch: u64_at(56),
+                },
+            ),
+            _ => return None,
+        };
+        let crc = u32::from_le_bytes(b[crc_at..crc_at + 4].try_into().expect("4 bytes"));
+        let reserved_clear = b[crc_at - 4..crc_at] == [0; 4];
         let s = Sysfile {
             seq: u64_at(8),
             durable_epoch: u64_at(16),
             redo_start: u64_at(24),
             redo_synced: u64_at(32),
+            lcp,
         };
-        valid.then_some(s)
+        let chain_sane = lcp.is_empty() || lcp.first <= lcp.last;
+        (reserved_clear && chain_sane && crc32c(&b[..crc_at]) == crc).then_some(s)
     }
 
     /// The newest valid record of a sysfile's bytes; `Ok(None)` if it was
@@ -135,13 +206,15 @@ mod tests {
 
     #[test]
     fn the_newer_valid_slot_wins_and_a_torn_one_is_skipped() {
-        let first = Sysfile {
-            seq: 1,
-            durable_epoch: 10,
-            redo_start: 0,
-            redo_synced: 4096,
-        };
-        let second = first.next(11, 0, 8192);
+        let first = Sysfile::empty().with_durable(10, 4096);
+        let second = first.with_lcp(
+            LcpChain {
+                first: 1,
+                last: 2,
+                max_epoch: 9,
+            },
+            4096,
+        );
         assert_ne!(first.offset(), second.offset());
         let f = file_with(&[first, second]);
         assert_eq!(Sysfile::read(&f), Ok(Some(second)));
@@ -161,15 +234,27 @@ mod tests {
 
     #[test]
     fn a_record_in_the_other_slot_is_not_taken() {
-        let r = Sysfile {
-            seq: 2,
-            durable_epoch: 1,
-            redo_start: 0,
-            redo_synced: 0,
-        };
+        let r = Sysfile::empty().with_durable(1, 0).with_durable(1, 0);
         let mut f = vec![0u8; SYSFILE_SLOT_STRIDE + SYSFILE_SLOT_BYTES];
         // Copied to the wrong slot (a misdirected write).
         f[SYSFILE_SLOT_STRIDE..].copy_from_slice(&r.encode());
         assert!(matches!(Sysfile::read(&f), Err(SysfileError::Corrupt(_))));
+    }
+
+    #[test]
+    fn a_format_1_record_reads_as_one_without_checkpoints() {
+        let mut slot = [0u8; 48];
+        slot[0..4].copy_from_slice(MAGIC);
+        slot[4..6].copy_from_slice(&1u16.to_le_bytes());
+        slot[8..16].copy_from_slice(&3u64.to_le_bytes()); // seq 3: slot 1
+        slot[16..24].copy_from_slice(&7u64.to_le_bytes());
+        slot[32..40].copy_from_slice(&8192u64.to_le_bytes());
+        let crc = crc32c(&slot[..44]);
+        slot[44..48].copy_from_slice(&crc.to_le_bytes());
+        let mut f = vec![0u8; SYSFILE_SLOT_STRIDE + 48];
+        f[SYSFILE_SLOT_STRIDE..].copy_from_slice(&slot);
+        let r = Sysfile::read(&f).unwrap().unwrap();
+        assert_eq!((r.seq, r.durable_epoch, r.redo_synced), (3, 7, 8192));
+        assert!(r.lcp.is_empty());
     }
 }

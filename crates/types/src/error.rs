@@ -110,6 +110,9 @@ error_codes! {
     NodeFailed = 4025, Temporary, "Node failure caused abort of transaction; retry";
     /// The fragment's replicas or primary changed while the operation was on its way.
     DistributionChanged = 1204, Temporary, "Temporary failure, distribution changed; retry";
+    /// The redo log of a data node is nearly full: writes to logged tables
+    /// are refused until a local checkpoint frees space.
+    RedoLogFull = 410, Temporary, "REDO log files overloaded: a local checkpoint is freeing space; retry";
     /// Signals towards another data node pile up unsent (that node or the
     /// link is slow): new operations that would start there are refused.
     SendBufferOverloaded = 1218, Temporary, "Send buffers overloaded in the data node; retry";

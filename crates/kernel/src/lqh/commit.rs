@@ -154,9 +154,8 @@ impl Lqh {
         if let Some(token) = t.waiting.take() {
             if let Some(w) = waiting.remove(&token) {
                 *ops_in_use -= w.counted as usize;
-                if let Some(entry) = frags.get_mut(&(w.op.table, w.at.frag)) {
-                    entry.frag.locks.cancel_wait(w.row, txn, granted);
-                }
+                let held = super::holds_row(t, (w.op.table, w.at.frag), w.row);
+                super::drop_wait(frags, granted, token, &w, held);
             }
         }
         *ops_in_use -= t.rows.len();

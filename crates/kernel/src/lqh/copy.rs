@@ -74,6 +74,16 @@ pub(super) struct CopyScan {
     stats: CopyStats,
 }
 
+impl CopyScan {
+    /// One line, for a diagnosis.
+    pub(super) fn describe(&self) -> String {
+        format!(
+            "owner {:#x}, next row {}, waiting {:?}, granted {:?}, done sending {}",
+            self.owner, self.next_row, self.wait, self.granted_row, self.done_sending
+        )
+    }
+}
+
 impl Lqh {
     /// The president asks this node (the fragment's primary) to copy it
     /// to `target`.
@@ -371,6 +381,11 @@ impl Lqh {
                         .frag
                         .locks
                         .cancel_wait(row, scan.owner, &mut self.granted);
+                    // Granted already, with the grant not yet taken up:
+                    // the scan holds it.
+                    if entry.frag.locks.holds(row, scan.owner).is_some() {
+                        entry.frag.locks.release(row, scan.owner, &mut self.granted);
+                    }
                     self.copy_waits.remove(&token);
                 }
                 if let Some(row) = scan.granted_row {

@@ -319,12 +319,11 @@ impl Lqh {
         let Some(w) = self.waiting.remove(&token) else {
             return;
         };
-        if let Some(entry) = self.frags.get_mut(&(w.op.table, w.at.frag)) {
-            entry
-                .frag
-                .locks
-                .cancel_wait(w.row, w.txn, &mut self.granted);
-        }
+        let held = self
+            .txns
+            .get(&w.txn)
+            .is_some_and(|t| super::holds_row(t, (w.op.table, w.at.frag), w.row));
+        super::drop_wait(&mut self.frags, &mut self.granted, token, &w, held);
         let error = err(
             ErrorCode::DeadlockTimeout,
             format!("lock wait exceeded deadlock_timeout_ms={timeout}"),

@@ -45,6 +45,7 @@ mod body;
 mod commit;
 mod copy;
 mod exec;
+mod lcp;
 mod op;
 mod redo;
 mod takeover;
@@ -66,6 +67,7 @@ use std::sync::Arc;
 
 use commit::last_replica_decides;
 pub use copy::CopyStats;
+pub use lcp::{check_lcp_file, LcpCounts, LcpFileError};
 pub use redo::RestoreStats;
 
 /// Which operation of its transaction an operation is, its fragment, and
@@ -285,6 +287,42 @@ pub struct Lqh {
     /// Records read back at start of epochs after the durable one, until
     /// the cluster's restart epoch is known.
     restore_tail: Vec<shoal_storage::redo::RedoEntry>,
+    /// The local checkpoint being written.
+    lcp: Option<lcp::LcpScan>,
+    /// Writes to logged tables are refused (why): the redo log is short
+    /// of space until a checkpoint frees some.
+    redo_full: Option<String>,
+}
+
+/// Ends lock wait `token` (of `w`) without running it. A wait whose lock
+/// was granted meanwhile, its resume still pending in `granted`, holds the
+/// lock: it is given back, unless the transaction held the row already
+/// (`held_before`: an upgrade, or another of its operations), in which
+/// case the transaction's end releases it.
+fn drop_wait(
+    frags: &mut DetHashMap<FragKey, FragEntry>,
+    granted: &mut Vec<WaitToken>,
+    token: WaitToken,
+    w: &WaitingOp,
+    held_before: bool,
+) {
+    let Some(entry) = frags.get_mut(&(w.op.table, w.at.frag)) else {
+        return;
+    };
+    if let Some(at) = granted.iter().position(|&t| t == token) {
+        granted.remove(at);
+        if !held_before {
+            entry.frag.locks.release(w.row, w.txn, granted);
+        }
+    } else {
+        entry.frag.locks.cancel_wait(w.row, w.txn, granted);
+    }
+}
+
+/// Whether `t` holds a lock on `row` of `fkey` through an operation that
+/// ran.
+fn holds_row(t: &LqhTxn, fkey: FragKey, row: RowId) -> bool {
+    t.rows.iter().any(|&(k, r, _)| k == fkey && r == row)
 }
 
 fn err(code: ErrorCode, detail: impl Into<String>) -> ShoalError {
@@ -313,6 +351,8 @@ impl Lqh {
             first_commits: Vec::new(),
             redo: None,
             restore_tail: Vec::new(),
+            lcp: None,
+            redo_full: None,
         }
     }
 
@@ -443,6 +483,14 @@ impl Lqh {
         self.txns.len() + self.waiting.len() + self.copy_waits.len()
     }
 
+    /// Rows with a lock holder or waiter, over every fragment.
+    pub fn locked_rows(&self) -> usize {
+        self.frags
+            .values()
+            .map(|e| e.frag.locks.locked_rows())
+            .sum()
+    }
+
     /// One line per record in use, for a diagnosis when records leak.
     pub fn describe_records(&self) -> Vec<String> {
         let mut lines: Vec<String> = self
@@ -472,6 +520,19 @@ impl Lqh {
         }
         for (token, copy) in &self.copy_waits {
             lines.push(format!("copy wait {token}: {copy:?}"));
+        }
+        for ((key, target), scan) in &self.copies {
+            lines.push(format!(
+                "copy of {key:?} to node {target}: {}",
+                scan.describe()
+            ));
+        }
+        let mut frags: Vec<_> = self.frags.iter().collect();
+        frags.sort_unstable_by_key(|(k, _)| **k);
+        for (key, e) in frags {
+            if e.frag.locks.locked_rows() > 0 {
+                lines.push(format!("{key:?} locks: {:?}", e.frag.locks));
+            }
         }
         lines.sort();
         lines

@@ -189,12 +189,18 @@ impl Lqh {
             next_token,
             ops_in_use,
             granted,
+            redo_full,
             ..
         } = self;
         let Some(entry) = frags.get_mut(&fkey) else {
             return Err(missing_fragment(tables, cfg.node_id, op, at));
         };
         let copying_here = check_route(entry, op, at, dih, cfg)?;
+        if let Some(why) = redo_full.as_deref() {
+            if entry.logged && op.op != OpType::Read {
+                return Err(err(ErrorCode::RedoLogFull, why));
+            }
+        }
         let mut ctx = OpCtx {
             cfg,
             mem,

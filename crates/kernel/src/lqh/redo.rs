@@ -34,6 +34,9 @@ pub(super) struct RedoSink {
     /// joining a running cluster: a snapshot of every row follows once
     /// the copy is done).
     logging: bool,
+    /// The newest epoch of any change logged: no row holds a change of a
+    /// later one.
+    max_epoch: u64,
 }
 
 /// What a node's own files gave back at start.
@@ -75,6 +78,7 @@ pub(super) fn log_change(
     if !entry.logged || !sink.logging {
         return;
     }
+    sink.max_epoch = sink.max_epoch.max(epoch);
     let (kind, fixed, var) = if deleted {
         (RedoKind::Delete, &[][..], &[][..])
     } else {
@@ -99,6 +103,7 @@ impl Lqh {
         self.redo = Some(RedoSink {
             writer: RedoWriter::new(start),
             logging: true,
+            max_epoch: 0,
         });
     }
 
@@ -126,6 +131,7 @@ impl Lqh {
             return 0;
         };
         sink.logging = true;
+        sink.max_epoch = sink.max_epoch.max(epoch);
         sink.writer.append(&RedoRecord {
             kind: RedoKind::Snapshot,
             epoch,
@@ -160,6 +166,26 @@ impl Lqh {
             }
         }
         rows
+    }
+
+    /// The newest epoch of a change logged so far (a checkpoint taken now
+    /// holds no row of a later one).
+    pub fn redo_max_epoch(&self) -> u64 {
+        self.redo.as_ref().map_or(0, |s| s.max_epoch)
+    }
+
+    /// Refuses writes to logged tables (`Some(why)`) or takes them again.
+    pub fn set_redo_full(&mut self, why: Option<String>) {
+        self.redo_full = why;
+    }
+
+    pub fn redo_full(&self) -> Option<&str> {
+        self.redo_full.as_deref()
+    }
+
+    /// A log is kept and row changes go to it (not paused for a copy).
+    pub fn redo_logging(&self) -> bool {
+        self.redo.as_ref().is_some_and(|s| s.logging)
     }
 
     pub fn redo_enabled(&self) -> bool {
@@ -198,12 +224,17 @@ impl Lqh {
         })
     }
 
-    /// Brings the rows to the end of epoch `through` from a log read back
-    /// at start; records of later epochs up to the newest one the log
-    /// holds whole are kept for [`Lqh::restore_tail`]. Call after every
+    /// Brings the rows to the end of epoch `through` from the local
+    /// checkpoints (`lcp_files`, oldest first, each checked whole; none
+    /// if empty) and the log read back at start from the checkpoints'
+    /// `redo_start`; records of later epochs up to the newest one the log
+    /// holds whole are kept for [`Lqh::restore_tail`]. No row in the
+    /// checkpoints is of an epoch after `lcp_max_epoch`. Call after every
     /// table is created and before any operation runs.
     pub fn restore_from_log(
         &mut self,
+        lcp_files: &[Vec<RedoEntry>],
+        lcp_max_epoch: u64,
         entries: &[RedoEntry],
         through: u64,
         progress: &mut dyn FnMut(u64, u64),
@@ -213,19 +244,23 @@ impl Lqh {
         // it, a record is void if a later `Restored` marker names an
         // earlier epoch than its own: the bound of each record is the
         // smallest epoch of those markers after it.
-        let first = entries
+        let snapshot_at = entries
             .iter()
-            .rposition(|e| e.record().kind == RedoKind::Snapshot)
-            .unwrap_or(0);
+            .rposition(|e| e.record().kind == RedoKind::Snapshot);
+        let first = snapshot_at.unwrap_or(0);
+        // The checkpoints stand before the log, like a snapshot of their
+        // `max_epoch` (their rows are stamped 0); a snapshot in the log
+        // supersedes them too.
+        let use_lcp = snapshot_at.is_none() && !lcp_files.is_empty();
         // Snapshot rows are stamped 0 and stand for the snapshot's epoch:
         // if the durable epoch is older than that, nothing after the
         // snapshot is applied now (all of it waits, in log order, for the
         // cluster's restart epoch, which is then at least the snapshot's).
-        let snapshot_epoch = entries
-            .get(first)
-            .map(|e| e.record())
-            .filter(|r| r.kind == RedoKind::Snapshot)
-            .map_or(0, |r| r.epoch);
+        let snapshot_epoch = match snapshot_at {
+            Some(i) => entries[i].record().epoch,
+            None if use_lcp => lcp_max_epoch,
+            None => 0,
+        };
         let apply_now = through >= snapshot_epoch;
         let mut bound_after = vec![u64::MAX; entries.len() + 1];
         for (i, e) in entries.iter().enumerate().rev() {
@@ -235,15 +270,22 @@ impl Lqh {
                 _ => bound_after[i + 1],
             };
         }
-        // What the log can restore: every epoch from the last `Restored`
-        // marker (a cluster restart at that epoch) or `Snapshot` (the
-        // epoch the rows after it stand for) to the last end-of-epoch
-        // marker.
+        // What the files can restore: every epoch from the checkpoints'
+        // newest (the end of that epoch was saved before they were
+        // recorded), or from the last `Restored` marker (a cluster restart
+        // at that epoch) or `Snapshot` (the epoch the rows after it stand
+        // for), to the last end-of-epoch marker.
+        if use_lcp {
+            stats.restorable = lcp_max_epoch;
+            stats.restorable_from = lcp_max_epoch;
+        }
         for e in entries {
             let r = e.record();
             match r.kind {
                 RedoKind::EpochEnd => stats.restorable = stats.restorable.max(r.epoch),
                 RedoKind::Restored => {
+                    // Epochs the log claimed whole before this restart
+                    // and after its epoch never happened.
                     stats.restorable = r.epoch;
                     stats.restorable_from = r.epoch;
                 }
@@ -251,13 +293,31 @@ impl Lqh {
                     stats.restorable = 0;
                     stats.restorable_from = r.epoch;
                 }
-                RedoKind::Write | RedoKind::Delete => {}
+                _ => {}
             }
+        }
+        let mut tail = Vec::new();
+        if use_lcp {
+            for file in lcp_files {
+                if apply_now {
+                    stats.applied += self.apply_lcp_file(file)?;
+                } else {
+                    for e in file.iter().filter(|e| !e.record().kind.is_marker()) {
+                        tail.push(e.clone());
+                        stats.tail += 1;
+                    }
+                }
+            }
+        } else {
+            stats.skipped += lcp_files
+                .iter()
+                .flatten()
+                .filter(|e| !e.record().kind.is_marker())
+                .count() as u64;
         }
         // A snapshot not followed by an end-of-epoch marker yet leaves an
         // empty range (`restorable < restorable_from`): the log restores
         // nothing, not even "no rows".
-        let mut tail = Vec::new();
         stats.skipped += entries[..first]
             .iter()
             .filter(|e| !e.record().kind.is_marker())
@@ -320,7 +380,7 @@ impl Lqh {
     }
 
     /// One row change from the log; false if its fragment is not here.
-    fn apply_record(&mut self, r: &RedoRecord) -> Result<bool, String> {
+    pub(super) fn apply_record(&mut self, r: &RedoRecord) -> Result<bool, String> {
         let key = (TableId(r.table), r.frag);
         let Some(entry) = self.frags.get_mut(&key) else {
             return Ok(false);

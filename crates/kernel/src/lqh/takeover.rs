@@ -107,9 +107,8 @@ impl Lqh {
         if let Some(token) = t.waiting.take() {
             if let Some(w) = self.waiting.remove(&token) {
                 self.ops_in_use -= w.counted as usize;
-                if let Some(entry) = self.frags.get_mut(&(w.op.table, w.at.frag)) {
-                    entry.frag.locks.cancel_wait(w.row, txn, &mut self.granted);
-                }
+                let held = super::holds_row(t, (w.op.table, w.at.frag), w.row);
+                super::drop_wait(&mut self.frags, &mut self.granted, token, &w, held);
                 out.push_back(already_failed(txn, w.at.op_no));
             }
         }

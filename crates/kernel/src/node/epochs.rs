@@ -8,6 +8,25 @@ use crate::gcp::GcpAction;
 use crate::lqh::RestoreStats;
 use crate::signal::{EpochSignal, FilesState, View};
 use shoal_storage::redo::{Lsn, RedoEntry, RedoKind};
+use shoal_storage::sysfile::LcpChain;
+
+/// What a node's files held at start, read back by the driver.
+#[derive(Clone, Copy, Debug)]
+pub struct LocalFiles<'a> {
+    /// The recorded chain of local checkpoints (empty: none).
+    pub lcp: LcpChain,
+    /// Their files' records, oldest first, each checked whole
+    /// ([`crate::lqh::check_lcp_file`]).
+    pub lcp_files: &'a [Vec<RedoEntry>],
+    /// Where the log was read from (the sysfile's `redo_start`).
+    pub redo_start: Lsn,
+    /// The log's records from there, in order.
+    pub entries: &'a [RedoEntry],
+    /// Where the log goes on (a block boundary past its last record).
+    pub log_end: Lsn,
+    /// The durable epoch the sysfile recorded.
+    pub durable: u64,
+}
 
 /// The epoch of the `Snapshot` marker a node logs when it joins a running
 /// cluster: no epoch is that high, so the log restores nothing until the
@@ -15,28 +34,35 @@ use shoal_storage::redo::{Lsn, RedoEntry, RedoKind};
 const VOID_SNAPSHOT_EPOCH: u64 = u64::MAX;
 
 impl DataNode {
-    /// Brings this node's rows back from its own redo log, read at start
-    /// (`entries`, in log order; the log goes on at `log_end`), through
-    /// `durable`, the durable epoch its sysfile recorded. Records of later
-    /// epochs the log holds whole are kept until the cluster's restart
-    /// epoch is known. Call after the tables are created, before any
-    /// input. Fails if the rows do not fit in memory. `progress` hears
-    /// (records read, records in all) now and then.
+    /// Brings this node's rows back from its own files, read at start:
+    /// its local checkpoints and its redo log from where they leave off
+    /// (see [`LocalFiles`]), through `files.durable`, the durable epoch its
+    /// sysfile recorded. Records of later epochs the log holds whole are
+    /// kept until the cluster's restart epoch is known. Call after the
+    /// tables are created, before any input. Fails if the rows do not fit
+    /// in memory. `progress` hears (records read, records in all) now and
+    /// then.
     pub fn restore_local(
         &mut self,
-        entries: &[RedoEntry],
-        durable: u64,
-        log_end: Lsn,
+        files: &LocalFiles<'_>,
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<RestoreStats, String> {
-        let stats = self.lqh.restore_from_log(entries, durable, progress)?;
+        let durable = files.durable;
+        let stats = self.lqh.restore_from_log(
+            files.lcp_files,
+            files.lcp.max_epoch,
+            files.entries,
+            durable,
+            progress,
+        )?;
         self.qmgr.set_files(FilesState {
             durable,
             restorable: stats.restorable,
             restorable_from: stats.restorable_from,
         });
         self.gcp.set_durable_from_files(durable);
-        self.lqh.enable_redo(log_end);
+        self.lqh.enable_redo(files.log_end);
+        self.lcp = super::lcp::Checkpoints::from_files(files.lcp, files.redo_start);
         Ok(stats)
     }
 
@@ -132,6 +158,7 @@ impl DataNode {
                         durable_epoch: epoch,
                     });
                     self.tc.epoch_durable(epoch, out);
+                    self.lcp_maybe_record(_now_ms, out);
                 }
                 GcpAction::Restore(epoch) => {
                     match self.lqh.restore_tail(epoch) {
@@ -227,6 +254,7 @@ impl DataNode {
             // Its log waits for the copy to finish (a snapshot of every
             // row starts it again then).
             self.lqh.drop_all_rows();
+            self.lcp_abandon();
             if self.lqh.redo_enabled() {
                 // What its log held is no longer what it holds: until its
                 // snapshot, the log restores nothing (synced at once, so a

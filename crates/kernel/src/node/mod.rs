@@ -13,6 +13,8 @@
 //! that node this one knows, so it never reaches a later start of it.
 
 mod epochs;
+pub use epochs::LocalFiles;
+mod lcp;
 
 use crate::config::KernelConfig;
 use crate::dih::{Dih, DihEvent};
@@ -64,6 +66,24 @@ pub enum Output {
     /// Record in the sysfile that `durable_epoch` is durable on every
     /// live node (and how far the redo log is synced), and sync it.
     SysfileWrite { durable_epoch: u64 },
+    /// Write `bytes` at `offset` of local checkpoint `id`'s file (whole
+    /// 4 KiB blocks; the first write creates the file).
+    LcpWrite {
+        id: u64,
+        offset: u64,
+        bytes: Vec<u8>,
+    },
+    /// Sync checkpoint `id`'s file (and the directory holding it), then
+    /// call [`DataNode::lcp_synced`].
+    LcpSync { id: u64 },
+    /// Record in the sysfile (synced) that a restart reads the checkpoints
+    /// of `chain` and the redo log from `redo_start`; after that, delete
+    /// checkpoint files before `chain.first` and redo log bytes before
+    /// `redo_start`.
+    LcpRecord {
+        chain: shoal_storage::sysfile::LcpChain,
+        redo_start: u64,
+    },
     /// The node brought its rows to the end of `epoch`, the epoch the
     /// cluster restarts from (after every node stopped); it serves now.
     Restored { epoch: u64 },
@@ -118,6 +138,8 @@ pub struct NodeStats {
     pub lqh_records: u64,
     /// Committed transactions whose client has not acknowledged the answer.
     pub unacked_commits: u64,
+    /// Rows with a lock holder or waiter.
+    pub locked_rows: u64,
 }
 
 /// Where the node is in its life.
@@ -157,6 +179,8 @@ pub struct DataNode {
     /// Something the epoch protocol reads changed (a report to send, a
     /// watermark to recompute).
     epoch_dirty: bool,
+    /// Local checkpoints and the redo log's space.
+    lcp: lcp::Checkpoints,
 }
 
 struct CopyClock {
@@ -195,6 +219,7 @@ impl DataNode {
             dih: Dih::new(cfg.node_id),
             gcp: Gcp::new(cfg.node_id, cfg.epoch_interval_ms),
             epoch_dirty: false,
+            lcp: lcp::Checkpoints::default(),
             tc: Tc::new(cfg.clone()),
             lqh: Lqh::new(cfg.clone()),
             cfg,
@@ -434,6 +459,7 @@ impl DataNode {
         if self.gcp.enabled() {
             let view = self.qmgr.view().clone();
             self.gcp.lead_tick(now_ms, &view, &mut self.queue);
+            self.lcp_tick(now_ms, out);
         }
         self.run(now_ms, out);
     }
@@ -464,6 +490,7 @@ impl DataNode {
             operations: self.lqh.ops_in_use() as u64,
             lqh_records: self.lqh.records_in_use() as u64,
             unacked_commits: self.tc.unacked_count() as u64,
+            locked_rows: self.lqh.locked_rows() as u64,
         }
     }
 

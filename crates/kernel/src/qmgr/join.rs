@@ -244,6 +244,9 @@ impl Qmgr {
                 started: true,
             })
             .collect();
+        // Start numbers are one sequence over all data nodes (mgmd), so a
+        // cluster formed later numbers its views above every earlier one's:
+        // the arbitrator tells a new split from an old one by them.
         let top = members.iter().map(|m| m.incarnation).max().unwrap_or(0);
         let view = View {
             number: (u64::from(top) << 32) | 1,

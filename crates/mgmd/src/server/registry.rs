@@ -48,10 +48,15 @@ impl Shared {
                         )
                     })?,
             };
-            let previous = st.starts.get(&node_id).copied().unwrap_or(0);
+            // One sequence for all data nodes, not one per node: a cluster
+            // formed later then numbers its views above every earlier
+            // cluster's (a view's high half is its formation's newest
+            // start number), which the arbitrator relies on to tell a new
+            // split from an old one.
+            let previous = st.starts.values().copied().max().unwrap_or(0);
             let incarnation = previous.checked_add(1).ok_or_else(|| {
                 mgmd_err(format!(
-                    "data node {node_id} has registered {previous} times, the most a start number counts"
+                    "data nodes have registered {previous} times, the most a start number counts"
                 ))
             })?;
             // Bumped in memory before the write: if the write fails the

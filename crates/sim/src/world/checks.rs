@@ -169,7 +169,7 @@ impl World {
             | Event::Connect { .. }
             | Event::ConnLost { .. }
             | Event::AckToNode { .. }
-            | Event::RedoSynced { .. }
+            | Event::DiskSynced { .. }
             | Event::ReportToClient { .. }) = next.event
             {
                 self.event(e)?;
@@ -309,8 +309,12 @@ impl World {
                 || stats.operations != 0
                 || stats.lqh_records != 0
                 || stats.unacked_commits != 0
+                || stats.locked_rows != 0
             {
-                return Err(format!("leak on node {n}: {stats:?} remain with no client"));
+                return Err(format!(
+                    "leak on node {n}: {stats:?} remain with no client: {:?}",
+                    self.node_ref(n).expect("healed").describe_lqh_records()
+                ));
             }
         }
         if !self.in_progress.is_empty() {
@@ -409,7 +413,9 @@ impl World {
         }
 
         // Deleting everything gives back all memory but the fixed-size row
-        // pages, which each fragment keeps for its next rows.
+        // pages, which each fragment keeps for its next rows. (The model
+        // does not follow: checkpoints are no longer checked against it.)
+        self.model_final = true;
         let deletes: Vec<PlannedOp> = (0..self.load.keys)
             .map(|key| PlannedOp {
                 kind: OpKind::Delete,
@@ -450,7 +456,7 @@ impl World {
 }
 
 /// The key column of a row image (an attribute list of all columns).
-fn decode_key_column(row: &[u8], def: &shoal_types::TableDef) -> Result<u32, String> {
+pub(super) fn decode_key_column(row: &[u8], def: &shoal_types::TableDef) -> Result<u32, String> {
     let (attrs, _) = AttrSlice::parse(row).map_err(|e| format!("row image: {e}"))?;
     for (col, bytes) in attrs.iter() {
         if col == K_COL {

@@ -232,11 +232,11 @@ enum Event {
     Restart {
         node: u16,
     },
-    /// A node's redo log sync finished.
-    RedoSynced {
+    /// A node's sync of its redo log or a checkpoint finished.
+    DiskSynced {
         node: u16,
         incarnation: u32,
-        lsn: u64,
+        what: durability::DiskSync,
     },
     Tick,
 }
@@ -318,8 +318,8 @@ struct Decided {
     client: usize,
     trans: TransId,
     writes: Vec<(u32, Image)>,
-    /// Keys it locked (its commit depends on their latest commits).
-    locked: Vec<u32>,
+    /// The commits it saw or overwrote (its commit depends on them).
+    locked: Vec<u64>,
 }
 
 /// One start of a data node: (node id, incarnation).
@@ -407,6 +407,9 @@ struct World {
     dropped_at: BTreeMap<Start, u64>,
     /// Each data node's disk (with `durable`), by node id - 1.
     files: Vec<durability::NodeFiles>,
+    /// The final checks passed and the table is being emptied outside the
+    /// model.
+    model_final: bool,
     /// The newest epoch any node recorded as durable.
     max_durable: u64,
     /// The epoch the cluster last restarted from, and whether the whole
@@ -496,6 +499,7 @@ impl World {
             dropped_by: BTreeSet::new(),
             dropped_at: BTreeMap::new(),
             files: (0..opts.data_nodes).map(|_| Default::default()).collect(),
+            model_final: false,
             max_durable: 0,
             restart_epoch: None,
             awaiting_restore: opts.durable,
@@ -563,6 +567,10 @@ impl World {
             epoch_interval_ms: if self.opts.durable { EPOCH_MS } else { 0 },
             // Small, so logs are written in many pieces between syncs.
             redo_write_bytes: 8 << 10,
+            // A checkpoint every 32 KiB of log (about eight epochs' saves),
+            // scanning slowly enough that rows change under it.
+            redo_log_bytes: 256 << 10,
+            lcp_bytes_per_sec: 20_000,
             report_commit_points: true,
             faults: self.opts.faults.clone(),
         }
@@ -571,9 +579,9 @@ impl World {
     /// Starts data node `id` (again): a fresh process, a new incarnation,
     /// its schema from "mgmd".
     fn start_node(&mut self, id: u16) -> Result<(), String> {
-        let slot = &mut self.nodes[id as usize - 1];
-        slot.incarnation += 1;
-        let incarnation = slot.incarnation;
+        // As mgmd: one sequence of start numbers for all data nodes.
+        let incarnation = self.nodes.iter().map(|n| n.incarnation).max().unwrap_or(0) + 1;
+        self.nodes[id as usize - 1].incarnation = incarnation;
         let cfg = self.kernel_config(id, incarnation);
         let mut node = DataNode::new(cfg, self.now);
         node.create_table(&self.def);
@@ -700,11 +708,11 @@ impl World {
                 Ok(())
             }
             Event::Restart { node } => self.restart(node),
-            Event::RedoSynced {
+            Event::DiskSynced {
                 node,
                 incarnation,
-                lsn,
-            } => self.redo_synced(node, incarnation, lsn),
+                what,
+            } => self.disk_synced(node, incarnation, what),
             Event::Tick => self.tick(),
         }
     }
@@ -718,7 +726,7 @@ impl World {
             Event::NodeMsg { to, .. } => Some(*to),
             Event::LinkLost { node, .. }
             | Event::ArbitrationAnswer { node, .. }
-            | Event::RedoSynced { node, .. } => Some(*node),
+            | Event::DiskSynced { node, .. } => Some(*node),
             _ => None,
         };
         let Some(node) = node else {

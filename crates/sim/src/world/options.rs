@@ -130,6 +130,8 @@ pub struct SimReport {
     pub durable_restarts: u64,
     /// Commits answered as durable (checked durable when heard).
     pub durable_commits: u64,
+    /// Local checkpoints recorded (a restart reads them and the log after).
+    pub checkpoints: u64,
     pub virtual_ms: u64,
     /// Rows in the table at the end (before the final cleanup).
     pub final_rows: u64,
@@ -188,11 +190,14 @@ impl fmt::Display for SimReport {
                 self.cluster_downs
             )?;
         }
-        if self.durable_restarts + self.whole_cluster_crashes > 0 {
+        if self.durable_restarts + self.whole_cluster_crashes + self.checkpoints > 0 {
             write!(
                 f,
-                "; {} whole-cluster crashes, {} restarts from files, {} durable commits",
-                self.whole_cluster_crashes, self.durable_restarts, self.durable_commits
+                "; {} whole-cluster crashes, {} restarts from files, {} durable commits, {} checkpoints",
+                self.whole_cluster_crashes,
+                self.durable_restarts,
+                self.durable_commits,
+                self.checkpoints
             )?;
         }
         write!(
@@ -217,7 +222,7 @@ impl SimFailure {
     pub fn replay_command(&self) -> String {
         let o = &self.opts;
         format!(
-            "cargo run --release -p shoal-sim -- --seed {} --txns {} --nodes {} --replicas {}{}{}{}{}{}{}{}{}",
+            "cargo run --release -p shoal-sim -- --seed {} --txns {} --nodes {} --replicas {}{}{}{}{}{}{}{}{}{}",
             o.seed,
             o.transactions,
             o.data_nodes,
@@ -238,6 +243,11 @@ impl SimFailure {
             },
             if o.faults.epoch_switch_without_hold {
                 " --break epoch-switch-without-hold"
+            } else {
+                ""
+            },
+            if o.faults.lcp_redo_start_after_scan {
+                " --break lcp-redo-start-after-scan"
             } else {
                 ""
             },

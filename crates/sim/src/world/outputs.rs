@@ -133,6 +133,11 @@ impl World {
                 Output::RedoWrite { lsn, bytes } => self.redo_write(from, lsn, &bytes),
                 Output::RedoSync { lsn } => self.redo_sync(from, lsn),
                 Output::SysfileWrite { durable_epoch } => self.sysfile_write(from, durable_epoch),
+                Output::LcpWrite { id, offset, bytes } => self.lcp_write(from, id, offset, &bytes),
+                Output::LcpSync { id } => self.lcp_sync(from, id),
+                Output::LcpRecord { chain, redo_start } => {
+                    self.lcp_record(from, chain, redo_start)?
+                }
                 Output::Restored { epoch } => self.restored(from, epoch)?,
             }
         }
@@ -225,7 +230,7 @@ impl World {
             return Err(format!("a commit point answered as {outcome:?}"));
         };
         t.commit_point = Some(results);
-        let locked = t.locked_keys();
+        let locked = t.dependencies();
         if self.trace {
             eprintln!(
                 "{:>8} ms commit decided: client {client} trans {} ({txn:#x}): {writes:?}",
@@ -327,7 +332,7 @@ impl World {
                     return Err(format!("a last replica's commit checked as {outcome:?}"));
                 };
                 t.commit_point = Some(results);
-                (writes, t.locked_keys())
+                (writes, t.dependencies())
             }
         };
         if self.trace {

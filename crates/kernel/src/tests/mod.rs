@@ -12,6 +12,8 @@ use shoal_wire::{
     OP_IGNORE_ERROR,
 };
 
+mod durability;
+
 const T: TableId = TableId(7);
 const V: SchemaVersion = SchemaVersion(3);
 
@@ -936,99 +938,4 @@ fn a_partial_start_waits_for_the_arbitrator() {
         "{:?}",
         nodes.iter().map(|n| n.role()).collect::<Vec<_>>()
     );
-}
-
-/// The redo bytes a node handed out, laid at their log positions.
-fn collect_redo(out: &[Output], log: &mut Vec<u8>) {
-    for o in out {
-        if let Output::RedoWrite { lsn, bytes } = o {
-            let at = *lsn as usize;
-            if log.len() < at + bytes.len() {
-                log.resize(at + bytes.len(), 0);
-            }
-            log[at..at + bytes.len()].copy_from_slice(bytes);
-        }
-    }
-}
-
-/// With epochs, what a node committed comes back from its own redo log in
-/// a new start of it: every row, as committed (inserts, updates with a
-/// longer and a shorter var part, deletes, a row id reused).
-#[test]
-fn a_nodes_redo_log_restores_exactly_its_rows() {
-    let cfg = KernelConfig {
-        epoch_interval_ms: 20,
-        ..KernelConfig::default()
-    };
-    let def = table();
-    let mut log = Vec::new();
-    let mut node = DataNode::new(cfg.clone(), 0);
-    node.create_table(&def);
-    let mut out = Vec::new();
-    node.tick(1_000, &mut out);
-    collect_redo(&out, &mut log);
-    assert_eq!(node.role(), crate::NodeRole::Started);
-    let mut h = Harness {
-        node,
-        layout: RowLayout::new(&def),
-        def,
-        now: 1_000,
-        wire: std::collections::HashMap::new(),
-        next_wire_id: 0,
-    };
-    let mut trans = 0;
-    let mut run = |h: &mut Harness, log: &mut Vec<u8>, op: KeyOp| {
-        trans += 1;
-        let out = h.send(1, trans, ExecType::Commit, vec![op]);
-        collect_redo(&out, log);
-        let out = h.tick(10);
-        collect_redo(&out, log);
-    };
-    for k in 0..40 {
-        let op = h.op(OpType::Insert, k, i64::from(k), "first");
-        run(&mut h, &mut log, op);
-    }
-    for k in (0..40).step_by(3) {
-        let op = h.op(OpType::Update, k, -1, "a longer value than before");
-        run(&mut h, &mut log, op);
-    }
-    for k in (0..40).step_by(4) {
-        let op = h.op(OpType::Delete, k, 0, "");
-        run(&mut h, &mut log, op);
-    }
-    for k in 100..105 {
-        let op = h.op(OpType::Write, k, 7, "");
-        run(&mut h, &mut log, op);
-    }
-    // Every epoch of those changes ends and is saved (written out).
-    let out = h.tick(200);
-    collect_redo(&out, &mut log);
-    let before = h.node.fragment_image(T, 0).expect("held here");
-
-    let read = shoal_storage::redo::read_log(&log, 0);
-    assert!(!read.entries.is_empty());
-    let block = shoal_storage::redo::REDO_BLOCK_BYTES as u64;
-    let end = read.valid_end.div_ceil(block) * block;
-    let mut again = DataNode::new(
-        KernelConfig {
-            incarnation: 2,
-            ..cfg
-        },
-        0,
-    );
-    again.create_table(&h.def);
-    let stats = again
-        .restore_local(&read.entries, 0, end, &mut |_, _| {})
-        .unwrap();
-    assert!(stats.restorable > 0, "{stats:?}");
-    let mut out = Vec::new();
-    again.tick(1_000, &mut out);
-    assert_eq!(again.role(), crate::NodeRole::Started, "{out:?}");
-    assert!(
-        out.iter()
-            .any(|o| matches!(o, Output::Restored { epoch } if *epoch == stats.restorable)),
-        "{out:?}"
-    );
-    assert_eq!(again.fragment_image(T, 0).expect("held here"), before);
-    assert_eq!(before.len(), 40 - 10 + 5);
 }
