@@ -3,16 +3,22 @@
 #
 #   ./scripts/bench-durability.sh                 # every part
 #   PARTS="writes latency restart" RUNS=3 ROWS=1000000 ./scripts/bench-durability.sh
+#   PARTS=restart ROWS=2000000 SHAPE="-a 25 -s 10" COLD=1 ./scripts/bench-durability.sh
+#   REDO_LOG_SIZE=256M PARTS=restart ./scripts/bench-durability.sh   # checkpoints every 32 MB of log
 #
 # One data node pinned to core 0, the client (and mgmd) on core 1, redo
 # log and sysfile in a temporary data dir on this machine's disk.
 # - writes: flexasynch -t 4 -con 4 -p 512 (-a 2 and -a 25), a logged table
 #   against a -temp (not logged) one, alternating, RUNS runs each; the
-#   redo log's size after each logged run (bytes per row change).
+#   data dir's size after each logged run (redo log + checkpoints, bytes
+#   per row change), the local checkpoints written during it (MB, MB/s)
+#   and the durable lag the president reported.
 # - latency: serial single-row transactions (-t 1 -p 1 -o LAT_ROUNDS -a 2),
 #   with and without durable commits: p50/p99 per phase.
-# - restart: ROWS rows inserted (-a 2, kept), the data node stopped (a
-#   clean stop, SIGTERM) and started again: the time its restore took.
+# - restart: ROWS rows inserted (SHAPE, default -a 2; kept), the data node
+#   killed (kill -9) and started again: the time its restore took, from
+#   its checkpoints and the rest of its log. COLD=1 drops the page cache
+#   first (root only).
 # Raw outputs go to target/bench-durability/; a summary to stdout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +30,9 @@ RUNS=${RUNS:-3}
 ROWS=${ROWS:-1000000}
 LAT_ROUNDS=${LAT_ROUNDS:-300}
 PARTS=${PARTS:-"writes latency restart"}
+SHAPE=${SHAPE:-"-a 2"}
+REDO_LOG_SIZE=${REDO_LOG_SIZE:-1G}
+COLD=${COLD:-0}
 log() { printf '[bench-durability] %s\n' "$*" >&2; }
 
 log "building shoal (release)"
@@ -32,6 +41,7 @@ BIN=$PWD/target/release/shoal
 
 PIDS=()
 DN=
+DNLOG=$OUT/datanode.log
 cleanup() {
     for p in "${PIDS[@]:-}"; do
         [[ -n "$p" ]] && kill "$p" 2>/dev/null || true
@@ -52,14 +62,14 @@ start_cluster() {
     fi
     {
         printf '[system]\ndata_dir = "%s"\n\n' "$DATA"
-        printf '[datanode_defaults]\nno_of_replicas = 1\ndata_memory = "8G"\n\n'
+        printf '[datanode_defaults]\nno_of_replicas = 1\ndata_memory = "8G"\nredo_log_size = "%s"\n\n' "$REDO_LOG_SIZE"
         printf '[[node]]\nnode_id = 49\ntype = "mgmd"\nhost = "127.0.0.1"\nport = %s\n' "$MGM_PORT"
         printf '\n[[node]]\nnode_id = 1\ntype = "datanode"\nhost = "127.0.0.1"\n'
     } >"$DATA/config.toml"
     taskset -c 1 "$BIN" mgmd --config "$DATA/config.toml" >>"$OUT/mgmd.log" 2>&1 &
     PIDS+=($!)
     for _ in $(seq 100); do "$BIN" mgm --connect 127.0.0.1:$MGM_PORT -e show >/dev/null 2>&1 && break; sleep 0.1; done
-    taskset -c 0 "$BIN" datanode --connect 127.0.0.1:$MGM_PORT --node-id 1 >>"$OUT/datanode.log" 2>&1 &
+    taskset -c 0 "$BIN" datanode --connect 127.0.0.1:$MGM_PORT --node-id 1 >"$DNLOG" 2>&1 &
     DN=$!
     PIDS+=($DN)
     "$BIN" mgm --connect 127.0.0.1:$MGM_PORT wait --timeout-secs 600 >&2
@@ -70,6 +80,12 @@ flex() {
     taskset -c 1 "$BIN" bench flexasynch --connect 127.0.0.1:$MGM_PORT "$@"
 }
 
+# Bytes of a data node's files: redo log and checkpoints.
+disk_bytes() {
+    find "$DATA/datanode-1" \( -name 'redo-*.log' -o -name 'lcp-*.ckpt' \) -printf '%s\n' |
+        awk '{ s += $1 } END { print s + 0 }'
+}
+
 avg() { python3 -c 'import sys; v=[float(x) for x in sys.argv[1:]]; print(f"{sum(v)/len(v):.0f}")' "$@"; }
 
 if [[ " $PARTS " == *" writes "* ]]; then
@@ -78,13 +94,14 @@ if [[ " $PARTS " == *" writes "* ]]; then
         for r in $(seq "$RUNS"); do
             for kind in logged temp; do
                 log "writes $shape $kind: run $r of $RUNS"
+                DNLOG=$OUT/writes-$tag-$kind-$r.datanode.log
                 start_cluster 1
                 extra=""
                 [[ $kind == temp ]] && extra="-temp"
                 # shellcheck disable=SC2086
                 flex -t 4 -con 4 -p 512 $shape -o 200 $extra >"$OUT/writes-$tag-$kind-$r.txt" 2>&1
                 if [[ $kind == logged ]]; then
-                    stat -c %s "$DATA/datanode-1/redo.log" >"$OUT/writes-$tag-redo-$r.txt"
+                    disk_bytes >"$OUT/writes-$tag-redo-$r.txt"
                 fi
             done
         done
@@ -99,7 +116,27 @@ if [[ " $PARTS " == *" writes "* ]]; then
         done
         ops=$((4 * 512 * 200 * 3))
         bytes=$(cat "$OUT"/writes-"$tag"-redo-*.txt | xargs)
-        echo "redo log after a run (insert, update, delete of $((ops / 3)) rows): $bytes bytes = $(python3 -c "print(round($(avg $bytes)/$ops))") bytes per row change"
+        echo "data dir after a run (insert, update, delete of $((ops / 3)) rows; redo log + checkpoints): $bytes bytes = $(python3 -c "print(round($(avg $bytes)/$ops))") bytes per row change"
+        python3 - "$OUT"/writes-"$tag"-logged-*.datanode.log <<'EOF'
+import re, sys
+n = mb = ms = 0
+lags = []
+for path in sys.argv[1:]:
+    for line in open(path):
+        m = re.search(r"local checkpoint \d+ \((full|partial)\): \d+ rows and \d+ deletes, ([\d.]+) MB in (\d+) ms", line)
+        if m:
+            n += 1; mb += float(m.group(2)); ms += int(m.group(3))
+        m = re.search(r"durable lag: .* became durable ([\d.]+) ms \(average\) and at most (\d+) ms", line)
+        if m:
+            lags.append((float(m.group(1)), int(m.group(2))))
+runs = len(sys.argv) - 1
+if n:
+    print(f"local checkpoints: {n} in {runs} runs, {mb:.1f} MB written in {ms} ms of scans ({mb / max(ms, 1) * 1000:.1f} MB/s while one ran)")
+else:
+    print("local checkpoints: none recorded")
+if lags:
+    print(f"durable lag after an epoch ends: average {sum(a for a, _ in lags) / len(lags):.1f} ms, at most {max(m for _, m in lags)} ms ({len(lags)} reports of 100 epochs)")
+EOF
     done
 fi
 
@@ -120,21 +157,34 @@ if [[ " $PARTS " == *" latency "* ]]; then
 fi
 
 if [[ " $PARTS " == *" restart "* ]]; then
-    log "restart: inserting $ROWS rows"
+    log "restart: inserting $ROWS rows ($SHAPE)"
+    DNLOG=$OUT/restart-insert.datanode.log
     start_cluster 1
     rounds=$(( (ROWS + 4 * 512 - 1) / (4 * 512) ))
-    flex -t 4 -con 4 -p 512 -a 2 -o "$rounds" --keep >"$OUT/restart-insert.txt" 2>&1
-    log "restart: stopping the data node (SIGTERM) and starting it again"
-    kill -TERM "$DN"
+    # shellcheck disable=SC2086
+    flex -t 4 -con 4 -p 512 $SHAPE -o "$rounds" --keep >"$OUT/restart-insert.txt" 2>&1
+    # Until a checkpoint covers most rows: the restart reads it and a
+    # short log (as a node does some time after a load).
+    sleep "${SETTLE_SECS:-10}"
+    log "restart: killing the data node (kill -9) and starting it again"
+    kill -KILL "$DN"
     wait "$DN" 2>/dev/null || true
-    size=$(stat -c %s "$DATA/datanode-1/redo.log")
+    size=$(disk_bytes)
+    if [[ $COLD == 1 ]]; then
+        sync
+        echo 3 >/proc/sys/vm/drop_caches
+    fi
     started=$(date +%s.%N)
     taskset -c 0 "$BIN" datanode --connect 127.0.0.1:$MGM_PORT --node-id 1 >"$OUT/restart-datanode.log" 2>&1 &
     DN=$!
     PIDS+=($DN)
     "$BIN" mgm --connect 127.0.0.1:$MGM_PORT wait --timeout-secs 600 >&2
     ended=$(date +%s.%N)
-    echo "== restart of 1 data node with $((rounds * 4 * 512)) rows (-a 2), redo log $size bytes (warm page cache)"
-    grep -h "restored .* row changes" "$OUT/restart-datanode.log" | sed 's/^data node 1: //'
-    python3 -c "print(f'process start to started: {$ended - $started:.2f} s')"
+    cache=warm
+    [[ $COLD == 1 ]] && cache="cold (page cache dropped)"
+    echo "== restart (kill -9) of 1 data node with $((rounds * 4 * 512)) rows ($SHAPE), $size bytes of redo log and checkpoints, $cache"
+    grep -h "restoring from\|restored .* row changes" "$OUT/restart-datanode.log" | sed 's/^data node 1: //'
+    python3 -c "
+rows = $((rounds * 4 * 512)); secs = $ended - $started; size = $size
+print(f'process start to started: {secs:.2f} s = {rows / secs / 1e6:.2f} M rows/s, {size / secs / 1e6:.0f} MB/s of files')"
 fi

@@ -53,7 +53,27 @@ struct Lead {
     durable_sent: u64,
     /// Every member confirmed the switch to this epoch: `Commit` it.
     commit_due: Option<u64>,
+    /// Epochs that ended (the next one was committed) and are not durable
+    /// yet, with when they ended: how long durability trails them.
+    ended: VecDeque<(u64, u64)>,
+    lag: LagStats,
 }
+
+/// How long after its end each epoch became durable, since the last
+/// report.
+#[derive(Default)]
+struct LagStats {
+    epochs: u64,
+    sum_ms: u64,
+    max_ms: u64,
+}
+
+/// Epochs between two reports of the durable lag (10 s at the default
+/// interval).
+const LAG_REPORT_EPOCHS: u64 = 100;
+/// Ended epochs remembered for the lag (older ones are dropped: a lag
+/// that long is reported as the oldest remembered).
+const LAG_ENDED_MAX: usize = 1024;
 
 pub struct Gcp {
     node_id: u16,
@@ -347,6 +367,8 @@ impl Gcp {
                 save_sent: self.saved,
                 durable_sent: self.durable,
                 commit_due: None,
+                ended: VecDeque::new(),
+                lag: LagStats::default(),
             };
         }
         let lead = &mut self.lead;
@@ -388,6 +410,24 @@ impl Gcp {
                 }
             }
         }
+    }
+
+    /// President: a line on how long epochs took to become durable after
+    /// they ended, every `LAG_REPORT_EPOCHS` epochs (for the node's log).
+    pub fn take_lag_report(&mut self) -> Option<String> {
+        let lag = &mut self.lead.lag;
+        if lag.epochs < LAG_REPORT_EPOCHS {
+            return None;
+        }
+        let line = format!(
+            "durable lag: the last {} epochs became durable {:.1} ms (average) and at most {} ms after they ended (epoch_interval_ms {})",
+            lag.epochs,
+            lag.sum_ms as f64 / lag.epochs as f64,
+            lag.max_ms,
+            self.interval_ms
+        );
+        *lag = LagStats::default();
+        Some(line)
     }
 
     /// President's clock: starts the next switch when it is due.
@@ -440,6 +480,7 @@ impl Gcp {
     /// complete.
     pub fn lead_advance(
         &mut self,
+        now_ms: u64,
         view: &View,
         takeovers_pending: bool,
         q: &mut VecDeque<BlockSignal>,
@@ -451,6 +492,10 @@ impl Gcp {
             for m in &view.members {
                 send(q, EpochSignal::Commit { to: m.node, epoch });
             }
+            if self.lead.ended.len() == LAG_ENDED_MAX {
+                self.lead.ended.pop_front();
+            }
+            self.lead.ended.push_back((epoch - 1, now_ms));
         }
         let lead = &mut self.lead;
         let all = |f: fn(&(u64, u64)) -> u64| {
@@ -476,6 +521,16 @@ impl Gcp {
         }
         if saved > lead.durable_sent {
             lead.durable_sent = saved;
+            while let Some(&(epoch, ended_ms)) = lead.ended.front() {
+                if epoch > saved {
+                    break;
+                }
+                lead.ended.pop_front();
+                let lag = now_ms.saturating_sub(ended_ms);
+                lead.lag.epochs += 1;
+                lead.lag.sum_ms += lag;
+                lead.lag.max_ms = lead.lag.max_ms.max(lag);
+            }
             for m in &view.members {
                 send(
                     q,

@@ -220,7 +220,10 @@ impl DataNode {
             if dirty && self.qmgr.is_president() {
                 let takeovers = !self.qmgr.pending_takeovers().is_empty();
                 self.gcp
-                    .lead_advance(self.qmgr.view(), takeovers, &mut self.queue);
+                    .lead_advance(now_ms, self.qmgr.view(), takeovers, &mut self.queue);
+                if let Some(line) = self.gcp.take_lag_report() {
+                    out.push(Output::Log(line));
+                }
             }
             // What those produced (to this node's own GCP included).
             while let Some(sig) = self.queue.pop_front() {
