@@ -5,6 +5,7 @@
 #   PARTS="writes latency restart" RUNS=3 ROWS=1000000 ./scripts/bench-durability.sh
 #   PARTS=restart ROWS=2000000 SHAPE="-a 25 -s 10" COLD=1 ./scripts/bench-durability.sh
 #   REDO_LOG_SIZE=256M PARTS=restart ./scripts/bench-durability.sh   # checkpoints every 32 MB of log
+#   (CHECKPOINT_RATE=0: checkpoints unthrottled, for loads that outrun 64M)
 #
 # One data node pinned to core 0, the client (and mgmd) on core 1, redo
 # log and sysfile in a temporary data dir on this machine's disk.
@@ -32,6 +33,7 @@ LAT_ROUNDS=${LAT_ROUNDS:-300}
 PARTS=${PARTS:-"writes latency restart"}
 SHAPE=${SHAPE:-"-a 2"}
 REDO_LOG_SIZE=${REDO_LOG_SIZE:-1G}
+CHECKPOINT_RATE=${CHECKPOINT_RATE:-64M}
 COLD=${COLD:-0}
 log() { printf '[bench-durability] %s\n' "$*" >&2; }
 
@@ -62,7 +64,7 @@ start_cluster() {
     fi
     {
         printf '[system]\ndata_dir = "%s"\n\n' "$DATA"
-        printf '[datanode_defaults]\nno_of_replicas = 1\ndata_memory = "8G"\nredo_log_size = "%s"\n\n' "$REDO_LOG_SIZE"
+        printf '[datanode_defaults]\nno_of_replicas = 1\ndata_memory = "8G"\nredo_log_size = "%s"\ncheckpoint_bytes_per_sec = "%s"\n\n' "$REDO_LOG_SIZE" "$CHECKPOINT_RATE"
         printf '[[node]]\nnode_id = 49\ntype = "mgmd"\nhost = "127.0.0.1"\nport = %s\n' "$MGM_PORT"
         printf '\n[[node]]\nnode_id = 1\ntype = "datanode"\nhost = "127.0.0.1"\n'
     } >"$DATA/config.toml"

@@ -47,6 +47,10 @@ struct Lead {
     next_switch_ms: u64,
     /// The switch being prepared and the members yet to confirm.
     switching: Option<(u64, BTreeSet<u16>)>,
+    /// When the switch's `Prepare` goes again to members yet to confirm
+    /// (a member drops one from a node it does not take for president
+    /// yet: one that sent it while the view naming it was on its way).
+    resend_ms: u64,
     /// Each member's latest report: (completed, saved).
     progress: BTreeMap<u16, (u64, u64)>,
     save_sent: u64,
@@ -67,6 +71,11 @@ struct LagStats {
     sum_ms: u64,
     max_ms: u64,
 }
+
+/// A switch's `Prepare` goes again to the members yet to confirm it after
+/// this long (they confirm a repeat again; a round trip takes well under
+/// a millisecond).
+const PREPARE_RESEND_MS: u64 = 50;
 
 /// Epochs between two reports of the durable lag (10 s at the default
 /// interval).
@@ -363,6 +372,7 @@ impl Gcp {
                 active: true,
                 next_switch_ms: 0,
                 switching: None,
+                resend_ms: 0,
                 progress: BTreeMap::new(),
                 save_sent: self.saved,
                 durable_sent: self.durable,
@@ -435,7 +445,22 @@ impl Gcp {
         if !self.enabled() || !self.lead.active || !self.now.restored {
             return;
         }
-        if self.lead.switching.is_some() || now_ms < self.lead.next_switch_ms {
+        if let Some((epoch, waiting)) = &self.lead.switching {
+            if now_ms >= self.lead.resend_ms {
+                for &n in waiting {
+                    send(
+                        q,
+                        EpochSignal::Prepare {
+                            to: n,
+                            epoch: *epoch,
+                        },
+                    );
+                }
+                self.lead.resend_ms = now_ms + PREPARE_RESEND_MS;
+            }
+            return;
+        }
+        if now_ms < self.lead.next_switch_ms {
             return;
         }
         let epoch = self.now.current.max(self.prepared).saturating_add(1);
@@ -445,6 +470,7 @@ impl Gcp {
         }
         self.lead.switching = Some((epoch, waiting));
         self.lead.next_switch_ms = now_ms + self.interval_ms;
+        self.lead.resend_ms = now_ms + PREPARE_RESEND_MS;
     }
 
     fn prepare_conf(&mut self, from: u16, epoch: u64) {

@@ -446,7 +446,7 @@ impl EventLoop {
                     self.node.lcp_synced(now, id, &mut self.outputs)
                 }
                 node_files::Event::LcpFailed { id, why } => {
-                    self.node.lcp_failed(id, why, &mut self.outputs)
+                    self.node.lcp_failed(now, id, why, &mut self.outputs)
                 }
                 node_files::Event::DiskFull(why) => self.node.set_disk_full(why, &mut self.outputs),
                 node_files::Event::Synced(_) | node_files::Event::Failed(_) => {}

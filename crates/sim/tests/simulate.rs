@@ -178,34 +178,57 @@ fn seeds_that_found_bugs_pass() {
             panic!("seed {seed} ({bug}) fails again: {failure}");
         }
     }
-    // With files (`--durable`): (seed, nodes, replicas, what it found).
-    for (seed, data_nodes, replicas, bug) in [
+    // With files (`--durable`): (seed, transactions, nodes, replicas,
+    // wide, what it found).
+    for (seed, transactions, data_nodes, replicas, wide, bug) in [
+        (
+            129,
+            3000,
+            4,
+            2,
+            true,
+            "a torn tail kept in the log's last block read back as damage at the next restart",
+        ),
         (
             1067,
+            5000,
             4,
             4,
+            false,
             "views of a cluster formed after a whole-cluster crash were numbered below an earlier cluster's, and the arbitrator granted both sides of a split",
         ),
         (
             4175,
+            5000,
             2,
             2,
+            false,
             "a lock wait granted and then cancelled by its transaction's abort kept the lock forever",
         ),
         (
+            5031,
+            5000,
+            6,
+            2,
+            false,
+            "a new president's epoch switch was dropped by members that did not take it for president yet, and every commit waited forever",
+        ),
+        (
             140,
+            5000,
             4,
             2,
+            false,
             "the model took a read lock lost with its node for a dependency on a later commit",
         ),
     ] {
         let opts = SimOptions {
             seed,
-            transactions: 5000,
+            transactions,
             data_nodes,
             replicas,
             read_backup: false,
-            wide: false,
+            wide,
             failures: true,
             durable: true,
             faults: Faults::default(),

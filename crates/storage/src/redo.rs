@@ -18,6 +18,7 @@
 //! the reader finds it, and the log ends there.
 
 use crate::crc32c::{crc32c, crc32c_update};
+use std::sync::Arc;
 
 /// A position in the redo log: bytes since the log began.
 pub type Lsn = u64;
@@ -186,18 +187,38 @@ impl RedoRecord<'_> {
     }
 }
 
-/// A record as read back (its bytes owned: it may have spanned blocks).
+/// A record as read back: in place in the bytes read (a record in one
+/// chunk, most of them), or its own copy (one that spanned blocks).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RedoEntry {
     /// Where the record's first chunk starts.
     pub lsn: Lsn,
-    bytes: Vec<u8>,
+    bytes: EntryBytes,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum EntryBytes {
+    Owned(Vec<u8>),
+    Shared {
+        buf: Arc<Vec<u8>>,
+        start: usize,
+        len: usize,
+    },
+}
+
+impl EntryBytes {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            EntryBytes::Owned(v) => v,
+            EntryBytes::Shared { buf, start, len } => &buf[*start..*start + *len],
+        }
+    }
 }
 
 impl RedoEntry {
     /// The record (checked when it was read).
     pub fn record(&self) -> RedoRecord<'_> {
-        RedoRecord::decode(&self.bytes).expect("checked when read")
+        RedoRecord::decode(self.bytes.as_slice()).expect("checked when read")
     }
 }
 
@@ -371,7 +392,7 @@ pub fn read_segments(
         from = 0;
         n += 1;
     }
-    read_log(&bytes, start)
+    read_log_shared(Arc::new(bytes), start)
 }
 
 /// Why a log read back lost bytes it had synced through `synced`, if it
@@ -394,6 +415,16 @@ pub fn lost_synced_bytes(read: &ReadLog, synced: Lsn) -> Option<String> {
 
 /// Reads the log whose bytes start at position `base` (a block boundary).
 pub fn read_log(bytes: &[u8], base: Lsn) -> ReadLog {
+    read_log_in(bytes, base, None)
+}
+
+/// [`read_log`] of bytes read into `buf`: the records in one chunk stay
+/// in it (no copy per record).
+pub fn read_log_shared(buf: Arc<Vec<u8>>, base: Lsn) -> ReadLog {
+    read_log_in(buf.as_slice(), base, Some(&buf))
+}
+
+fn read_log_in(bytes: &[u8], base: Lsn, shared: Option<&Arc<Vec<u8>>>) -> ReadLog {
     assert_eq!(
         base % REDO_BLOCK_BYTES as u64,
         0,
@@ -453,7 +484,18 @@ pub fn read_log(bytes: &[u8], base: Lsn) -> ReadLog {
         };
         let ok = match (kind, &mut record) {
             (ChunkKind::Full, None) => {
-                entries.push((lsn, payload.to_vec()));
+                let start = pos + CHUNK_HEADER_BYTES;
+                entries.push((
+                    lsn,
+                    match shared {
+                        Some(buf) => EntryBytes::Shared {
+                            buf: Arc::clone(buf),
+                            start,
+                            len: payload.len(),
+                        },
+                        None => EntryBytes::Owned(payload.to_vec()),
+                    },
+                ));
                 true
             }
             (ChunkKind::First, None) => {
@@ -467,7 +509,7 @@ pub fn read_log(bytes: &[u8], base: Lsn) -> ReadLog {
             (ChunkKind::Last, Some(_)) => {
                 let (at, mut buf) = record.take().expect("matched");
                 buf.extend_from_slice(payload);
-                entries.push((at, buf));
+                entries.push((at, EntryBytes::Owned(buf)));
                 true
             }
             _ => false,
@@ -482,7 +524,7 @@ pub fn read_log(bytes: &[u8], base: Lsn) -> ReadLog {
     };
     let mut out = Vec::with_capacity(entries.len());
     for (lsn, bytes) in entries {
-        if RedoRecord::decode(&bytes).is_none() {
+        if RedoRecord::decode(bytes.as_slice()).is_none() {
             // Checksummed yet malformed: written so by a bug, or a
             // collision; nothing from here on is trusted.
             return ReadLog {

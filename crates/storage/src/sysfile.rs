@@ -159,7 +159,11 @@ impl Sysfile {
             lcp,
         };
         let chain_sane = lcp.is_empty() || lcp.first <= lcp.last;
-        (reserved_clear && chain_sane && crc32c(&b[..crc_at]) == crc).then_some(s)
+        // Positions a log is read from are block boundaries.
+        let aligned = s
+            .redo_start
+            .is_multiple_of(crate::redo::REDO_BLOCK_BYTES as u64);
+        (reserved_clear && chain_sane && aligned && crc32c(&b[..crc_at]) == crc).then_some(s)
     }
 
     /// The newest valid record of a sysfile's bytes; `Ok(None)` if it was

@@ -137,6 +137,18 @@ impl Lqh {
         });
     }
 
+    /// Row ids of logged fragments changed since the last checkpoint, and
+    /// the rows they hold: a partial checkpoint writes the first.
+    pub fn lcp_changed_rows(&mut self) -> (u64, u64) {
+        let mut changed = 0;
+        let mut rows = 0;
+        for e in self.frags.values_mut().filter(|e| e.logged) {
+            rows += e.frag.row_count() as u64;
+            changed += e.frag.changed_rows().count() as u64;
+        }
+        (changed, rows)
+    }
+
     /// The checkpoint being written, if any: (id, full).
     pub fn lcp_running(&self) -> Option<(u64, bool)> {
         self.lcp.as_ref().map(|s| (s.id, s.full))

@@ -258,6 +258,7 @@ impl DataNode {
             // row starts it again then).
             self.lqh.drop_all_rows();
             self.lcp_abandon();
+            self.lcp_log_restarts_here();
             if self.lqh.redo_enabled() {
                 // What its log held is no longer what it holds: until its
                 // snapshot, the log restores nothing (synced at once, so a
@@ -284,6 +285,14 @@ impl DataNode {
             let epoch = self.gcp.now().current + 1;
             let rows = self.lqh.log_snapshot(epoch);
             self.gcp.set_whole_from(epoch);
+            // The snapshot (as large as the rows) does not count against
+            // the log's space: a full checkpoint starts at once and frees
+            // it.
+            if let Some((lsn, bytes)) = self.lqh.take_redo() {
+                out.push(Output::RedoWrite { lsn, bytes });
+            }
+            self.lcp_log_restarts_here();
+            self.lcp_full_soon();
             out.push(Output::Log(format!(
                 "copy done: logged a snapshot of {rows} rows; its files can restore epoch {epoch} and later"
             )));

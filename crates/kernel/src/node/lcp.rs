@@ -11,7 +11,8 @@
 //!    the last one began: the redo written so far is handed out (so the
 //!    log position it starts from is a block boundary), and LQH starts
 //!    its scan — full if the chain of partial ones grew as large as the
-//!    last full one, or the rows were replaced (a restart, a copy).
+//!    last full one, if half the rows or more changed since the last one,
+//!    or if the rows were replaced (a restart, a copy).
 //! 2. Every tick scans a budget of bytes (`lcp_bytes_per_sec`, four times
 //!    that while the log is short of space; at most a step's limit).
 //! 3. The file is synced ([`Output::LcpSync`], answered by
@@ -26,10 +27,14 @@ use shoal_storage::redo::Lsn;
 use shoal_storage::sysfile::LcpChain;
 
 /// Bytes one tick's scan appends at most (latency: the scan runs between
-/// signals).
-const STEP_MAX_BYTES: usize = 1 << 20;
+/// signals, a few ms for this much; with the runtime's 10 ms ticks, at
+/// most 400 MB/s).
+const STEP_MAX_BYTES: usize = 4 << 20;
 /// Chains of partial checkpoints longer than this end with a full one.
 const CHAIN_MAX: u64 = 16;
+/// After a checkpoint failed (the disk was full), the next one waits this
+/// long.
+const LCP_RETRY_MS: u64 = 1000;
 
 #[derive(Debug)]
 enum Phase {
@@ -73,6 +78,8 @@ pub(super) struct Checkpoints {
     force_full: bool,
     running: Option<Running>,
     last_step_ms: u64,
+    /// No checkpoint starts before this (one just failed).
+    retry_at_ms: u64,
     /// The driver says the disk holding the log is full (why).
     disk_full: Option<String>,
     /// Why writes are refused now, as last told to LQH.
@@ -122,10 +129,14 @@ impl DataNode {
         }
         let elapsed = now_ms.saturating_sub(self.lcp.last_step_ms).min(100);
         self.lcp.last_step_ms = now_ms;
-        if self.lcp.running.is_none() {
-            let trigger = (self.cfg.redo_log_bytes / 8).max(1);
+        if self.lcp.running.is_none() && now_ms >= self.lcp.retry_at_ms {
+            // Each time the log grew by an eighth of its space, and at once
+            // while it is short of space (a checkpoint that failed or was
+            // dropped is then followed by another).
+            let limit = self.cfg.redo_log_bytes;
             let grown = self.lqh.redo_end().saturating_sub(self.lcp.last_began);
-            if self.lcp_allowed() && grown >= trigger {
+            let due = grown >= (limit / 8).max(1) || self.redo_used() >= limit / 2;
+            if self.lcp_allowed() && due {
                 self.lcp_begin(now_ms, out);
             }
         }
@@ -156,11 +167,15 @@ impl DataNode {
     }
 
     fn lcp_begin(&mut self, now_ms: u64, out: &mut Vec<Output>) {
+        // Full when a partial one would write most rows anyway (a restart
+        // then reads one image, not a full one and a copy of it).
+        let (changed, rows) = self.lqh.lcp_changed_rows();
         let cp = &mut self.lcp;
         let full = cp.force_full
             || cp.chain.is_empty()
             || cp.partial_bytes >= cp.full_bytes
-            || cp.chain.last - cp.chain.first + 1 >= CHAIN_MAX;
+            || cp.chain.last - cp.chain.first + 1 >= CHAIN_MAX
+            || changed * 2 >= rows;
         // What is appended so far goes out first, padded: the checkpoint
         // reads the log from the next block on.
         if let Some((lsn, bytes)) = self.lqh.take_redo() {
@@ -288,7 +303,23 @@ impl DataNode {
         self.lqh.lcp_abandon();
         self.lcp.running = None;
         self.lcp.force_full = true;
-        self.lcp.last_began = self.lqh.redo_end();
+    }
+
+    /// A full checkpoint starts at the next tick (the rows were replaced).
+    pub(super) fn lcp_full_soon(&mut self) {
+        self.lcp.force_full = true;
+        self.lcp.last_began = 0;
+    }
+
+    /// The log before the current end holds nothing this node's rows need
+    /// any more (it joined a running cluster and voided its log, or it
+    /// just logged a snapshot of every row after copying them): for the
+    /// log's space, it counts from here until a checkpoint is recorded
+    /// (its files stay until then).
+    pub(super) fn lcp_log_restarts_here(&mut self) {
+        self.lcp.redo_start = self.lqh.redo_end();
+        self.lcp.last_began = self.lcp.redo_start;
+        self.note_redo_space();
     }
 
     /// Refuses writes to logged tables while the log is nearly full or
@@ -339,12 +370,13 @@ impl DataNode {
 
     /// Checkpoint `id` could not be written (the driver dropped its file):
     /// the next one is full, and starts once the log grows again.
-    pub fn lcp_failed(&mut self, id: u64, why: String, out: &mut Vec<Output>) {
+    pub fn lcp_failed(&mut self, now_ms: u64, id: u64, why: String, out: &mut Vec<Output>) {
         if self.lcp.running.as_ref().is_some_and(|r| r.id == id) {
             out.push(Output::Log(format!(
-                "local checkpoint {id} failed and was dropped: {why}"
+                "local checkpoint {id} failed and was dropped: {why}; another starts in a second"
             )));
             self.lcp_abandon();
+            self.lcp.retry_at_ms = now_ms + LCP_RETRY_MS;
         }
     }
 

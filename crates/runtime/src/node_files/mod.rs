@@ -22,7 +22,8 @@ pub use writer::{Event, Writer};
 use shoal_kernel::lqh::check_lcp_file;
 use shoal_mgmd::dir_lock::DirLock;
 use shoal_storage::redo::{
-    lost_synced_bytes, read_log, read_segments, segment_pieces, Lsn, RedoEntry, REDO_BLOCK_BYTES,
+    lost_synced_bytes, read_log_shared, read_segments, segment_pieces, Lsn, RedoEntry,
+    REDO_BLOCK_BYTES,
 };
 use shoal_storage::sysfile::{LcpChain, Sysfile};
 use shoal_types::{ErrorCode, ShoalError};
@@ -89,7 +90,9 @@ pub struct Recovered {
     pub entries: Vec<RedoEntry>,
     /// The durable epoch the sysfile recorded (0: none).
     pub durable: u64,
-    /// Where the log goes on (a block boundary past its last record).
+    /// Where the log's last whole record ends, and where it goes on (the
+    /// block boundary at or after that).
+    pub log_valid_end: Lsn,
     pub log_end: Lsn,
     /// The sysfile's latest record, which the writer's records follow.
     pub sysfile: Option<Sysfile>,
@@ -168,7 +171,7 @@ fn read_back(
         let path = lcp_path(dir, id);
         let bytes = read_all(&path)?;
         lcp_bytes += bytes.len() as u64;
-        let read = read_log(&bytes, 0);
+        let read = read_log_shared(std::sync::Arc::new(bytes), 0);
         if let Err(e) = check_lcp_file(id, &read.entries) {
             return damaged(format!(
                 "its checkpoint {} cannot be used: {}",
@@ -212,6 +215,7 @@ fn read_back(
         redo_start: sys.redo_start,
         entries: log.entries,
         durable: sys.durable_epoch,
+        log_valid_end: log.valid_end,
         log_end: log.valid_end.div_ceil(block) * block,
         sysfile: recorded,
         log_bytes,
@@ -227,6 +231,7 @@ fn empty(durable: u64, sysfile: Option<Sysfile>) -> Recovered {
         redo_start: 0,
         entries: Vec::new(),
         durable,
+        log_valid_end: 0,
         log_end: 0,
         sysfile,
         log_bytes: 0,

@@ -29,6 +29,10 @@ use std::time::Duration;
 
 /// How often a write that found the disk full is tried again.
 const DISK_FULL_RETRY: Duration = Duration::from_millis(100);
+/// Redo bytes that may wait for disk space (writes are refused meanwhile,
+/// so they grow by about an end-of-epoch block per epoch); past this the
+/// node stops rather than hold more in memory.
+const BLOCKED_BYTES_MAX: usize = 256 << 20;
 
 /// What the event loop asks of the writer.
 enum Request {
@@ -102,12 +106,16 @@ impl Writer {
         waker: Arc<Waker>,
     ) -> Result<Writer, ShoalError> {
         let named = |e: String| fail(format!("data node {node_id}: {e}"));
-        let end = recovered.log_end;
+        let (valid_end, end) = (recovered.log_valid_end, recovered.log_end);
         // Bytes past the last whole record (a torn tail, or a later block
         // a crash kept while losing an earlier one) go: the log goes on
-        // from here, and a stale block further on must never be read as
-        // part of it. The file it ends in holds exactly its part (a torn
-        // tail of padding may have left it short).
+        // from the next block boundary, and nothing stale before or after
+        // it may ever be read as part of it. So the file the log ends in
+        // is cut at the last record's end and extended with zeros to the
+        // boundary (the padding a sync writes), later files are deleted,
+        // and every file kept is synced: a previous process may have
+        // written bytes it never synced, which this start reads, restores
+        // and now records as synced.
         for n in segments(dir)? {
             let path = segment_path(dir, n);
             let start = n * REDO_SEGMENT_BYTES;
@@ -115,12 +123,18 @@ impl Writer {
             if start >= end || unused {
                 std::fs::remove_file(&path)
                     .map_err(|e| named(format!("cannot delete {}: {e}", path.display())))?;
-            } else if end - start <= REDO_SEGMENT_BYTES {
-                let f = open_rw(&path, false).map_err(named)?;
-                f.set_len(end - start)
-                    .and_then(|()| f.sync_all())
-                    .map_err(|e| named(format!("cannot cut {} at its end: {e}", path.display())))?;
+                continue;
             }
+            let f = open_rw(&path, false).map_err(named)?;
+            let seg_end = start + REDO_SEGMENT_BYTES;
+            let cut =
+                |e: std::io::Error| named(format!("cannot cut {} at its end: {e}", path.display()));
+            if valid_end < seg_end {
+                f.set_len(valid_end.max(start) - start).map_err(cut)?;
+                f.set_len(end.min(seg_end) - start).map_err(cut)?;
+            }
+            f.sync_all()
+                .map_err(|e| named(format!("cannot sync {}: {e}", path.display())))?;
         }
         let chain = recovered.lcp.ids();
         for id in lcp_ids(dir)? {
@@ -152,10 +166,15 @@ impl Writer {
             state.write_sysfile(base).map_err(named)?;
         }
         // What this start restores from, and the log synced up to where it
-        // goes on (it was cut and synced there above).
-        let now = base
-            .with_lcp(recovered.lcp, recovered.redo_start)
-            .with_durable(recovered.durable, end);
+        // goes on (it was cut and synced there above): one record, in the
+        // slot after the newest valid one.
+        let now = Sysfile {
+            seq: base.seq + 1,
+            durable_epoch: recovered.durable.max(base.durable_epoch),
+            redo_start: recovered.redo_start,
+            redo_synced: end,
+            lcp: recovered.lcp,
+        };
         state.write_sysfile(now).map_err(named)?;
         let (requests, rx) = channel();
         let (tx, events) = channel();
@@ -280,13 +299,25 @@ impl WriterState {
             }
         }
         if let Some(lsn) = sync_to {
-            if self.blocked.is_empty() {
+            // While writes wait for space, what is before the first of
+            // them is written: it is synced and said so.
+            let reach = self.blocked.front().map_or(lsn, |&(b, _)| lsn.min(b));
+            if reach > self.synced {
                 self.sync_redo()?;
-                self.synced = self.synced.max(lsn.min(self.written));
-                tell(Event::Synced(lsn));
-            } else {
+                self.synced = reach;
+                tell(Event::Synced(reach));
+            }
+            if reach < lsn {
                 self.deferred_sync = Some(lsn);
             }
+        }
+        let waiting: usize = self.blocked.iter().map(|(_, b)| b.len()).sum();
+        if waiting > BLOCKED_BYTES_MAX {
+            return Err(format!(
+                "the disk holding {} stayed full while {} MB of redo log waited for space",
+                self.dir.display(),
+                waiting >> 20
+            ));
         }
         if let Some(epoch) = durable {
             self.record_durable(epoch)?;
@@ -368,11 +399,15 @@ impl WriterState {
             return Ok(());
         }
         let path = lcp_path(&self.dir, id);
-        let file = match self.lcp_files.entry(id) {
-            std::collections::btree_map::Entry::Occupied(f) => f.into_mut(),
+        if !self.lcp_files.contains_key(&id) {
             // A new checkpoint's file starts empty (one of the same id left
-            // by an earlier start is not part of it).
-            std::collections::btree_map::Entry::Vacant(v) => v.insert(open_rw(&path, true)?),
+            // by an earlier start is not part of it); files of checkpoints
+            // dropped before their sync are closed.
+            self.lcp_files.retain(|&k, _| k > id);
+            self.lcp_files.insert(id, open_rw(&path, true)?);
+        }
+        let Some(file) = self.lcp_files.get(&id) else {
+            return Ok(());
         };
         match file.write_all_at(bytes, offset) {
             Ok(()) => Ok(()),

@@ -87,6 +87,8 @@ struct ReadFiles {
     sys: Sysfile,
     lcp_files: Vec<Vec<RedoEntry>>,
     entries: Vec<RedoEntry>,
+    /// Where the last whole record ends, and the block boundary after.
+    log_valid_end: u64,
     log_end: u64,
 }
 
@@ -160,6 +162,7 @@ fn read_files(disk: &SimDisk, node: u16) -> Result<ReadFiles, String> {
     Ok(ReadFiles {
         sys,
         lcp_files,
+        log_valid_end: log.valid_end,
         log_end: log.valid_end.div_ceil(block) * block,
         entries: log.entries,
     })
@@ -301,18 +304,24 @@ impl World {
     pub(super) fn restore_files(&mut self, node: u16, dn: &mut DataNode) -> Result<(), String> {
         let f = &self.files[node as usize - 1];
         let files = read_files(&f.disk, node)?;
-        let (sys, end) = (files.sys, files.log_end);
-        // As the runtime: the log is cut where it goes on, so no stale
-        // block past it is ever read as part of it (and the file it ends
-        // in holds exactly its part: a torn tail of padding may have left
-        // it short); checkpoint files the sysfile does not name go.
+        let (sys, valid_end, end) = (files.sys, files.log_valid_end, files.log_end);
+        // As the runtime: the log is cut at its last whole record and
+        // padded with zeros to the block where it goes on, so nothing
+        // stale (a torn tail, a block a crash kept past a lost one) is
+        // ever read as part of it; checkpoint files the sysfile does not
+        // name go.
         let f = &mut self.files[node as usize - 1];
         for n in f.segments() {
             let seg_start = n * REDO_SEGMENT_BYTES;
+            let seg_end = seg_start + REDO_SEGMENT_BYTES;
             if seg_start >= end {
                 f.disk.delete(&segment_name(n));
-            } else if end - seg_start <= REDO_SEGMENT_BYTES {
-                f.disk.set_len(&segment_name(n), (end - seg_start) as usize);
+            } else if valid_end < seg_end {
+                let name = segment_name(n);
+                f.disk
+                    .set_len(&name, (valid_end.max(seg_start) - seg_start) as usize);
+                f.disk
+                    .set_len(&name, (end.min(seg_end) - seg_start) as usize);
             }
         }
         for id in f.lcp_ids() {
