@@ -162,6 +162,10 @@ fn seeds_that_found_bugs_pass() {
             1795576590592926042,
             "a copy request from before the target failed blocked its next start's copy",
         ),
+        (
+            108,
+            "a repeated takeover request that arrived after the failed node's next start joined sent that start's answers to the node taking over",
+        ),
     ] {
         let opts = SimOptions {
             seed,

@@ -196,7 +196,7 @@ pub struct RedoEntry {
     bytes: EntryBytes,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone)]
 enum EntryBytes {
     Owned(Vec<u8>),
     Shared {
@@ -204,6 +204,22 @@ enum EntryBytes {
         start: usize,
         len: usize,
     },
+}
+
+/// Equal if the bytes are, wherever they are kept.
+impl PartialEq for EntryBytes {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for EntryBytes {}
+
+/// The record's bytes, never the whole buffer they sit in.
+impl std::fmt::Debug for EntryBytes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.as_slice()).finish()
+    }
 }
 
 impl EntryBytes {
@@ -372,27 +388,34 @@ pub struct ReadLog {
 
 /// Reads the log kept in files of `segment_bytes` each (file `n` holds
 /// positions `n * segment_bytes ..`) from `start`, a block boundary:
-/// file after file while each is whole. `segment(n)` gives file `n`'s
-/// bytes (`None`: it does not exist).
+/// file after file while each is whole. `append(n, buf)` appends file
+/// `n`'s bytes to `buf` (false: it does not exist); `size_hint` is about
+/// how many bytes that will be (one allocation, not one per doubling).
 pub fn read_segments(
     start: Lsn,
     segment_bytes: u64,
-    mut segment: impl FnMut(u64) -> Option<Vec<u8>>,
+    size_hint: usize,
+    mut append: impl FnMut(u64, &mut Vec<u8>) -> bool,
 ) -> ReadLog {
-    let mut bytes = Vec::new();
+    let mut buf = Vec::with_capacity(size_hint);
     let mut n = start / segment_bytes;
-    let mut from = (start % segment_bytes) as usize;
-    while let Some(file) = segment(n) {
-        let whole = file.len() as u64 >= segment_bytes;
-        let end = file.len().min(segment_bytes as usize);
-        bytes.extend_from_slice(file.get(from..end).unwrap_or(&[]));
-        if !whole {
+    loop {
+        let before = buf.len();
+        if !append(n, &mut buf) {
             break;
         }
-        from = 0;
+        let got = (buf.len() - before) as u64;
+        if got >= segment_bytes {
+            buf.truncate(before + segment_bytes as usize);
+        } else {
+            break;
+        }
         n += 1;
     }
-    read_log_shared(Arc::new(bytes), start)
+    // The first file holds positions before `start` too.
+    let skip = ((start % segment_bytes) as usize).min(buf.len());
+    let buf = Arc::new(buf);
+    read_log_in(&buf[skip..], start, Some((&buf, skip)))
 }
 
 /// Why a log read back lost bytes it had synced through `synced`, if it
@@ -421,10 +444,12 @@ pub fn read_log(bytes: &[u8], base: Lsn) -> ReadLog {
 /// [`read_log`] of bytes read into `buf`: the records in one chunk stay
 /// in it (no copy per record).
 pub fn read_log_shared(buf: Arc<Vec<u8>>, base: Lsn) -> ReadLog {
-    read_log_in(buf.as_slice(), base, Some(&buf))
+    read_log_in(buf.as_slice(), base, Some((&buf, 0)))
 }
 
-fn read_log_in(bytes: &[u8], base: Lsn, shared: Option<&Arc<Vec<u8>>>) -> ReadLog {
+/// Reads `bytes`; with `shared`, they are `buf[offset..]` and records in
+/// one chunk stay in `buf`.
+fn read_log_in(bytes: &[u8], base: Lsn, shared: Option<(&Arc<Vec<u8>>, usize)>) -> ReadLog {
     assert_eq!(
         base % REDO_BLOCK_BYTES as u64,
         0,
@@ -488,9 +513,9 @@ fn read_log_in(bytes: &[u8], base: Lsn, shared: Option<&Arc<Vec<u8>>>) -> ReadLo
                 entries.push((
                     lsn,
                     match shared {
-                        Some(buf) => EntryBytes::Shared {
+                        Some((buf, offset)) => EntryBytes::Shared {
                             buf: Arc::clone(buf),
-                            start,
+                            start: offset + start,
                             len: payload.len(),
                         },
                         None => EntryBytes::Owned(payload.to_vec()),
@@ -621,6 +646,37 @@ mod tests {
             disk.extend_from_slice(&bytes);
         }
         disk
+    }
+
+    #[test]
+    fn a_log_in_files_reads_back_from_any_block() {
+        let seg = 2 * REDO_BLOCK_BYTES as u64;
+        let records: Vec<_> = (0..40)
+            .map(|n| rec(RedoKind::Write, n, 300 + n as usize * 37))
+            .collect();
+        let log = write(&records, 3);
+        let mut files: Vec<Vec<u8>> = Vec::new();
+        for (n, off, piece) in segment_pieces(0, &log, seg) {
+            if files.len() <= n as usize {
+                files.resize(n as usize + 1, Vec::new());
+            }
+            let f = &mut files[n as usize];
+            f.resize(off as usize, 0);
+            f.extend_from_slice(piece);
+        }
+        for start_block in 0..(log.len() / REDO_BLOCK_BYTES) {
+            let start = (start_block * REDO_BLOCK_BYTES) as u64;
+            let whole = read_log(&log[start as usize..], start);
+            let pieces = read_segments(start, seg, 0, |n, buf| match files.get(n as usize) {
+                Some(f) => {
+                    buf.extend_from_slice(f);
+                    true
+                }
+                None => false,
+            });
+            assert_eq!(pieces.entries, whole.entries, "from block {start_block}");
+            assert_eq!(pieces.valid_end, whole.valid_end);
+        }
     }
 
     #[test]

@@ -292,6 +292,8 @@ pub struct Lqh {
     /// Writes to logged tables are refused (why): the redo log is short
     /// of space until a checkpoint frees some.
     redo_full: Option<String>,
+    /// The key of the row a restore is putting back (one buffer for all).
+    restore_key: Vec<u8>,
 }
 
 /// Ends lock wait `token` (of `w`) without running it. A wait whose lock
@@ -353,6 +355,7 @@ impl Lqh {
             restore_tail: Vec::new(),
             lcp: None,
             redo_full: None,
+            restore_key: Vec::new(),
         }
     }
 

@@ -392,7 +392,7 @@ impl Lqh {
             },
             _ => Change::Delete,
         };
-        put_row(entry, &mut self.mem, r.row, change).map(|()| true)
+        put_row(entry, &mut self.mem, r.row, change, &mut self.restore_key).map(|()| true)
     }
 }
 
@@ -404,8 +404,9 @@ fn put_row(
     mem: &mut Memory,
     row: RowId,
     change: Change<'_>,
+    key: &mut Vec<u8>,
 ) -> Result<(), String> {
-    let mut key = Vec::new();
+    key.clear();
     let image_key = match change {
         Change::Write { fixed, var } => {
             if fixed.len() != entry.layout.fixed_size {
@@ -415,7 +416,7 @@ fn put_row(
                     entry.layout.fixed_size
                 ));
             }
-            entry.layout.key_of_row(fixed, var, &mut key);
+            entry.layout.key_of_row(fixed, var, key);
             Some((fixed, var))
         }
         Change::Delete => None,
@@ -423,7 +424,7 @@ fn put_row(
     if !entry.frag.is_free(row) {
         let mut held = Vec::new();
         entry.frag.key_of(row, &mut held);
-        if let Some((fixed, var)) = image_key.filter(|_| held == key) {
+        if let Some((fixed, var)) = image_key.filter(|_| held == *key) {
             return entry
                 .frag
                 .replace(mem, row, fixed, Some(var))
@@ -434,8 +435,8 @@ fn put_row(
     let Some((fixed, var)) = image_key else {
         return Ok(());
     };
-    let hash = hash_key(&key);
-    if let Some(other) = entry.frag.lookup(hash, &key) {
+    let hash = hash_key(key);
+    if let Some(other) = entry.frag.lookup(hash, key) {
         entry.frag.remove(mem, hash, other);
     }
     entry

@@ -595,10 +595,23 @@ impl DataNode {
                 .handle(now_ms, from, sig, &self.dih, &mut self.queue, out),
             Block::Lqh => {
                 if let BlockSignal::Cluster(ClusterSignal::TakeoverReq {
-                    failed, takeover, ..
+                    failed,
+                    incarnation,
+                    takeover,
+                    ..
                 }) = &sig
                 {
-                    self.redirect.insert(*failed, *takeover);
+                    // Not once a later start of the failed node joined (a
+                    // repeated request may arrive after it): that start's
+                    // answers go to it.
+                    let superseded = self
+                        .qmgr
+                        .view()
+                        .member(*failed)
+                        .is_some_and(|m| m.incarnation != *incarnation);
+                    if !superseded {
+                        self.redirect.insert(*failed, *takeover);
+                    }
                 }
                 self.lqh
                     .handle(now_ms, from, sig, &self.dih, &mut self.queue)

@@ -183,22 +183,37 @@ fn read_back(
     }
     let mut log_bytes = 0;
     let mut read_error = None;
-    let log = read_segments(sys.redo_start, REDO_SEGMENT_BYTES, |n| match std::fs::read(
-        segment_path(dir, n),
-    ) {
-        Ok(b) => {
-            log_bytes += b.len() as u64;
-            Some(b)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => {
-            read_error = Some(format!(
-                "cannot read {}: {e}",
-                segment_path(dir, n).display()
-            ));
-            None
-        }
-    });
+    // One buffer for the whole log: its files' sizes, summed.
+    let first = sys.redo_start / REDO_SEGMENT_BYTES;
+    let size_hint: u64 = segments(dir)?
+        .into_iter()
+        .filter(|&n| n >= first)
+        .filter_map(|n| std::fs::metadata(segment_path(dir, n)).ok())
+        .map(|m| m.len())
+        .sum();
+    let log = read_segments(
+        sys.redo_start,
+        REDO_SEGMENT_BYTES,
+        size_hint as usize,
+        |n, buf| {
+            let path = segment_path(dir, n);
+            let read = File::open(&path).and_then(|mut f| {
+                use std::io::Read;
+                f.read_to_end(buf)
+            });
+            match read {
+                Ok(got) => {
+                    log_bytes += got as u64;
+                    true
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+                Err(e) => {
+                    read_error = Some(format!("cannot read {}: {e}", path.display()));
+                    false
+                }
+            }
+        },
+    );
     if let Some(e) = read_error {
         return Err(fail(e));
     }

@@ -135,9 +135,10 @@ fn read_files(disk: &SimDisk, node: u16) -> Result<ReadFiles, String> {
         }
         lcp_files.push(read.entries);
     }
-    let log = read_segments(sys.redo_start, REDO_SEGMENT_BYTES, |n| {
-        disk.exists(&segment_name(n))
-            .then(|| disk.read(&segment_name(n)).to_vec())
+    let log = read_segments(sys.redo_start, REDO_SEGMENT_BYTES, 0, |n, buf| {
+        let name = segment_name(n);
+        buf.extend_from_slice(disk.read(&name));
+        disk.exists(&name)
     });
     if let Some(why) = lost_synced_bytes(&log, sys.redo_synced) {
         return Err(format!(
