@@ -330,3 +330,50 @@ fn a_full_redo_log_refuses_writes_and_the_node_stays_up() {
     });
     cluster.assert_alive();
 }
+
+/// A node killed while checkpoints run comes back, copies its rows, logs
+/// them once and checkpoints them at once (so its log's space is free
+/// again); then a crash of every process restarts from every node's
+/// files, the restarted node's included.
+#[test]
+fn a_node_restarted_while_checkpoints_run_is_restorable_again() {
+    let mut cluster = TestCluster::start_nodes(2, 2, |c| {
+        c.heartbeat_interval_ms = 250;
+        c.redo_log_bytes = 16 << 20;
+    });
+    bank_runs(&cluster, "2");
+    let mut node2 = cluster.datanodes[1].take().expect("node 2 runs");
+    node2.kill().expect("kill -9 node 2");
+    node2.wait().expect("reap node 2");
+    let before = cluster.log("datanode-2.log").len();
+    bank_runs(&cluster, "2");
+    cluster.datanodes[1] = Some(cluster.spawn_datanode(2));
+    cluster.wait_started();
+    // Its copy done, it checkpoints every row.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let log = cluster.log("datanode-2.log");
+        let since_restart = &log[before.min(log.len())..];
+        if since_restart.contains("local checkpoint") && since_restart.contains("(full)") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "node 2 did not checkpoint after its copy\n{since_restart}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (ok, text) = bank_check(&cluster);
+    assert!(ok, "after node 2's restart: {text}\n{}", cluster.logs());
+    cluster.verify_replicas();
+
+    stop_all(&mut cluster, libc::SIGKILL);
+    start_all(&mut cluster);
+    let (ok, text) = bank_check(&cluster);
+    assert!(
+        ok,
+        "after kill -9 of every process: {text}\n{}",
+        cluster.logs()
+    );
+    cluster.verify_replicas();
+}

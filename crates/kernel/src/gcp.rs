@@ -77,9 +77,9 @@ struct LagStats {
 /// a millisecond).
 const PREPARE_RESEND_MS: u64 = 50;
 
-/// Epochs between two reports of the durable lag (10 s at the default
+/// Epochs between two reports of the durable lag (5 s at the default
 /// interval).
-const LAG_REPORT_EPOCHS: u64 = 100;
+const LAG_REPORT_EPOCHS: u64 = 50;
 /// Ended epochs remembered for the lag (older ones are dropped: a lag
 /// that long is reported as the oldest remembered).
 const LAG_ENDED_MAX: usize = 1024;

@@ -87,6 +87,19 @@ pub enum RedoKind {
 }
 
 impl RedoKind {
+    fn from_u8(b: u8) -> Option<RedoKind> {
+        Some(match b {
+            1 => RedoKind::Write,
+            2 => RedoKind::Delete,
+            3 => RedoKind::EpochEnd,
+            4 => RedoKind::Restored,
+            5 => RedoKind::Snapshot,
+            6 => RedoKind::LcpBegin,
+            7 => RedoKind::LcpEnd,
+            _ => return None,
+        })
+    }
+
     /// A marker about the log or checkpoint itself, not a row change.
     pub fn is_marker(self) -> bool {
         !matches!(self, RedoKind::Write | RedoKind::Delete)
@@ -152,16 +165,7 @@ impl RedoRecord<'_> {
     /// Parses a record's bytes; `None` if they are not one record.
     fn decode(b: &[u8]) -> Option<RedoRecord<'_>> {
         let (&kind, rest) = b.split_first()?;
-        let kind = match kind {
-            1 => RedoKind::Write,
-            2 => RedoKind::Delete,
-            3 => RedoKind::EpochEnd,
-            4 => RedoKind::Restored,
-            5 => RedoKind::Snapshot,
-            6 => RedoKind::LcpBegin,
-            7 => RedoKind::LcpEnd,
-            _ => return None,
-        };
+        let kind = RedoKind::from_u8(kind)?;
         let u32_at = |at: usize| -> Option<u32> {
             Some(u32::from_le_bytes(rest.get(at..at + 4)?.try_into().ok()?))
         };
@@ -235,6 +239,17 @@ impl RedoEntry {
     /// The record (checked when it was read).
     pub fn record(&self) -> RedoRecord<'_> {
         RedoRecord::decode(self.bytes.as_slice()).expect("checked when read")
+    }
+
+    /// The record's kind, without parsing the rest (checked when read).
+    pub fn kind(&self) -> RedoKind {
+        RedoKind::from_u8(self.bytes.as_slice()[0]).expect("checked when read")
+    }
+
+    /// The record's epoch, without parsing the rest.
+    pub fn epoch(&self) -> u64 {
+        let b = self.bytes.as_slice();
+        u64::from_le_bytes(b[1..9].try_into().expect("checked when read"))
     }
 }
 

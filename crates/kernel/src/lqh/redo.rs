@@ -244,9 +244,7 @@ impl Lqh {
         // it, a record is void if a later `Restored` marker names an
         // earlier epoch than its own: the bound of each record is the
         // smallest epoch of those markers after it.
-        let snapshot_at = entries
-            .iter()
-            .rposition(|e| e.record().kind == RedoKind::Snapshot);
+        let snapshot_at = entries.iter().rposition(|e| e.kind() == RedoKind::Snapshot);
         let first = snapshot_at.unwrap_or(0);
         // The checkpoints stand before the log, like a snapshot of their
         // `max_epoch` (their rows are stamped 0); a snapshot in the log
@@ -257,16 +255,15 @@ impl Lqh {
         // snapshot is applied now (all of it waits, in log order, for the
         // cluster's restart epoch, which is then at least the snapshot's).
         let snapshot_epoch = match snapshot_at {
-            Some(i) => entries[i].record().epoch,
+            Some(i) => entries[i].epoch(),
             None if use_lcp => lcp_max_epoch,
             None => 0,
         };
         let apply_now = through >= snapshot_epoch;
         let mut bound_after = vec![u64::MAX; entries.len() + 1];
         for (i, e) in entries.iter().enumerate().rev() {
-            let r = e.record();
-            bound_after[i] = match r.kind {
-                RedoKind::Restored => bound_after[i + 1].min(r.epoch),
+            bound_after[i] = match e.kind() {
+                RedoKind::Restored => bound_after[i + 1].min(e.epoch()),
                 _ => bound_after[i + 1],
             };
         }
@@ -280,18 +277,17 @@ impl Lqh {
             stats.restorable_from = lcp_max_epoch;
         }
         for e in entries {
-            let r = e.record();
-            match r.kind {
-                RedoKind::EpochEnd => stats.restorable = stats.restorable.max(r.epoch),
+            match e.kind() {
+                RedoKind::EpochEnd => stats.restorable = stats.restorable.max(e.epoch()),
                 RedoKind::Restored => {
                     // Epochs the log claimed whole before this restart
                     // and after its epoch never happened.
-                    stats.restorable = r.epoch;
-                    stats.restorable_from = r.epoch;
+                    stats.restorable = e.epoch();
+                    stats.restorable_from = e.epoch();
                 }
                 RedoKind::Snapshot => {
                     stats.restorable = 0;
-                    stats.restorable_from = r.epoch;
+                    stats.restorable_from = e.epoch();
                 }
                 _ => {}
             }
@@ -302,7 +298,7 @@ impl Lqh {
                 if apply_now {
                     stats.applied += self.apply_lcp_file(file)?;
                 } else {
-                    for e in file.iter().filter(|e| !e.record().kind.is_marker()) {
+                    for e in file.iter().filter(|e| !e.kind().is_marker()) {
                         tail.push(e.clone());
                         stats.tail += 1;
                     }
@@ -312,7 +308,7 @@ impl Lqh {
             stats.skipped += lcp_files
                 .iter()
                 .flatten()
-                .filter(|e| !e.record().kind.is_marker())
+                .filter(|e| !e.kind().is_marker())
                 .count() as u64;
         }
         // A snapshot not followed by an end-of-epoch marker yet leaves an
@@ -320,26 +316,26 @@ impl Lqh {
         // nothing, not even "no rows".
         stats.skipped += entries[..first]
             .iter()
-            .filter(|e| !e.record().kind.is_marker())
+            .filter(|e| !e.kind().is_marker())
             .count() as u64;
         let total = entries.len() as u64;
         for (i, e) in entries.iter().enumerate().skip(first) {
             if (i as u64).is_multiple_of(RESTORE_PROGRESS_EVERY) {
                 progress(i as u64, total);
             }
-            let r = e.record();
-            if r.kind.is_marker() {
+            if e.kind().is_marker() {
                 continue;
             }
-            if r.epoch > bound_after[i + 1] {
+            let epoch = e.epoch();
+            if epoch > bound_after[i + 1] {
                 stats.skipped += 1;
-            } else if apply_now && r.epoch <= through {
-                if self.apply_record(&r)? {
+            } else if apply_now && epoch <= through {
+                if self.apply_record(&e.record())? {
                     stats.applied += 1;
                 } else {
                     stats.skipped += 1;
                 }
-            } else if r.epoch <= stats.restorable {
+            } else if epoch <= stats.restorable {
                 tail.push(e.clone());
                 stats.tail += 1;
             } else {

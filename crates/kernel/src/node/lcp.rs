@@ -10,8 +10,9 @@
 //! 1. It begins once the log has grown by an eighth of its space since
 //!    the last one began: the redo written so far is handed out (so the
 //!    log position it starts from is a block boundary), and LQH starts
-//!    its scan — full if the chain of partial ones grew as large as the
-//!    last full one, if half the rows or more changed since the last one,
+//!    its scan — full if the chain of partial ones grew to half the size
+//!    of the last full one (a restart reads at most about one and a half
+//!    images), if half the rows or more changed since the last one,
 //!    or if the rows were replaced (a restart, a copy).
 //! 2. Every tick scans a budget of bytes (`lcp_bytes_per_sec`, four times
 //!    that while the log is short of space; at most a step's limit).
@@ -173,7 +174,7 @@ impl DataNode {
         let cp = &mut self.lcp;
         let full = cp.force_full
             || cp.chain.is_empty()
-            || cp.partial_bytes >= cp.full_bytes
+            || cp.partial_bytes * 2 >= cp.full_bytes
             || cp.chain.last - cp.chain.first + 1 >= CHAIN_MAX
             || changed * 2 >= rows;
         // What is appended so far goes out first, padded: the checkpoint
