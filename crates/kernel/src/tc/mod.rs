@@ -367,6 +367,9 @@ pub struct Tc {
     /// wait for theirs to be (by epoch: connection, answer).
     durable_epoch: u64,
     durable_waits: BTreeMap<u64, Vec<(ConnId, Signal)>>,
+    /// The epoch the latest takeover report was held for (later ones are
+    /// held at least as long: reports go out in order).
+    report_floor: u64,
 }
 
 fn conf(
@@ -425,6 +428,7 @@ impl Tc {
             },
             durable_epoch: 0,
             durable_waits: BTreeMap::new(),
+            report_floor: 0,
         }
     }
 
@@ -508,7 +512,7 @@ impl Tc {
         out: &mut Vec<Output>,
     ) {
         self.uncount_epoch(txn);
-        let (key, keep_marker, client_gone, taken_over_from, committed, api_node) = self
+        let (key, keep_marker, client_gone, taken_over_from, committed, api_node, epoch) = self
             .txns
             .take(&txn, |t| {
                 (
@@ -518,6 +522,7 @@ impl Tc {
                     t.taken_over_from,
                     t.committed,
                     t.api_node,
+                    t.epoch,
                 )
             })
             .expect("present");
@@ -534,7 +539,13 @@ impl Tc {
             self.by_client.remove(&key);
         }
         if let Some(failed) = taken_over_from {
-            self.taken_over_finished(failed, txn, api_node, key.1, committed, q, out);
+            let outcome = failure::TakenOver {
+                api_node,
+                trans: key.1,
+                committed,
+                epoch,
+            };
+            self.taken_over_finished(failed, txn, outcome, q, out);
         }
     }
 
