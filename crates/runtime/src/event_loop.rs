@@ -151,6 +151,9 @@ impl EventLoop {
 
     pub fn tick(&mut self, poll: &Poll) {
         let now = self.now_ms();
+        if let Some(f) = &self.files {
+            self.node.set_write_backlog(f.backlog());
+        }
         self.node.tick(now, &mut self.outputs);
         self.connect_peers(poll);
         let late: Vec<ConnId> = self

@@ -36,6 +36,12 @@ const CHAIN_MAX: u64 = 16;
 /// After a checkpoint failed (the disk was full), the next one waits this
 /// long.
 const LCP_RETRY_MS: u64 = 1000;
+/// Bytes waiting for the disk past which checkpoints pause (their scan
+/// produces faster than a slow disk takes).
+const BACKLOG_LCP_PAUSE: u64 = 64 << 20;
+/// Bytes waiting for the disk past which writes to logged tables are
+/// refused (410): the disk is slower than the writes.
+const BACKLOG_REFUSE: u64 = 256 << 20;
 
 #[derive(Debug)]
 enum Phase {
@@ -83,6 +89,8 @@ pub(super) struct Checkpoints {
     retry_at_ms: u64,
     /// The driver says the disk holding the log is full (why).
     disk_full: Option<String>,
+    /// Bytes handed to the driver and not written yet (its word).
+    backlog: u64,
     /// Why writes are refused now, as last told to LQH.
     refusing: Refusal,
 }
@@ -93,6 +101,7 @@ enum Refusal {
     None,
     LogSpace,
     DiskFull,
+    DiskSlow,
 }
 
 impl Checkpoints {
@@ -146,7 +155,7 @@ impl DataNode {
             .running
             .as_ref()
             .is_some_and(|r| matches!(r.phase, Phase::Scanning));
-        if scanning {
+        if scanning && self.lcp.backlog < BACKLOG_LCP_PAUSE {
             // Past half the log's space: four times the rate.
             let pressed = self.redo_used() >= self.cfg.redo_log_bytes / 2;
             let rate = self.cfg.lcp_bytes_per_sec;
@@ -330,6 +339,8 @@ impl DataNode {
         let used = self.redo_used();
         let want = if self.lcp.disk_full.is_some() {
             Refusal::DiskFull
+        } else if self.lcp.backlog >= BACKLOG_REFUSE {
+            Refusal::DiskSlow
         } else if limit > 0 && used >= limit - limit / 8 {
             Refusal::LogSpace
         } else {
@@ -352,8 +363,20 @@ impl DataNode {
                 self.node_id,
                 self.lcp.disk_full.as_deref().unwrap_or("the disk is full")
             )),
+            Refusal::DiskSlow => Some(format!(
+                "data node {}: {:.0} MB of log and checkpoint writes wait for its disk, which is slower than the writes; retry",
+                self.node_id,
+                self.lcp.backlog as f64 / 1e6
+            )),
         };
         self.lqh.set_redo_full(why);
+    }
+
+    /// The driver's word on the bytes it was handed and has not written
+    /// yet (every tick): past a bound checkpoints pause, past another
+    /// writes are refused.
+    pub fn set_write_backlog(&mut self, bytes: u64) {
+        self.lcp.backlog = bytes;
     }
 
     /// The driver's word on the disk holding the redo log: full

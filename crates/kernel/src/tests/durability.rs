@@ -323,3 +323,46 @@ fn a_checkpoint_file_begins_and_ends_with_its_markers() {
     assert!(check_lcp_file(id, &read.entries[..n - 1]).is_err());
     assert!(check_lcp_file(id + 1, &read.entries).is_err());
 }
+
+/// Writes wait for no disk forever: with more than the bound handed to
+/// the driver and not written, writes to logged tables are refused with
+/// 410 (reads go on), and taken again once the disk caught up.
+#[test]
+fn a_slow_disk_refuses_writes_until_it_catches_up() {
+    let cfg = KernelConfig {
+        epoch_interval_ms: 20,
+        ..KernelConfig::default()
+    };
+    let mut files = Files::default();
+    let mut h = started_harness(&cfg, &mut files);
+    let op = h.op(OpType::Insert, 1, 1, "a");
+    let out = h.send(1, 1, ExecType::Commit, vec![op]);
+    assert_eq!(conf_of(&out).results[0].code, 0);
+    files.drive(&mut h.node, h.now, out);
+
+    h.node.set_write_backlog(300 << 20);
+    let out = h.tick(10);
+    files.drive(&mut h.node, h.now, out);
+    let op = h.op(OpType::Insert, 2, 2, "b");
+    let out = h.send(1, 2, ExecType::Commit, vec![op]);
+    let refused = out.iter().find_map(|o| match o {
+        Output::Send {
+            signal: Signal::TcKeyRef(r),
+            ..
+        } => Some(r.clone()),
+        _ => None,
+    });
+    let r = refused.expect("the write is refused");
+    assert_eq!(r.code, ErrorCode::RedoLogFull as u16, "{r:?}");
+    assert!(r.detail.contains("slower than the writes"), "{r:?}");
+    let read = h.read(1, LockMode::CommittedRead);
+    let out = h.send(1, 4, ExecType::Commit, vec![read]);
+    assert_eq!(conf_of(&out).results[0].code, 0, "reads go on");
+
+    h.node.set_write_backlog(0);
+    let out = h.tick(10);
+    files.drive(&mut h.node, h.now, out);
+    let op = h.op(OpType::Insert, 2, 2, "b");
+    let out = h.send(1, 5, ExecType::Commit, vec![op]);
+    assert_eq!(conf_of(&out).results[0].code, 0);
+}

@@ -23,6 +23,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::time::Duration;
@@ -78,6 +79,9 @@ pub enum Event {
 pub struct Writer {
     requests: Sender<Request>,
     pub events: Receiver<Event>,
+    /// Bytes handed to the writer and not written yet (the queue between
+    /// them is bounded through this: the kernel hears it every tick).
+    backlog: Arc<AtomicU64>,
 }
 
 fn is_disk_full(e: &std::io::Error) -> bool {
@@ -178,14 +182,27 @@ impl Writer {
         state.write_sysfile(now).map_err(named)?;
         let (requests, rx) = channel();
         let (tx, events) = channel();
+        let backlog = Arc::new(AtomicU64::new(0));
+        let queued = Arc::clone(&backlog);
         std::thread::Builder::new()
             .name(format!("redo-writer-{node_id}"))
-            .spawn(move || state.run(rx, tx, waker))
+            .spawn(move || state.run(rx, tx, waker, queued))
             .map_err(|e| fail(format!("cannot start the log writer: {e}")))?;
-        Ok(Writer { requests, events })
+        Ok(Writer {
+            requests,
+            events,
+            backlog,
+        })
+    }
+
+    /// Bytes handed over and not written yet.
+    pub fn backlog(&self) -> u64 {
+        self.backlog.load(Ordering::Relaxed)
     }
 
     pub fn write(&self, lsn: Lsn, bytes: Vec<u8>) {
+        self.backlog
+            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
         let _ = self.requests.send(Request::Write { lsn, bytes });
     }
 
@@ -198,6 +215,8 @@ impl Writer {
     }
 
     pub fn lcp_write(&self, id: u64, offset: u64, bytes: Vec<u8>) {
+        self.backlog
+            .fetch_add(bytes.len() as u64, Ordering::Relaxed);
         let _ = self.requests.send(Request::LcpWrite { id, offset, bytes });
     }
 
@@ -235,7 +254,13 @@ struct WriterState {
 type Tell<'a> = &'a dyn Fn(Event);
 
 impl WriterState {
-    fn run(mut self, rx: Receiver<Request>, tx: Sender<Event>, waker: Arc<Waker>) {
+    fn run(
+        mut self,
+        rx: Receiver<Request>,
+        tx: Sender<Event>,
+        waker: Arc<Waker>,
+        backlog: Arc<AtomicU64>,
+    ) {
         let tell = |e: Event| {
             let _ = tx.send(e);
             let _ = waker.wake();
@@ -259,10 +284,22 @@ impl WriterState {
             while let Ok(r) = rx.try_recv() {
                 batch.push(r);
             }
+            let bytes: u64 = batch
+                .iter()
+                .map(|r| match r {
+                    Request::Write { bytes, .. } | Request::LcpWrite { bytes, .. } => {
+                        bytes.len() as u64
+                    }
+                    _ => 0,
+                })
+                .sum();
             if let Err(why) = self.run_batch(batch, &tell) {
                 tell(Event::Failed(why));
                 return;
             }
+            // Written (or, for redo waiting for disk space, held here:
+            // bounded by `BLOCKED_BYTES_MAX`).
+            backlog.fetch_sub(bytes, Ordering::Relaxed);
         }
     }
 
