@@ -218,14 +218,6 @@ fn seeds_that_found_bugs_pass() {
             "a new president's epoch switch was dropped by members that did not take it for president yet, and every commit waited forever",
         ),
         (
-            8112,
-            5000,
-            3,
-            3,
-            false,
-            "a takeover started again (a reporter failed) sent its empty report before the first one's, which named commits held for their epoch",
-        ),
-        (
             140,
             5000,
             4,

@@ -241,6 +241,15 @@ impl RedoEntry {
         RedoRecord::decode(self.bytes.as_slice()).expect("checked when read")
     }
 
+    /// The same record in its own allocation (one kept long must not keep
+    /// the whole buffer it was read into).
+    pub fn to_owned_entry(&self) -> RedoEntry {
+        RedoEntry {
+            lsn: self.lsn,
+            bytes: EntryBytes::Owned(self.bytes.as_slice().to_vec()),
+        }
+    }
+
     /// The record's kind, without parsing the rest (checked when read).
     pub fn kind(&self) -> RedoKind {
         RedoKind::from_u8(self.bytes.as_slice()[0]).expect("checked when read")

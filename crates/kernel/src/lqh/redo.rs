@@ -299,7 +299,7 @@ impl Lqh {
                     stats.applied += self.apply_lcp_file(file)?;
                 } else {
                     for e in file.iter().filter(|e| !e.kind().is_marker()) {
-                        tail.push(e.clone());
+                        tail.push(e.to_owned_entry());
                         stats.tail += 1;
                     }
                 }
@@ -336,7 +336,7 @@ impl Lqh {
                     stats.skipped += 1;
                 }
             } else if epoch <= stats.restorable {
-                tail.push(e.clone());
+                tail.push(e.to_owned_entry());
                 stats.tail += 1;
             } else {
                 stats.skipped += 1;

@@ -40,8 +40,10 @@ const LCP_RETRY_MS: u64 = 1000;
 /// produces faster than a slow disk takes).
 const BACKLOG_LCP_PAUSE: u64 = 64 << 20;
 /// Bytes waiting for the disk past which writes to logged tables are
-/// refused (410): the disk is slower than the writes.
+/// refused (410): the disk is slower than the writes. They are taken
+/// again once it caught up to below `BACKLOG_RESUME`.
 const BACKLOG_REFUSE: u64 = 256 << 20;
+const BACKLOG_RESUME: u64 = 64 << 20;
 
 #[derive(Debug)]
 enum Phase {
@@ -83,6 +85,8 @@ pub(super) struct Checkpoints {
     partial_bytes: u64,
     /// The next checkpoint writes every row.
     force_full: bool,
+    /// A checkpoint starts at the next tick, whatever the log's growth.
+    start_now: bool,
     running: Option<Running>,
     last_step_ms: u64,
     /// No checkpoint starts before this (one just failed).
@@ -145,7 +149,8 @@ impl DataNode {
             // dropped is then followed by another).
             let limit = self.cfg.redo_log_bytes;
             let grown = self.lqh.redo_end().saturating_sub(self.lcp.last_began);
-            let due = grown >= (limit / 8).max(1) || self.redo_used() >= limit / 2;
+            let due =
+                grown >= (limit / 8).max(1) || self.redo_used() >= limit / 2 || self.lcp.start_now;
             if self.lcp_allowed() && due {
                 self.lcp_begin(now_ms, out);
             }
@@ -199,6 +204,7 @@ impl DataNode {
         let id = cp.next_id.max(1);
         cp.next_id = id + 1;
         cp.force_full = false;
+        cp.start_now = false;
         cp.last_began = self.lqh.redo_end();
         cp.running = Some(Running {
             id,
@@ -318,7 +324,7 @@ impl DataNode {
     /// A full checkpoint starts at the next tick (the rows were replaced).
     pub(super) fn lcp_full_soon(&mut self) {
         self.lcp.force_full = true;
-        self.lcp.last_began = 0;
+        self.lcp.start_now = true;
     }
 
     /// The log before the current end holds nothing this node's rows need
@@ -339,7 +345,9 @@ impl DataNode {
         let used = self.redo_used();
         let want = if self.lcp.disk_full.is_some() {
             Refusal::DiskFull
-        } else if self.lcp.backlog >= BACKLOG_REFUSE {
+        } else if self.lcp.backlog >= BACKLOG_REFUSE
+            || (self.lcp.refusing == Refusal::DiskSlow && self.lcp.backlog >= BACKLOG_RESUME)
+        {
             Refusal::DiskSlow
         } else if limit > 0 && used >= limit - limit / 8 {
             Refusal::LogSpace
@@ -397,7 +405,7 @@ impl DataNode {
     pub fn lcp_failed(&mut self, now_ms: u64, id: u64, why: String, out: &mut Vec<Output>) {
         if self.lcp.running.as_ref().is_some_and(|r| r.id == id) {
             out.push(Output::Log(format!(
-                "local checkpoint {id} failed and was dropped: {why}; another starts in a second"
+                "local checkpoint {id} failed and was dropped: {why}; the next one is full"
             )));
             self.lcp_abandon();
             self.lcp.retry_at_ms = now_ms + LCP_RETRY_MS;

@@ -627,7 +627,17 @@ impl DataNode {
                 } = c
                 {
                     self.qmgr.takeover_done(failed, incarnation);
-                    self.lqh.forget_coordinator(failed);
+                    // A late one (a takeover that was started again) must
+                    // not forget what a later start of the node, already
+                    // back, committed here.
+                    let superseded = self
+                        .qmgr
+                        .view()
+                        .member(failed)
+                        .is_some_and(|m| m.incarnation != incarnation);
+                    if !superseded {
+                        self.lqh.forget_coordinator(failed);
+                    }
                     out.push(Output::Log(format!(
                         "the transactions of failed data node {failed} (start {incarnation}) are taken over"
                     )));

@@ -48,18 +48,6 @@ pub struct Takeover {
     /// The transactions found committed, by client (API node): each
     /// client's list goes in the final `TcNodeFailRep`.
     committed: BTreeMap<u16, Vec<TransId>>,
-    /// The newest epoch one of them committed in: the final report waits
-    /// until it is durable.
-    max_epoch: u64,
-}
-
-/// How a taken-over transaction ended.
-pub(super) struct TakenOver {
-    pub api_node: u16,
-    pub trans: TransId,
-    pub committed: bool,
-    /// The epoch it committed in.
-    pub epoch: u64,
 }
 
 impl Tc {
@@ -199,7 +187,6 @@ impl Tc {
                 finishing: BTreeSet::new(),
                 rebuilt: false,
                 committed: BTreeMap::new(),
-                max_epoch: 0,
             },
         );
     }
@@ -310,10 +297,8 @@ impl Tc {
             }
             if t.parts.is_empty() {
                 // Held by no live node (a commit marker only, or its nodes
-                // failed as well): the reports tell its outcome (and its
-                // epoch, which its client hears of once durable).
+                // failed as well): the reports tell its outcome.
                 t.committed = f.committed;
-                t.epoch = f.epoch;
                 if f.committed && self.cfg.report_commit_points {
                     out.push(Output::CommitDone {
                         conn: t.conn,
@@ -346,13 +331,14 @@ impl Tc {
     }
 
     /// A taken-over transaction finished: tell its client the outcome.
-    /// A commit is told once its epoch is durable: the client may have
-    /// asked for a durable commit, which the takeover does not know.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn taken_over_finished(
         &mut self,
         failed: u16,
         txn: TxnRef,
-        outcome: TakenOver,
+        api_node: u16,
+        trans: TransId,
+        committed: bool,
         q: &mut VecDeque<BlockSignal>,
         out: &mut Vec<Output>,
     ) {
@@ -361,15 +347,11 @@ impl Tc {
         };
         tk.finishing.remove(&txn);
         let incarnation = tk.incarnation;
-        if outcome.committed {
-            // Told to the client's connections here, and again in the
-            // final `TcNodeFailRep` (which covers aborted ones too).
-            tk.committed
-                .entry(outcome.api_node)
-                .or_default()
-                .push(outcome.trans);
-            tk.max_epoch = tk.max_epoch.max(outcome.epoch);
-            self.report_outcome(failed, incarnation, &outcome, out);
+        if committed {
+            // Told at once to the client's connections here, and again in
+            // the final `TcNodeFailRep` (which covers aborted ones too).
+            tk.committed.entry(api_node).or_default().push(trans);
+            self.report_outcome(failed, incarnation, api_node, trans, out);
         }
         self.maybe_takeover_done(failed, q, out);
     }
@@ -387,8 +369,7 @@ impl Tc {
             return;
         }
         let incarnation = tk.incarnation;
-        let done = self.takeovers.remove(&failed).expect("present");
-        let (committed, max_epoch) = (done.committed, done.max_epoch);
+        let committed = self.takeovers.remove(&failed).expect("present").committed;
         out.push(Output::Log(format!(
             "takeover of data node {failed} (start {incarnation}) finished"
         )));
@@ -406,12 +387,14 @@ impl Tc {
                 continue; // a client without an API node id cannot be told apart
             }
             let mine = committed.get(&api_node).cloned().unwrap_or_default();
-            let report = Signal::TcNodeFailRep(TcNodeFailRep {
-                node: failed,
-                incarnation,
-                committed: mine,
+            out.push(Output::Send {
+                conn,
+                signal: Signal::TcNodeFailRep(TcNodeFailRep {
+                    node: failed,
+                    incarnation,
+                    committed: mine,
+                }),
             });
-            self.hold_report(conn, max_epoch, report, out);
         }
         for &m in &self.members {
             q.push_back(BlockSignal::Cluster(ClusterSignal::TakeoverDone {
@@ -423,15 +406,15 @@ impl Tc {
     }
 
     /// Tells the client of a taken-over transaction that it committed, on
-    /// every connection its API node has here, once its epoch is durable.
+    /// every connection its API node has here.
     fn report_outcome(
-        &mut self,
+        &self,
         failed: u16,
         incarnation: u32,
-        outcome: &TakenOver,
+        api_node: u16,
+        trans: TransId,
         out: &mut Vec<Output>,
     ) {
-        let api_node = outcome.api_node;
         let conns: Vec<u64> = self
             .clients
             .iter()
@@ -439,30 +422,15 @@ impl Tc {
             .map(|(&c, _)| c)
             .collect();
         for conn in conns {
-            let signal = Signal::TcKeyFailConf(TcKeyFailConf {
-                node: failed,
-                incarnation,
-                trans: outcome.trans,
-                committed: true,
+            out.push(Output::Send {
+                conn,
+                signal: Signal::TcKeyFailConf(TcKeyFailConf {
+                    node: failed,
+                    incarnation,
+                    trans,
+                    committed: true,
+                }),
             });
-            self.hold_report(conn, outcome.epoch, signal, out);
         }
-    }
-
-    /// Sends a takeover's report once `epoch` is durable, and never before
-    /// a report sent earlier: a client takes the union of a failed
-    /// coordinator's reports, so a later one (a takeover started again
-    /// when a reporter failed too, which finds nothing left) must not
-    /// overtake an earlier one that names commits.
-    fn hold_report(
-        &mut self,
-        conn: crate::node::ConnId,
-        epoch: u64,
-        report: Signal,
-        out: &mut Vec<Output>,
-    ) {
-        let epoch = epoch.max(self.report_floor);
-        self.report_floor = epoch;
-        self.answer_committed(conn, epoch, true, report, out);
     }
 }

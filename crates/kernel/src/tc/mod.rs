@@ -367,9 +367,6 @@ pub struct Tc {
     /// wait for theirs to be (by epoch: connection, answer).
     durable_epoch: u64,
     durable_waits: BTreeMap<u64, Vec<(ConnId, Signal)>>,
-    /// The epoch the latest takeover report was held for (later ones are
-    /// held at least as long: reports go out in order).
-    report_floor: u64,
 }
 
 fn conf(
@@ -428,7 +425,6 @@ impl Tc {
             },
             durable_epoch: 0,
             durable_waits: BTreeMap::new(),
-            report_floor: 0,
         }
     }
 
@@ -512,7 +508,7 @@ impl Tc {
         out: &mut Vec<Output>,
     ) {
         self.uncount_epoch(txn);
-        let (key, keep_marker, client_gone, taken_over_from, committed, api_node, epoch) = self
+        let (key, keep_marker, client_gone, taken_over_from, committed, api_node) = self
             .txns
             .take(&txn, |t| {
                 (
@@ -522,7 +518,6 @@ impl Tc {
                     t.taken_over_from,
                     t.committed,
                     t.api_node,
-                    t.epoch,
                 )
             })
             .expect("present");
@@ -539,13 +534,7 @@ impl Tc {
             self.by_client.remove(&key);
         }
         if let Some(failed) = taken_over_from {
-            let outcome = failure::TakenOver {
-                api_node,
-                trans: key.1,
-                committed,
-                epoch,
-            };
-            self.taken_over_finished(failed, txn, outcome, q, out);
+            self.taken_over_finished(failed, txn, api_node, key.1, committed, q, out);
         }
     }
 

@@ -32,8 +32,10 @@ use std::time::Duration;
 const DISK_FULL_RETRY: Duration = Duration::from_millis(100);
 /// Redo bytes that may wait for disk space (writes are refused meanwhile,
 /// so they grow by about an end-of-epoch block per epoch); past this the
-/// node stops rather than hold more in memory.
-const BLOCKED_BYTES_MAX: usize = 256 << 20;
+/// node stops rather than hold more in memory. Above the kernel's bound
+/// on bytes handed over and not written (256 MB), so a disk that fills
+/// while that much is queued refuses writes before it stops the node.
+const BLOCKED_BYTES_MAX: usize = 512 << 20;
 
 /// What the event loop asks of the writer.
 enum Request {

@@ -195,25 +195,6 @@ impl World {
             Signal::TcNodeFailRep(f) => (f.node, f.incarnation),
             other => return Err(format!("a report that is no report: {other:?}")),
         };
-        // A takeover tells a commit only once its epoch is durable (the
-        // client may have asked for a durable commit).
-        let told: Vec<TransId> = match &signal {
-            Signal::TcKeyFailConf(f) => vec![f.trans],
-            Signal::TcNodeFailRep(f) => f.committed.clone(),
-            _ => Vec::new(),
-        };
-        if self.durable() {
-            for trans in told {
-                if let Some(&epoch) = self.commit_epochs.get(&(client, trans)) {
-                    if epoch > self.max_durable {
-                        return Err(format!(
-                            "client {client} heard from a takeover that transaction {} committed while its epoch {epoch} was not durable (durable: {})",
-                            trans.0, self.max_durable
-                        ));
-                    }
-                }
-            }
-        }
         let entry = self.clients[client].reports.entry(key).or_default();
         match &signal {
             Signal::TcKeyFailConf(f) => {
