@@ -153,7 +153,7 @@ fn restore_files(
             return;
         }
         eprintln!(
-            "data node {node_id}: restoring: {:.1} M of {:.1} M row changes",
+            "data node {node_id}: restoring: {:.1} M of {:.1} M records (checkpointed rows, then logged changes)",
             done as f64 / 1e6,
             total as f64 / 1e6
         );

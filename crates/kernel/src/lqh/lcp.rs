@@ -212,19 +212,6 @@ impl Lqh {
     pub fn lcp_abandon(&mut self) {
         self.lcp = None;
     }
-
-    /// Applies one checkpoint file's records (checked by
-    /// [`check_lcp_file`]) to the rows; returns the row changes applied.
-    pub(super) fn apply_lcp_file(&mut self, entries: &[RedoEntry]) -> Result<u64, String> {
-        let mut applied = 0;
-        for e in entries {
-            let r = e.record();
-            if !r.kind.is_marker() && self.apply_record(&r)? {
-                applied += 1;
-            }
-        }
-        Ok(applied)
-    }
 }
 
 /// Writes `entry`'s rows from the scan's position on; false if it stopped

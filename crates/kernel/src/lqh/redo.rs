@@ -293,10 +293,22 @@ impl Lqh {
             }
         }
         let mut tail = Vec::new();
+        // Progress over every record read: the checkpoints', then the log's.
+        let lcp_records: u64 = lcp_files.iter().map(|f| f.len() as u64).sum();
+        let total = lcp_records + entries.len() as u64;
+        let mut done = 0u64;
         if use_lcp {
             for file in lcp_files {
                 if apply_now {
-                    stats.applied += self.apply_lcp_file(file)?;
+                    for e in file {
+                        if done.is_multiple_of(RESTORE_PROGRESS_EVERY) {
+                            progress(done, total);
+                        }
+                        done += 1;
+                        if !e.kind().is_marker() && self.apply_record(&e.record())? {
+                            stats.applied += 1;
+                        }
+                    }
                 } else {
                     for e in file.iter().filter(|e| !e.kind().is_marker()) {
                         tail.push(e.to_owned_entry());
@@ -318,10 +330,10 @@ impl Lqh {
             .iter()
             .filter(|e| !e.kind().is_marker())
             .count() as u64;
-        let total = entries.len() as u64;
         for (i, e) in entries.iter().enumerate().skip(first) {
-            if (i as u64).is_multiple_of(RESTORE_PROGRESS_EVERY) {
-                progress(i as u64, total);
+            let at = lcp_records + i as u64;
+            if at.is_multiple_of(RESTORE_PROGRESS_EVERY) {
+                progress(at, total);
             }
             if e.kind().is_marker() {
                 continue;
