@@ -344,8 +344,10 @@ impl WriterState {
             if reach > self.synced {
                 self.sync_redo()?;
                 self.synced = reach;
-                tell(Event::Synced(reach));
             }
+            // Every request is answered (one for a position already synced
+            // too), so the kernel never waits for a sync that happened.
+            tell(Event::Synced(reach));
             if reach < lsn {
                 self.deferred_sync = Some(lsn);
             }
