@@ -19,6 +19,9 @@ pub struct Faults {
     /// when it begins (changes during the fuzzy scan to rows it already
     /// passed are then in neither the checkpoint nor the log read).
     pub lcp_redo_start_after_scan: bool,
+    /// A copy since an epoch also skips rows changed in the epoch after
+    /// it (the restarting replica keeps their old contents).
+    pub copy_since_one_epoch_late: bool,
 }
 
 #[derive(Clone, Debug)]

@@ -147,6 +147,10 @@ pub struct Dih {
     /// The epoch commits belong to now (kept by [`crate::gcp::Gcp`];
     /// here because TC and LQH read it where they read routes).
     epoch_now: EpochNow,
+    /// This (starting) node kept the rows its files restored, by table:
+    /// they stand for the end of this epoch, and a copy need only bring
+    /// rows changed after it (see `lqh::copy`).
+    own_rows_since: BTreeMap<TableId, u64>,
 }
 
 /// What TC and LQH need of the epoch protocol at a commit decision.
@@ -182,7 +186,14 @@ impl Dih {
                 holding: false,
                 restored: true,
             },
+            own_rows_since: BTreeMap::new(),
         }
+    }
+
+    /// This node joins a running cluster keeping the rows of these tables
+    /// as of the end of an epoch (empty: it copies every row).
+    pub fn set_own_rows_since(&mut self, since: BTreeMap<TableId, u64>) {
+        self.own_rows_since = since;
     }
 
     #[inline(always)]
@@ -441,14 +452,25 @@ impl Dih {
                 if president == Some(from) || from == self.own {
                     self.frag_state(dist_version, table, frag, node, state);
                     if node == self.own && from != self.own {
+                        let since = match state {
+                            FragReplicaState::Copying => {
+                                self.own_rows_since.get(&table).copied().unwrap_or(0)
+                            }
+                            FragReplicaState::Ready => 0,
+                        };
                         q.push_back(BlockSignal::Cluster(ClusterSignal::FragStateConf {
                             to: from,
                             dist_version,
+                            since,
                         }));
                     }
                 }
             }
-            ClusterSignal::FragStateConf { dist_version, .. } => {
+            ClusterSignal::FragStateConf {
+                dist_version,
+                since,
+                ..
+            } => {
                 let Some(r) = self.restart.as_mut() else {
                     return;
                 };
@@ -471,6 +493,7 @@ impl Dih {
                     table,
                     frag,
                     target,
+                    since,
                 }));
             }
             ClusterSignal::CopyFragConf {
@@ -746,6 +769,7 @@ mod tests {
             ClusterSignal::FragStateConf {
                 to: 1,
                 dist_version: v,
+                since: 0,
             },
             &mut q,
             &mut events,
@@ -771,6 +795,7 @@ mod tests {
                     ClusterSignal::FragStateConf {
                         to: 1,
                         dist_version: v,
+                        since: 0,
                     },
                     &mut q,
                     &mut events,

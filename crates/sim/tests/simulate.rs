@@ -139,6 +139,9 @@ fn add_up(totals: &mut SimReport, report: SimReport) {
     totals.unknown += report.unknown;
     totals.whole_cluster_crashes += report.whole_cluster_crashes;
     totals.durable_restarts += report.durable_restarts;
+    totals.since_copies += report.since_copies;
+    totals.since_rows_sent += report.since_rows_sent;
+    totals.since_rows_kept += report.since_rows_kept;
 }
 
 /// Seeds of the shoal-sim binary's longer runs that found bugs, replayed
@@ -343,6 +346,10 @@ fn durable_clusters_restart_from_their_files() {
         "no whole-cluster crash and restart from files: {totals:?}"
     );
     assert!(totals.rejoined > 0, "no node restart: {totals:?}");
+    assert!(
+        totals.since_copies > 0 && totals.since_rows_kept > 0,
+        "no restarting node kept rows of its own files: {totals:?}"
+    );
 }
 
 /// The first of seeds 1..=12 that fails on 4 nodes with 2 replicas, with
@@ -382,6 +389,21 @@ fn the_checker_catches_epochs_switched_without_a_hold() {
         failure.contains("earlier epoch"),
         "seed {seed} failed, but not on epoch order: {failure}"
     );
+}
+
+/// The checker's self-test for node restarts with local files: a copy
+/// since the restarting node's epoch that also skips rows changed in the
+/// epoch right after leaves it holding their old contents. The replicas'
+/// comparison, the audit of its checkpoints, or a read from it must
+/// catch that on some seed of the first dozen.
+#[test]
+fn the_checker_catches_a_copy_since_an_epoch_that_skips_one() {
+    let (seed, failure) = first_failing_durable_seed(Faults {
+        copy_since_one_epoch_late: true,
+        ..Faults::default()
+    })
+    .expect("copies skipped rows changed after the target's epoch, and no check failed");
+    eprintln!("seed {seed} failed as it should: {failure}");
 }
 
 /// The checker's self-test for local checkpoints: a checkpoint whose log

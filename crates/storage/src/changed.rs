@@ -6,6 +6,9 @@
 //!
 //! A bit set by an abort (a tentative insert removed) only costs an extra
 //! delete record in the next checkpoint.
+//!
+//! The same set of ids serves a restarting replica too: the rows it
+//! restored from its own files that the copy has not confirmed yet.
 
 use crate::rows::RowId;
 
@@ -60,6 +63,14 @@ impl ChangedRows {
         None
     }
 
+    /// Whether `id` is marked (the mark stays).
+    #[inline]
+    pub fn contains(&self, id: RowId) -> bool {
+        self.words
+            .get(id as usize / 64)
+            .is_some_and(|w| w & (1u64 << (id % 64)) != 0)
+    }
+
     /// Ids changed and not written yet.
     pub fn count(&self) -> usize {
         self.count
@@ -91,6 +102,7 @@ mod tests {
         assert_eq!(c.next(4, 1000), Some(64));
         assert_eq!(c.next(66, 1000), Some(200));
         assert_eq!(c.next(66, 200), None);
+        assert!(c.contains(64) && !c.contains(66) && !c.contains(1 << 20));
         assert!(c.take(64));
         assert!(!c.take(64));
         assert!(!c.take(10_000));

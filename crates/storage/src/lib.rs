@@ -27,6 +27,7 @@ mod key;
 mod locks;
 mod memory;
 pub mod redo;
+mod row_epochs;
 mod rows;
 pub mod sysfile;
 
@@ -35,4 +36,5 @@ pub use crc32c::{crc32c, crc32c_update};
 pub use fragment::Fragment;
 pub use locks::{LockManager, LockMode, LockOutcome, LockOwner, WaitToken};
 pub use memory::{Memory, OutOfMemory, PAGE_BYTES};
+pub use row_epochs::RowEpochs;
 pub use rows::RowId;

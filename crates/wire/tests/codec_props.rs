@@ -499,9 +499,11 @@ mod node_signals {
                 id_end: 128,
                 rows: vec![CopyRow {
                     row: 9,
+                    epoch: 40,
                     fixed: key.clone(),
                     var: data.clone(),
                 }],
+                occupied: vec![0x55; 8],
                 last: false,
             }),
             BlockSignal::LqhKeyReq {

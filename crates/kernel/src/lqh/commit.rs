@@ -47,7 +47,7 @@ impl Lqh {
         }
         self.commit_frags(txn, &[fkey], false, now_ms, dih, out);
         if in_place {
-            if let Some(entry) = self.frags.get(&fkey) {
+            if let Some(entry) = self.frags.get_mut(&fkey) {
                 log_change(&mut self.redo, entry, fkey, row, epoch, false);
             }
         }

@@ -22,14 +22,23 @@
 //!   newer than the copy).
 //! - Flow control: at most [`COPY_WINDOW`] batches unconfirmed, and a rate
 //!   limit of `copy_bytes_per_sec` (0: none).
+//!
+//! A copy since an epoch (NDB's node restart with its own files): the
+//! target restored its own checkpoints and log through epoch S, the
+//! durable epoch its sysfile recorded, and kept those rows. Every row
+//! carries the epoch of its last change, so the source sends only rows
+//! changed after S, and with each batch a bitmap of which ids in its range
+//! hold a row: an id that holds one and is not sent is unchanged since S,
+//! and the target holds that very row at that id (row ids are the same on
+//! every replica, and its rows are the cluster's as of S). The receiving
+//! side is in `copy_target.rs`.
 
-use super::{err, Lqh};
+use super::Lqh;
 use crate::dih::Dih;
 use crate::signal::{BlockSignal, ClusterSignal, CopyRow, FragKey, TxnRef};
 use shoal_storage::{LockMode as RowLock, LockOutcome, RowId, WaitToken};
 use shoal_types::distribution::FragmentId;
-use shoal_types::schema::ROW_BYTES_MAX;
-use shoal_types::{hash_key, ErrorCode, TableId, TransId};
+use shoal_types::{ErrorCode, TableId, TransId};
 use std::collections::VecDeque;
 
 /// Commit markers in one `CopyMarkers` signal (18 bytes each: well inside
@@ -40,12 +49,19 @@ const COPY_MARKERS_PER_SIGNAL: usize = 2048;
 pub const COPY_WINDOW: u32 = 4;
 /// Bytes per batch at most (one row may exceed it alone, within a frame).
 pub const COPY_BATCH_BYTES: usize = 256 * 1024;
+/// Row ids one batch of a copy since an epoch covers at most (its bitmap
+/// is then 4 KiB), so a batch of unchanged rows stays small.
+pub const COPY_BATCH_IDS: u32 = 32 * 1024;
 
 /// A copy's totals, for the restart's progress and figures.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CopyStats {
+    /// Rows sent (or received).
     pub rows: u64,
     pub bytes: u64,
+    /// Rows the target kept: unchanged since the epoch its own files
+    /// restored (a copy since an epoch).
+    pub kept: u64,
 }
 
 /// The sending side of one fragment copy.
@@ -54,6 +70,9 @@ pub(super) struct CopyScan {
     requester: u16,
     /// The target's start this copy is for.
     incarnation: u32,
+    /// 0: every row. Otherwise rows changed after this epoch, and a
+    /// bitmap of the ids holding a row.
+    since: u64,
     /// The lock owner this scan reads as (never a transaction handle).
     owner: u64,
     next_row: RowId,
@@ -78,8 +97,8 @@ impl CopyScan {
     /// One line, for a diagnosis.
     pub(super) fn describe(&self) -> String {
         format!(
-            "owner {:#x}, next row {}, waiting {:?}, granted {:?}, done sending {}",
-            self.owner, self.next_row, self.wait, self.granted_row, self.done_sending
+            "owner {:#x}, since epoch {}, next row {}, waiting {:?}, granted {:?}, done sending {}",
+            self.owner, self.since, self.next_row, self.wait, self.granted_row, self.done_sending
         )
     }
 }
@@ -95,6 +114,7 @@ impl Lqh {
         table: TableId,
         frag: FragmentId,
         target: u16,
+        since: u64,
         dih: &Dih,
         out: &mut VecDeque<BlockSignal>,
     ) {
@@ -136,6 +156,7 @@ impl Lqh {
             CopyScan {
                 requester: from,
                 incarnation,
+                since,
                 owner,
                 next_row: 0,
                 seq: 0,
@@ -238,6 +259,7 @@ impl Lqh {
     ) {
         let batch_bytes_max = COPY_BATCH_BYTES.min(self.cfg.max_answer_bytes / 2).max(1);
         let rate = self.cfg.copy_bytes_per_sec;
+        let late = self.cfg.faults.copy_since_one_epoch_late;
         loop {
             let Some(scan) = self.copies.get_mut(&(key, target)) else {
                 return;
@@ -256,10 +278,19 @@ impl Lqh {
                 return;
             };
             let from_row = scan.next_row;
+            let since = scan.since;
+            // The fault: rows changed in the epoch right after the
+            // target's are taken as unchanged too.
+            let horizon = since + u64::from(late && since != 0);
+            let ids_max = if since == 0 { u32::MAX } else { COPY_BATCH_IDS };
             let mut rows = Vec::new();
+            let mut occupied = Vec::new();
             let mut bytes = 0usize;
             let mut waiting = None;
-            while rows.len() < self.cfg.copy_batch_rows.max(1) && bytes < batch_bytes_max {
+            while rows.len() < self.cfg.copy_batch_rows.max(1)
+                && bytes < batch_bytes_max
+                && scan.next_row - from_row < ids_max
+            {
                 let r = scan.next_row;
                 if r >= entry.frag.id_end() {
                     break;
@@ -269,6 +300,18 @@ impl Lqh {
                     continue;
                 }
                 let have_lock = scan.granted_row == Some(r);
+                // A row no transaction holds and unchanged since the
+                // target's epoch: the target has it.
+                if since != 0
+                    && !have_lock
+                    && !entry.frag.locks.is_locked(r)
+                    && !entry.epochs.changed_after(r, horizon)
+                {
+                    set_bit(&mut occupied, r - from_row);
+                    scan.stats.kept += 1;
+                    scan.next_row += 1;
+                    continue;
+                }
                 if !have_lock {
                     let token = self.next_token;
                     match entry
@@ -287,10 +330,21 @@ impl Lqh {
                 scan.granted_row = None;
                 // The committed image: nobody else holds an exclusive
                 // lock, so nothing is pending on the row.
+                if since != 0 {
+                    set_bit(&mut occupied, r - from_row);
+                    if !entry.epochs.changed_after(r, horizon) {
+                        // Its transaction only read it.
+                        entry.frag.locks.release(r, scan.owner, &mut self.granted);
+                        scan.stats.kept += 1;
+                        scan.next_row += 1;
+                        continue;
+                    }
+                }
                 let (fixed, var) = entry.frag.row(r);
-                bytes += 12 + fixed.len() + var.len();
+                bytes += 20 + fixed.len() + var.len();
                 rows.push(CopyRow {
                     row: r,
+                    epoch: entry.epochs.get(r),
                     fixed: fixed.to_vec(),
                     var: var.to_vec(),
                 });
@@ -298,6 +352,11 @@ impl Lqh {
                 scan.next_row += 1;
             }
             let to_row = scan.next_row;
+            if since != 0 {
+                // Every id of the range has its bit (trailing free ids 0).
+                occupied.resize((to_row - from_row).div_ceil(8) as usize, 0);
+                bytes += occupied.len();
+            }
             let last = waiting.is_none() && to_row >= entry.frag.id_end();
             if let Some((token, r)) = waiting {
                 scan.wait = Some((token, r));
@@ -343,6 +402,7 @@ impl Lqh {
                 to_row,
                 id_end: entry.frag.id_end(),
                 rows,
+                occupied,
                 last,
             }));
         }
@@ -400,157 +460,6 @@ impl Lqh {
         self.copy_waits.retain(|_, ((t, _), _)| *t != table);
     }
 
-    // ------------------------------------------------------------------
-    // The receiving side
-
-    /// A batch of copied rows for a fragment of this (restarting) node.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn copy_rows(
-        &mut self,
-        source: u16,
-        table: TableId,
-        frag: FragmentId,
-        seq: u32,
-        from_row: u32,
-        to_row: u32,
-        rows: Vec<CopyRow>,
-        _last: bool,
-        president: Option<u16>,
-        out: &mut VecDeque<BlockSignal>,
-    ) {
-        let key = (table, frag);
-        let own = self.cfg.node_id;
-        // A batch this node cannot take ends its restart: the president
-        // hears it and fails this node, which starts over.
-        let refuse = |out: &mut VecDeque<BlockSignal>, detail: String| {
-            if let Some(president) = president {
-                out.push_back(BlockSignal::Cluster(ClusterSignal::CopyFragRef {
-                    to: president,
-                    table,
-                    frag,
-                    node: own,
-                    code: ErrorCode::Internal as u16,
-                    detail,
-                }))
-            }
-        };
-        let Some(entry) = self.frags.get_mut(&key) else {
-            return refuse(out, format!("fragment {frag} of table {table} is not here"));
-        };
-        if seq < entry.copy_seq {
-            // A repeat: confirm again, change nothing.
-            out.push_back(BlockSignal::Cluster(ClusterSignal::CopyRowsConf {
-                to: source,
-                table,
-                frag,
-                seq,
-            }));
-            return;
-        }
-        if seq != entry.copy_seq || from_row != entry.copy_cursor || to_row < from_row {
-            return refuse(
-                out,
-                format!(
-                    "copy batch {seq} for rows {from_row}..{to_row}, expected batch {} from row {}",
-                    entry.copy_seq, entry.copy_cursor
-                ),
-            );
-        }
-        let fixed_size = entry.layout.fixed_size;
-        if let Some(bad) = rows.iter().find(|r| {
-            r.fixed.len() != fixed_size
-                || r.var.len() > ROW_BYTES_MAX
-                || r.row < from_row
-                || r.row >= to_row
-        }) {
-            return refuse(out, format!("malformed copied row {}", bad.row));
-        }
-        let mut next = rows.iter().peekable();
-        let mut key_buf = Vec::new();
-        for r in from_row..to_row {
-            let image = next.next_if(|row| row.row == r);
-            let busy = entry.frag.locks.is_locked(r)
-                || entry.pending.contains_key(&r)
-                || (!entry.frag.is_free(r) && entry.frag.is_tentative(r));
-            if busy {
-                // A transaction here is newer than the copy of this row.
-                continue;
-            }
-            if !entry.frag.is_free(r) {
-                key_buf.clear();
-                entry.frag.key_of(r, &mut key_buf);
-                let same_key = image.is_some_and(|img| {
-                    let mut k = Vec::new();
-                    entry.layout.key_of_row(&img.fixed, &img.var, &mut k);
-                    k == key_buf
-                });
-                if same_key {
-                    let img = image.expect("checked");
-                    if let Err(e) = entry
-                        .frag
-                        .replace(&mut self.mem, r, &img.fixed, Some(&img.var))
-                    {
-                        return refuse(
-                            out,
-                            err(ErrorCode::OutOfDataMemory, format!("{e:?}")).to_string(),
-                        );
-                    }
-                    entry.copy_bytes += (img.fixed.len() + img.var.len()) as u64;
-                    entry.copy_rows += 1;
-                    continue;
-                }
-                let hash = hash_key(&key_buf);
-                entry.frag.remove(&mut self.mem, hash, r);
-            }
-            let Some(img) = image else {
-                continue; // a gap: no row
-            };
-            key_buf.clear();
-            entry.layout.key_of_row(&img.fixed, &img.var, &mut key_buf);
-            let hash = hash_key(&key_buf);
-            if let Some(other) = entry.frag.lookup(hash, &key_buf) {
-                // The key sits at another id here: replicas disagreed.
-                if entry.frag.locks.is_locked(other) || entry.pending.contains_key(&other) {
-                    continue;
-                }
-                entry.frag.remove(&mut self.mem, hash, other);
-            }
-            if let Err(e) =
-                entry
-                    .frag
-                    .insert_tentative_at(&mut self.mem, hash, r, &img.fixed, &img.var)
-            {
-                return refuse(
-                    out,
-                    format!(
-                        "out of data memory copying row {r}: needed {} bytes, {} free",
-                        e.requested_bytes, e.free_bytes
-                    ),
-                );
-            }
-            entry.frag.commit_insert(r);
-            entry.copy_bytes += (img.fixed.len() + img.var.len()) as u64;
-            entry.copy_rows += 1;
-        }
-        entry.copy_cursor = to_row;
-        entry.copy_seq += 1;
-        // Operations that waited for these rows run now, on the copies.
-        let restart = &mut self.restart;
-        entry.cursor_waits.retain(|&(row, token)| {
-            let passed = row < to_row;
-            if passed {
-                restart.push(token);
-            }
-            !passed
-        });
-        out.push_back(BlockSignal::Cluster(ClusterSignal::CopyRowsConf {
-            to: source,
-            table,
-            frag,
-            seq,
-        }));
-    }
-
     /// Commit markers from a copy's source (see `ClusterSignal::CopyMarkers`).
     pub(super) fn copy_markers(&mut self, markers: &[(TxnRef, u16, TransId, u64)]) {
         for &(txn, api_node, trans, epoch) in markers {
@@ -560,6 +469,17 @@ impl Lqh {
         }
     }
 
+    /// Rows and bytes copied into this node's replicas, and rows kept.
+    pub fn copy_totals(&self) -> CopyStats {
+        let mut t = CopyStats::default();
+        for e in self.frags.values() {
+            t.rows += e.copy_rows;
+            t.bytes += e.copy_bytes;
+            t.kept += e.copy_kept;
+        }
+        t
+    }
+
     /// Rows and bytes copied into this node's replica of a fragment.
     pub fn copied_into(&self, table: TableId, frag: FragmentId) -> CopyStats {
         self.frags
@@ -567,6 +487,22 @@ impl Lqh {
             .map_or_else(CopyStats::default, |e| CopyStats {
                 rows: e.copy_rows,
                 bytes: e.copy_bytes,
+                kept: e.copy_kept,
             })
     }
+}
+
+/// Sets bit `i` of a bitmap (low bit first), growing it as needed.
+fn set_bit(bits: &mut Vec<u8>, i: u32) {
+    let byte = (i / 8) as usize;
+    if byte >= bits.len() {
+        bits.resize(byte + 1, 0);
+    }
+    bits[byte] |= 1 << (i % 8);
+}
+
+/// Bit `i` of a bitmap (low bit first); false past its end.
+pub(super) fn bit(bits: &[u8], i: u32) -> bool {
+    bits.get((i / 8) as usize)
+        .is_some_and(|b| b & (1 << (i % 8)) != 0)
 }

@@ -44,6 +44,7 @@ mod apply;
 mod body;
 mod commit;
 mod copy;
+mod copy_target;
 mod exec;
 mod lcp;
 mod op;
@@ -58,7 +59,7 @@ use crate::pool::{clear_keeping, Pool, Recycle};
 use crate::signal::{
     tc_incarnation_of, tc_node_of, BlockSignal, Chain, ClusterSignal, FragKey, TxnRef,
 };
-use shoal_storage::{Fragment, Memory, RowId, WaitToken};
+use shoal_storage::{ChangedRows, Fragment, Memory, RowEpochs, RowId, WaitToken};
 use shoal_types::distribution::FragmentId;
 use shoal_types::{ErrorCode, RowLayout, SchemaVersion, ShoalError, TableDef, TableId, TransId};
 use shoal_wire::{KeyOp, OpResult};
@@ -136,11 +137,33 @@ struct FragEntry {
     copy_seq: u32,
     copy_rows: u64,
     copy_bytes: u64,
+    /// Rows of its own a copy since an epoch let it keep.
+    copy_kept: u64,
     /// Operations waiting for the copy to pass their row (row, token):
     /// the copy of the row is on its way and lacks their effect.
     cursor_waits: Vec<(RowId, WaitToken)>,
     /// Its changes go to the redo log (the table is not `no_logging`).
     logged: bool,
+    /// The epoch of each row's last committed change.
+    epochs: RowEpochs,
+    /// A copy since an epoch (`copy_since` > 0): the rows this node
+    /// restored from its own files that the copy has not confirmed yet.
+    /// Operations do not see them (as if missing: the copy brings the
+    /// row if it changed), and an insert needing their id or key evicts
+    /// them.
+    unverified: ChangedRows,
+    /// 0: a full copy (or none). Otherwise the epoch this replica's kept
+    /// rows stand for; the copy sends only rows changed after it.
+    copy_since: u64,
+}
+
+impl FragEntry {
+    /// Row `r` is one this replica restored and the copy has not
+    /// confirmed (see `unverified`).
+    #[inline]
+    fn is_unverified(&self, r: RowId) -> bool {
+        self.copy_since != 0 && self.unverified.contains(r)
+    }
 }
 
 /// How far an operation got.
@@ -294,6 +317,9 @@ pub struct Lqh {
     redo_full: Option<String>,
     /// The key of the row a restore is putting back (one buffer for all).
     restore_key: Vec<u8>,
+    /// The epoch restored rows stamped 0 stand for (a checkpoint's or a
+    /// snapshot's): they changed last in it or before.
+    restore_floor: u64,
 }
 
 /// Ends lock wait `token` (of `w`) without running it. A wait whose lock
@@ -356,6 +382,7 @@ impl Lqh {
             lcp: None,
             redo_full: None,
             restore_key: Vec::new(),
+            restore_floor: 0,
         }
     }
 
@@ -561,8 +588,12 @@ impl Lqh {
                     copy_seq: 0,
                     copy_rows: 0,
                     copy_bytes: 0,
+                    copy_kept: 0,
                     cursor_waits: Vec::new(),
                     logged: !def.options.no_logging,
+                    epochs: RowEpochs::default(),
+                    unverified: ChangedRows::default(),
+                    copy_since: 0,
                 },
             );
         }
@@ -701,8 +732,9 @@ impl Lqh {
                     table,
                     frag,
                     target,
+                    since,
                     ..
-                } => self.copy_frag_req(now_ms, from, table, frag, target, dih, out),
+                } => self.copy_frag_req(now_ms, from, table, frag, target, since, dih, out),
                 ClusterSignal::CopyRows {
                     table,
                     frag,
@@ -711,6 +743,7 @@ impl Lqh {
                     to_row,
                     id_end,
                     rows,
+                    occupied,
                     last,
                     ..
                 } => {
@@ -725,6 +758,7 @@ impl Lqh {
                         from_row,
                         to_row,
                         rows,
+                        &occupied,
                         last,
                         dih.president(),
                         out,

@@ -225,7 +225,13 @@ impl Lqh {
         let layout = entry.layout.clone();
         let body = parse_body(&layout, op)?;
         let hash = hash_key(&op.key);
-        let found = entry.frag.lookup(hash, &op.key);
+        // A row this replica restored and its copy has not confirmed is
+        // not the cluster's row yet: as if missing (the copy brings it if
+        // it changed; see `copy_target.rs`).
+        let found = entry
+            .frag
+            .lookup(hash, &op.key)
+            .filter(|&r| !entry.is_unverified(r));
         if let Body::Read(cols) = body {
             if op.lock == LockMode::CommittedRead {
                 return committed_read(entry, &layout, txn, found, &op.key, cols);
@@ -355,6 +361,16 @@ impl OpCtx<'_> {
                     ),
                 ));
             }
+            // Rows this replica restored and its copy has not confirmed
+            // at the new row's id or under its key changed since the
+            // epoch they stand for (the primary inserts here): they go.
+            if entry.is_unverified(r) {
+                evict(entry, self.mem, r);
+            }
+            if let Some(stale) = entry.frag.lookup(hash, &op.key) {
+                debug_assert!(entry.is_unverified(stale), "the key was not found");
+                evict(entry, self.mem, stale);
+            }
             if !entry.frag.is_free(r) {
                 return self.wait_for_row_id(entry, txn, at, op, r);
             }
@@ -417,4 +433,12 @@ impl OpCtx<'_> {
         }
         Ok(self.wait(txn, token, r, true))
     }
+}
+
+/// Removes an unverified row of a replica being copied since an epoch.
+fn evict(entry: &mut FragEntry, mem: &mut Memory, r: RowId) {
+    let mut key = Vec::new();
+    entry.frag.key_of(r, &mut key);
+    entry.unverified.take(r);
+    entry.frag.remove(mem, hash_key(&key), r);
 }

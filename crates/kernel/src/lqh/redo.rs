@@ -23,6 +23,7 @@ use crate::signal::FragKey;
 use shoal_storage::redo::{Lsn, RedoEntry, RedoKind, RedoRecord, RedoWriter};
 use shoal_storage::{Memory, RowId};
 use shoal_types::{hash_key, TableId};
+use std::collections::BTreeMap;
 
 /// Records between two progress reports of a restore.
 const RESTORE_PROGRESS_EVERY: u64 = 1 << 20;
@@ -62,16 +63,20 @@ enum Change<'a> {
     Delete,
 }
 
-/// Appends a row change of `entry`'s row `row` (after it was applied) to
-/// the log, if the table is logged and a log is kept.
+/// A committed change of `entry`'s row `row` (after it was applied):
+/// stamps the row with its epoch and appends the change to the log, if
+/// the table is logged and a log is kept.
 pub(super) fn log_change(
     sink: &mut Option<RedoSink>,
-    entry: &FragEntry,
+    entry: &mut FragEntry,
     fkey: FragKey,
     row: RowId,
     epoch: u64,
     deleted: bool,
 ) {
+    if !deleted {
+        entry.epochs.set(row, epoch);
+    }
     let Some(sink) = sink.as_mut() else {
         return;
     };
@@ -260,6 +265,13 @@ impl Lqh {
             None => 0,
         };
         let apply_now = through >= snapshot_epoch;
+        // Rows stamped 0 changed last in that epoch or before (none are
+        // expected without one: unknown then).
+        self.restore_floor = if snapshot_epoch == 0 {
+            u64::MAX
+        } else {
+            snapshot_epoch
+        };
         let mut bound_after = vec![u64::MAX; entries.len() + 1];
         for (i, e) in entries.iter().enumerate().rev() {
             bound_after[i] = match e.kind() {
@@ -384,7 +396,46 @@ impl Lqh {
                 "no transaction runs before a join"
             );
             entry.frag.drop_all(mem);
+            entry.epochs.clear();
+            entry.unverified.clear();
+            entry.copy_since = 0;
         }
+    }
+
+    /// A node joining a running cluster keeps the rows its files restored
+    /// through epoch `since` (the durable epoch its sysfile recorded: no
+    /// restart of the cluster goes back before it, so they are the
+    /// cluster's rows as of then) for its logged tables; the copy brings
+    /// only what changed after. Rows of other tables go (there are none:
+    /// nothing restores them). Every kept row is unverified until the copy
+    /// passes it. Returns the logged tables and the rows kept.
+    pub fn keep_rows_for_copy(&mut self, since: u64) -> (BTreeMap<TableId, u64>, u64) {
+        assert!(since > 0, "a copy since epoch 0 is a full copy");
+        self.restore_tail.clear();
+        let Lqh { frags, mem, .. } = self;
+        let mut tables = BTreeMap::new();
+        let mut kept = 0;
+        for (&(table, _), entry) in frags.iter_mut() {
+            debug_assert!(
+                entry.pending.is_empty(),
+                "no transaction runs before a join"
+            );
+            if !entry.logged {
+                entry.frag.drop_all(mem);
+                entry.epochs.clear();
+                continue;
+            }
+            tables.insert(table, since);
+            entry.copy_since = since;
+            entry.unverified.clear();
+            let mut at = 0;
+            while let Some(id) = entry.frag.next_row(at) {
+                at = id + 1;
+                entry.unverified.mark(id);
+                kept += 1;
+            }
+        }
+        (tables, kept)
     }
 
     /// One row change from the log; false if its fragment is not here.
@@ -394,10 +445,20 @@ impl Lqh {
             return Ok(false);
         };
         let change = match r.kind {
-            RedoKind::Write => Change::Write {
-                fixed: r.key,
-                var: r.attrs,
-            },
+            RedoKind::Write => {
+                // Checkpoint and snapshot rows are stamped 0: they changed
+                // last in the epoch they stand for, or before.
+                let epoch = if r.epoch == 0 {
+                    self.restore_floor
+                } else {
+                    r.epoch
+                };
+                entry.epochs.set(r.row, epoch);
+                Change::Write {
+                    fixed: r.key,
+                    var: r.attrs,
+                }
+            }
             _ => Change::Delete,
         };
         put_row(entry, &mut self.mem, r.row, change, &mut self.restore_key).map(|()| true)

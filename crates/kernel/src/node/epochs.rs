@@ -61,6 +61,12 @@ impl DataNode {
             restorable_from: stats.restorable_from,
         });
         self.gcp.set_durable_from_files(durable);
+        // The rows now are those of the end of `durable` if the files
+        // hold that epoch whole (not when a checkpoint or snapshot newer
+        // than it waits for the cluster's restart epoch, nor when the log
+        // restores nothing).
+        let whole = durable > 0 && stats.restorable_from <= durable && durable <= stats.restorable;
+        self.restored_through = whole.then_some(durable);
         self.lqh.enable_redo(files.log_end);
         self.lcp = super::lcp::Checkpoints::from_files(files.lcp, files.redo_start);
         Ok(stats)
@@ -253,10 +259,27 @@ impl DataNode {
         let joined_running = new.member(me).is_some_and(|m| !m.started)
             && old.member(me).map(|m| m.incarnation) != Some(self.cfg.incarnation);
         if joined_running {
-            // Its rows come from live replicas: what its files held goes.
-            // Its log waits for the copy to finish (a snapshot of every
-            // row starts it again then).
-            self.lqh.drop_all_rows();
+            // Its rows come from live replicas: what its files restored
+            // through their durable epoch stays, unverified, and the copy
+            // brings only rows changed since; without such rows, every
+            // row is copied. Its log waits for the copy to finish (a
+            // snapshot of every row starts it again then).
+            match self.restored_through.take() {
+                Some(since) => {
+                    let (tables, kept) = self.lqh.keep_rows_for_copy(since);
+                    self.dih.set_own_rows_since(tables);
+                    out.push(Output::Log(format!(
+                        "joined a running cluster: keeping the {kept} rows its files restored through epoch {since}; copying only rows changed since from live replicas"
+                    )));
+                }
+                None => {
+                    self.lqh.drop_all_rows();
+                    self.dih.set_own_rows_since(Default::default());
+                    out.push(Output::Log(
+                        "joined a running cluster: copying every row from live replicas".into(),
+                    ));
+                }
+            }
             self.lcp_abandon();
             self.lcp_log_restarts_here();
             if self.lqh.redo_enabled() {
@@ -269,15 +292,21 @@ impl DataNode {
                 self.flush_redo(out);
             }
             self.lqh.pause_redo();
-            out.push(Output::Log(
-                "joined a running cluster: copying every row from live replicas".into(),
-            ));
             let mut actions = Vec::new();
             self.gcp.joined_running_cluster(&mut actions);
             self.gcp_actions(_now_ms, actions, out);
         }
         let became_started =
             new.member(me).is_some_and(|m| m.started) && old.member(me).is_some_and(|m| !m.started);
+        if became_started {
+            let c = self.lqh.copy_totals();
+            out.push(Output::Log(format!(
+                "copy done: {} rows ({:.1} MB) copied from live replicas, {} rows of its own files kept",
+                c.rows,
+                c.bytes as f64 / 1e6,
+                c.kept
+            )));
+        }
         if became_started && self.lqh.redo_enabled() {
             // No change it holds is of a later epoch than the next one (no
             // node is two switches ahead of another), so the snapshot

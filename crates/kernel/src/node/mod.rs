@@ -181,6 +181,10 @@ pub struct DataNode {
     epoch_dirty: bool,
     /// Local checkpoints and the redo log's space.
     lcp: lcp::Checkpoints,
+    /// The rows its own files restored are the cluster's as of the end of
+    /// this epoch (the durable one its sysfile recorded): joining a
+    /// running cluster, it keeps them and copies only later changes.
+    restored_through: Option<u64>,
 }
 
 struct CopyClock {
@@ -219,6 +223,7 @@ impl DataNode {
             dih: Dih::new(cfg.node_id),
             gcp: Gcp::new(cfg.node_id, cfg.epoch_interval_ms),
             epoch_dirty: false,
+            restored_through: None,
             lcp: lcp::Checkpoints::default(),
             tc: Tc::new(cfg.clone()),
             lqh: Lqh::new(cfg.clone()),

@@ -209,8 +209,26 @@ impl World {
         if self.trace {
             eprintln!("{:>8} ms {from} -> {to}: {signal:?}", self.now);
         }
-        if let BlockSignal::Cluster(ClusterSignal::CopyRows { last: false, .. }) = &signal {
-            self.report.copy_batches_not_last += 1;
+        match &signal {
+            BlockSignal::Cluster(ClusterSignal::CopyRows {
+                last,
+                rows,
+                occupied,
+                ..
+            }) => {
+                if !last {
+                    self.report.copy_batches_not_last += 1;
+                }
+                if !occupied.is_empty() {
+                    let marked: u64 = occupied.iter().map(|b| u64::from(b.count_ones())).sum();
+                    self.report.since_rows_sent += rows.len() as u64;
+                    self.report.since_rows_kept += marked.saturating_sub(rows.len() as u64);
+                }
+            }
+            BlockSignal::Cluster(ClusterSignal::CopyFragReq { since, .. }) if *since != 0 => {
+                self.report.since_copies += 1;
+            }
+            _ => {}
         }
         let now = self.now;
         let Some(node) = self.running(to) else {

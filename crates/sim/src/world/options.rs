@@ -109,6 +109,11 @@ pub struct SimReport {
     pub partial_starts_refused: u64,
     /// Copy batches with more to follow (a copy in several batches).
     pub copy_batches_not_last: u64,
+    /// Fragment copies since an epoch (to a node that kept its own
+    /// rows), and their rows sent and kept.
+    pub since_copies: u64,
+    pub since_rows_sent: u64,
+    pub since_rows_kept: u64,
     /// Data nodes that stopped themselves (declared failed, lost a split).
     pub shutdowns: u64,
     /// Data nodes restarted, and restarts that completed (the node copied
@@ -193,11 +198,14 @@ impl fmt::Display for SimReport {
         if self.durable_restarts + self.whole_cluster_crashes + self.checkpoints > 0 {
             write!(
                 f,
-                "; {} whole-cluster crashes, {} restarts from files, {} durable commits, {} checkpoints",
+                "; {} whole-cluster crashes, {} restarts from files, {} durable commits, {} checkpoints, {} fragment copies since an epoch ({} rows sent, {} kept)",
                 self.whole_cluster_crashes,
                 self.durable_restarts,
                 self.durable_commits,
-                self.checkpoints
+                self.checkpoints,
+                self.since_copies,
+                self.since_rows_sent,
+                self.since_rows_kept
             )?;
         }
         write!(
@@ -222,7 +230,7 @@ impl SimFailure {
     pub fn replay_command(&self) -> String {
         let o = &self.opts;
         format!(
-            "cargo run --release -p shoal-sim -- --seed {} --txns {} --nodes {} --replicas {}{}{}{}{}{}{}{}{}{}",
+            "cargo run --release -p shoal-sim -- --seed {} --txns {} --nodes {} --replicas {}{}{}{}{}{}{}{}{}{}{}",
             o.seed,
             o.transactions,
             o.data_nodes,
@@ -248,6 +256,11 @@ impl SimFailure {
             },
             if o.faults.lcp_redo_start_after_scan {
                 " --break lcp-redo-start-after-scan"
+            } else {
+                ""
+            },
+            if o.faults.copy_since_one_epoch_late {
+                " --break copy-since-one-epoch-late"
             } else {
                 ""
             },

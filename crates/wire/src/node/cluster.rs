@@ -123,11 +123,13 @@ impl FragReplicaState {
     }
 }
 
-/// A row sent to a starting replica: its id (the same on every replica)
-/// and its stored image.
+/// A row sent to a starting replica: its id (the same on every replica),
+/// the epoch of its last change (`u64::MAX`: unknown) and its stored
+/// image.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CopyRow {
     pub row: u32,
+    pub epoch: u64,
     pub fixed: Vec<u8>,
     pub var: Vec<u8>,
 }
@@ -285,6 +287,10 @@ pub enum ClusterSignal {
     FragStateConf {
         to: u16,
         dist_version: u32,
+        /// For a copying state: the epoch the starting node's own rows of
+        /// the fragment stand for (0: none, copy every row); passed on in
+        /// `CopyFragReq`.
+        since: u64,
     },
     /// President → the primary's LQH: copy the fragment's rows, in row-id
     /// order, to `target` (which takes every write to it already).
@@ -293,9 +299,16 @@ pub enum ClusterSignal {
         table: TableId,
         frag: FragmentId,
         target: u16,
+        /// 0: copy every row. Otherwise the target holds the fragment as
+        /// it was at the end of this epoch (restored from its own files):
+        /// send only rows changed after it, and which ids hold a row.
+        since: u64,
     },
-    /// Source LQH → target LQH: the rows with ids in `from_row..to_row`
-    /// (an id in the range that is not listed holds no row).
+    /// Source LQH → target LQH: the rows with ids in `from_row..to_row`.
+    /// A full copy (`occupied` empty): an id in the range that is not
+    /// listed holds no row. A copy since an epoch: bit `i` of `occupied`
+    /// says whether id `from_row + i` holds a row; one not listed is
+    /// unchanged since that epoch (the target keeps its own).
     CopyRows {
         to: u16,
         table: TableId,
@@ -307,6 +320,8 @@ pub enum ClusterSignal {
         /// (the target's progress: `to_row` of `id_end`).
         id_end: u32,
         rows: Vec<CopyRow>,
+        /// Since-copies only: one bit per id of the range, low bit first.
+        occupied: Vec<u8>,
         /// No rows follow.
         last: bool,
     },
@@ -440,8 +455,10 @@ impl ClusterSignal {
     /// found by encoding rather than kept in a second formula — except
     /// for the bulk of the copy, whose size is summed.
     pub fn body_len(&self) -> usize {
-        if let ClusterSignal::CopyRows { rows, .. } = self {
+        if let ClusterSignal::CopyRows { rows, occupied, .. } = self {
             return 2
+                + 4
+                + occupied.len()
                 + 4
                 + 4
                 + 4
@@ -453,7 +470,7 @@ impl ClusterSignal {
                 + 4
                 + rows
                     .iter()
-                    .map(|r| 4 + 4 + 4 + r.fixed.len() + r.var.len())
+                    .map(|r| 4 + 8 + 4 + 4 + r.fixed.len() + r.var.len())
                     .sum::<usize>();
         }
         let mut buf = Vec::new();
@@ -581,16 +598,25 @@ impl ClusterSignal {
                 out.push(*state as u8);
                 out.push(0);
             }
-            ClusterSignal::FragStateConf { dist_version, .. } => put_u32(out, *dist_version),
+            ClusterSignal::FragStateConf {
+                dist_version,
+                since,
+                ..
+            } => {
+                put_u32(out, *dist_version);
+                put_u64(out, *since);
+            }
             ClusterSignal::CopyFragReq {
                 table,
                 frag,
                 target,
+                since,
                 ..
             } => {
                 put_u32(out, table.0);
                 put_u32(out, *frag);
                 put_u16(out, *target);
+                put_u64(out, *since);
             }
             ClusterSignal::CopyRows {
                 table,
@@ -600,6 +626,7 @@ impl ClusterSignal {
                 to_row,
                 id_end,
                 rows,
+                occupied,
                 last,
                 ..
             } => {
@@ -611,9 +638,12 @@ impl ClusterSignal {
                 put_u32(out, *id_end);
                 out.push(u8::from(*last));
                 out.push(0);
+                put_u32(out, occupied.len() as u32);
+                out.extend_from_slice(occupied);
                 put_u32(out, rows.len() as u32);
                 for r in rows {
                     put_u32(out, r.row);
+                    put_u64(out, r.epoch);
                     put_u32(out, r.fixed.len() as u32);
                     out.extend_from_slice(&r.fixed);
                     put_u32(out, r.var.len() as u32);
@@ -794,12 +824,14 @@ impl ClusterSignal {
             GSN_FRAG_STATE_CONF => ClusterSignal::FragStateConf {
                 to,
                 dist_version: r.u32("dist_version")?,
+                since: r.u64("since")?,
             },
             GSN_COPY_FRAG_REQ => ClusterSignal::CopyFragReq {
                 to,
                 table: TableId(r.u32("table")?),
                 frag: r.u32("frag")?,
                 target: r.u16("target")?,
+                since: r.u64("since")?,
             },
             GSN_COPY_ROWS => {
                 let table = TableId(r.u32("table")?);
@@ -810,17 +842,25 @@ impl ClusterSignal {
                 let id_end = r.u32("id_end")?;
                 let last = read_flag(r, "last")?;
                 r.reserved_u8("reserved")?;
+                let len = r.u32("occupied_len")? as usize;
+                let occupied = r.bytes(len, "occupied")?.to_vec();
                 let count = r.u32("row_count")? as usize;
-                r.check_count(count, 12, "row_count")?;
+                r.check_count(count, 20, "row_count")?;
                 let mut rows = Vec::with_capacity(count);
                 for i in 0..count {
                     r.item = Some(("row", i));
                     let row = r.u32("row")?;
+                    let epoch = r.u64("epoch")?;
                     let len = r.u32("fixed_len")? as usize;
                     let fixed = r.bytes(len, "fixed")?.to_vec();
                     let len = r.u32("var_len")? as usize;
                     let var = r.bytes(len, "var")?.to_vec();
-                    rows.push(CopyRow { row, fixed, var });
+                    rows.push(CopyRow {
+                        row,
+                        epoch,
+                        fixed,
+                        var,
+                    });
                 }
                 r.item = None;
                 ClusterSignal::CopyRows {
@@ -832,6 +872,7 @@ impl ClusterSignal {
                     to_row,
                     id_end,
                     rows,
+                    occupied,
                     last,
                 }
             }
@@ -1089,12 +1130,14 @@ pub(crate) fn samples() -> Vec<ClusterSignal> {
         ClusterSignal::FragStateConf {
             to: 2,
             dist_version: 44,
+            since: 17,
         },
         ClusterSignal::CopyFragReq {
             to: 2,
             table: TableId(5),
             frag: 6,
             target: 1,
+            since: 17,
         },
         ClusterSignal::CopyRows {
             to: 1,
@@ -1107,15 +1150,18 @@ pub(crate) fn samples() -> Vec<ClusterSignal> {
             rows: vec![
                 CopyRow {
                     row: 101,
+                    epoch: 12,
                     fixed: vec![1, 2, 3, 4],
                     var: vec![],
                 },
                 CopyRow {
                     row: 140,
+                    epoch: u64::MAX,
                     fixed: vec![5; 4],
                     var: vec![9; 3],
                 },
             ],
+            occupied: vec![0xff, 0, 3, 0, 0, 0, 0, 1],
             last: true,
         },
         ClusterSignal::CopyRowsConf {
