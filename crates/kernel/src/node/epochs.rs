@@ -163,7 +163,7 @@ impl DataNode {
                     out.push(Output::SysfileWrite {
                         durable_epoch: epoch,
                     });
-                    self.tc.epoch_durable(epoch, out);
+                    self.tc.epoch_durable(epoch, &mut self.queue, out);
                     self.lcp_maybe_record(_now_ms, out);
                 }
                 GcpAction::Restore(epoch) => {
@@ -224,7 +224,11 @@ impl DataNode {
             self.gcp.report(president, &mut self.queue);
             // The president's own report reaches it as a signal (dirty).
             if dirty && self.qmgr.is_president() {
-                let takeovers = !self.qmgr.pending_takeovers().is_empty();
+                let takeovers = self
+                    .qmgr
+                    .pending_takeovers()
+                    .iter()
+                    .any(|&(n, _)| !self.tc.takeover_resolved(n));
                 self.gcp
                     .lead_advance(now_ms, self.qmgr.view(), takeovers, &mut self.queue);
                 if let Some(line) = self.gcp.take_lag_report() {

@@ -165,7 +165,12 @@ impl Tc {
 
     /// `epoch` is durable on every live node: the answers waiting for it
     /// go out.
-    pub fn epoch_durable(&mut self, epoch: u64, out: &mut Vec<Output>) {
+    pub fn epoch_durable(
+        &mut self,
+        epoch: u64,
+        q: &mut VecDeque<BlockSignal>,
+        out: &mut Vec<Output>,
+    ) {
         self.durable_epoch = self.durable_epoch.max(epoch);
         while let Some(entry) = self.durable_waits.first_entry() {
             if *entry.key() > self.durable_epoch {
@@ -175,6 +180,7 @@ impl Tc {
                 out.push(Output::Send { conn, signal });
             }
         }
+        self.takeovers_durable(q, out);
     }
 
     /// Whether the complete epoch may have moved since the last call.

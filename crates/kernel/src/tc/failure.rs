@@ -9,10 +9,15 @@
 //!   reports the failed coordinator's transactions it holds (records, and
 //!   commit markers of commits whose client has not acknowledged them);
 //!   each transaction any replica committed is committed everywhere, the
-//!   rest aborted, every lock released; each client hears its outcome
+//!   rest aborted, every lock released. The takeover is then *resolved*:
+//!   epochs may be saved again. Once the newest epoch any of them
+//!   committed in is durable (a client may have asked for a durable
+//!   commit; the takeover cannot tell), each client hears its outcome
 //!   (`TcKeyFailConf`), then that every other transaction of the failed
 //!   coordinator is aborted (`TcNodeFailRep`), and every member that the
-//!   takeover is done (`TakeoverDone`).
+//!   takeover is done (`TakeoverDone`: the commit markers may go). Should
+//!   this node fail before that, the takeover is still pending everywhere
+//!   and the next president's takeover finds the markers and reports.
 
 use super::{AbortReply, Tc, TxnState, Wave};
 use crate::dih::Dih;
@@ -48,6 +53,11 @@ pub struct Takeover {
     /// The transactions found committed, by client (API node): each
     /// client's list goes in the final `TcNodeFailRep`.
     committed: BTreeMap<u16, Vec<TransId>>,
+    /// The newest epoch one of them committed in: their reports wait
+    /// until it is durable.
+    max_epoch: u64,
+    /// Every transaction found is finished (committed or aborted).
+    resolved: bool,
 }
 
 impl Tc {
@@ -184,6 +194,8 @@ impl Tc {
                 incarnation,
                 missing: self.members.iter().copied().collect(),
                 found: BTreeMap::new(),
+                max_epoch: 0,
+                resolved: false,
                 finishing: BTreeSet::new(),
                 rebuilt: false,
                 committed: BTreeMap::new(),
@@ -299,6 +311,13 @@ impl Tc {
                 // Held by no live node (a commit marker only, or its nodes
                 // failed as well): the reports tell its outcome.
                 t.committed = f.committed;
+                // Its epoch, for the report's wait (0 with epochs running
+                // would be a record lost: the current one stands in).
+                t.epoch = if f.committed && f.epoch == 0 {
+                    self.epoch_now.current
+                } else {
+                    f.epoch
+                };
                 if f.committed && self.cfg.report_commit_points {
                     out.push(Output::CommitDone {
                         conn: t.conn,
@@ -330,7 +349,9 @@ impl Tc {
         self.maybe_takeover_done(failed, q, out);
     }
 
-    /// A taken-over transaction finished: tell its client the outcome.
+    /// A taken-over transaction finished (committed in `epoch`, or not):
+    /// its client hears once the takeover is resolved and that epoch is
+    /// durable.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn taken_over_finished(
         &mut self,
@@ -339,6 +360,7 @@ impl Tc {
         api_node: u16,
         trans: TransId,
         committed: bool,
+        epoch: u64,
         q: &mut VecDeque<BlockSignal>,
         out: &mut Vec<Output>,
     ) {
@@ -346,14 +368,35 @@ impl Tc {
             return;
         };
         tk.finishing.remove(&txn);
-        let incarnation = tk.incarnation;
         if committed {
-            // Told at once to the client's connections here, and again in
-            // the final `TcNodeFailRep` (which covers aborted ones too).
             tk.committed.entry(api_node).or_default().push(trans);
-            self.report_outcome(failed, incarnation, api_node, trans, out);
+            tk.max_epoch = tk.max_epoch.max(epoch);
         }
         self.maybe_takeover_done(failed, q, out);
+    }
+
+    /// Whether the takeover of `node` has finished every transaction it
+    /// found (its reports may still wait for their epoch to be durable):
+    /// until then no epoch may be saved.
+    pub fn takeover_resolved(&self, node: u16) -> bool {
+        self.takeovers.get(&node).is_some_and(|tk| tk.resolved)
+    }
+
+    /// The durable epoch moved: takeovers waiting for it report.
+    pub(super) fn takeovers_durable(
+        &mut self,
+        q: &mut VecDeque<BlockSignal>,
+        out: &mut Vec<Output>,
+    ) {
+        let due: Vec<u16> = self
+            .takeovers
+            .iter()
+            .filter(|(_, tk)| tk.resolved && tk.max_epoch <= self.durable_epoch)
+            .map(|(&n, _)| n)
+            .collect();
+        for failed in due {
+            self.maybe_takeover_done(failed, q, out);
+        }
     }
 
     fn maybe_takeover_done(
@@ -362,10 +405,23 @@ impl Tc {
         q: &mut VecDeque<BlockSignal>,
         out: &mut Vec<Output>,
     ) {
-        let Some(tk) = self.takeovers.get(&failed) else {
+        let durable = self.durable_epoch;
+        let Some(tk) = self.takeovers.get_mut(&failed) else {
             return;
         };
         if !tk.rebuilt || !tk.finishing.is_empty() {
+            return;
+        }
+        if !tk.resolved {
+            tk.resolved = true;
+            if tk.max_epoch > durable {
+                out.push(Output::Log(format!(
+                    "takeover of data node {failed} (start {}) resolved; its reports wait for epoch {} to be durable",
+                    tk.incarnation, tk.max_epoch
+                )));
+            }
+        }
+        if tk.max_epoch > durable {
             return;
         }
         let incarnation = tk.incarnation;
@@ -373,6 +429,13 @@ impl Tc {
         out.push(Output::Log(format!(
             "takeover of data node {failed} (start {incarnation}) finished"
         )));
+        // Each client hears each of its commits, then the whole list
+        // (which covers the aborted ones too).
+        for (&api_node, list) in &committed {
+            for &trans in list {
+                self.report_outcome(failed, incarnation, api_node, trans, out);
+            }
+        }
         if self.cfg.report_commit_points {
             out.push(Output::TakeoverFinished {
                 node: failed,

@@ -508,7 +508,7 @@ impl Tc {
         out: &mut Vec<Output>,
     ) {
         self.uncount_epoch(txn);
-        let (key, keep_marker, client_gone, taken_over_from, committed, api_node) = self
+        let (key, keep_marker, client_gone, taken_over_from, committed, api_node, epoch) = self
             .txns
             .take(&txn, |t| {
                 (
@@ -518,6 +518,7 @@ impl Tc {
                     t.taken_over_from,
                     t.committed,
                     t.api_node,
+                    t.epoch,
                 )
             })
             .expect("present");
@@ -534,7 +535,7 @@ impl Tc {
             self.by_client.remove(&key);
         }
         if let Some(failed) = taken_over_from {
-            self.taken_over_finished(failed, txn, api_node, key.1, committed, q, out);
+            self.taken_over_finished(failed, txn, api_node, key.1, committed, epoch, q, out);
         }
     }
 

@@ -262,6 +262,18 @@ impl World {
                 if applied { "committed" } else { "did not commit" }
             ));
         }
+        if outcome && t.durable_commit {
+            // Reported committed by a takeover: for a durable commit that
+            // is its durable answer, so its epoch must be durable.
+            if let Some(&epoch) = self.commit_epochs.get(&(client, trans)) {
+                if epoch > self.max_durable {
+                    return Err(format!(
+                        "client {client} transaction {}: the takeover of node {node} reported its durable commit while its epoch {epoch} was not durable (durable: {})",
+                        trans.0, self.max_durable
+                    ));
+                }
+            }
+        }
         if outcome {
             self.report.takeover_committed += 1;
             self.report.committed += 1;
