@@ -506,3 +506,78 @@ fn a_restarted_node_keeps_its_own_rows_and_copies_only_the_changes() {
     });
     cluster.assert_alive();
 }
+
+/// A checkpoint file damaged in its middle (past the first piece a
+/// restart reads, so rows before the damage were already applied): the
+/// restarted node says so, moves its files aside, drops what it applied,
+/// and copies every row from the live replica; the replicas then agree.
+#[test]
+fn a_node_whose_checkpoint_is_damaged_drops_it_and_copies_every_row() {
+    let mut cluster = TestCluster::start_nodes(2, 2, |c| {
+        c.heartbeat_interval_ms = 250;
+        c.redo_log_bytes = 16 << 20;
+    });
+    let rt = runtime();
+    rt.block_on(async {
+        let client = Cluster::connect(&cluster.mgmd_addr).await.expect("connect");
+        client
+            .create_table(wide_table())
+            .await
+            .expect("create table");
+        for i in 0..60 {
+            insert_batch(&client, i * 500, 500).await.expect("insert");
+        }
+    });
+    // Until node 2 recorded a full checkpoint of most of the 12 MB of rows.
+    let full_id = |log: &str| {
+        log.lines().find_map(|l| {
+            let rest = &l[l.find("local checkpoint ")? + "local checkpoint ".len()..];
+            let (id, rest) = rest.split_once(" (full): ")?;
+            let rows: u64 = rest.split_once(" rows")?.0.parse().ok()?;
+            (rows >= 22_000).then(|| id.parse::<u64>().ok()).flatten()
+        })
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let id = loop {
+        if let Some(id) = full_id(&cluster.log("datanode-2.log")) {
+            break id;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "node 2 wrote no full checkpoint of the rows\n{}",
+            cluster.log("datanode-2.log")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let mut node2 = cluster.datanodes[1].take().expect("node 2 runs");
+    node2.kill().expect("kill -9 node 2");
+    node2.wait().expect("reap node 2");
+    // One byte flipped past the first 8 MiB piece a start reads: it has
+    // applied the rows before when it finds the damage.
+    let dir = cluster.data_dir().join("datanode-2");
+    let path = dir.join(format!("lcp-{id:08}.ckpt"));
+    let mut bytes = std::fs::read(&path).expect("read checkpoint");
+    let at = (8 << 20) + 100_000;
+    assert!(bytes.len() > at + 4096, "{} bytes", bytes.len());
+    bytes[at] ^= 0x5a;
+    std::fs::write(&path, &bytes).expect("write checkpoint");
+    let before = cluster.log("datanode-2.log").len();
+    cluster.datanodes[1] = Some(cluster.spawn_datanode(2));
+    cluster.wait_started();
+    let log = cluster.log("datanode-2.log");
+    let since_restart = &log[before.min(log.len())..];
+    assert!(
+        since_restart.contains("cannot be used: damaged at byte")
+            && since_restart.contains("moved aside")
+            && since_restart.contains("copying every row"),
+        "{since_restart}"
+    );
+    let aside = std::fs::read_dir(&dir)
+        .expect("data dir")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains(".damaged-"))
+        .count();
+    assert!(aside >= 1, "no file moved aside");
+    cluster.verify_replicas();
+    cluster.assert_alive();
+}

@@ -12,6 +12,7 @@ use crate::node_files;
 use crate::stop_signal;
 use mio::net::TcpListener;
 use mio::{Events, Interest, Poll, Token, Waker};
+use shoal_kernel::lqh::RestoreError;
 use shoal_kernel::{DataNode, KernelConfig, NodeRole};
 use shoal_mgmd::{DataNodeConfig, MgmEvent, NodeState, NodeStatus, StartPhase};
 use shoal_types::{ErrorCode, ShoalError, TableDef};
@@ -112,12 +113,15 @@ fn check_table(def: &TableDef, data_nodes: &[u16]) -> Result<(), ShoalError> {
     Ok(())
 }
 
-/// What mgmd shows for the node's role.
 /// Reads the node's files back and brings its rows to the durable epoch
 /// they recorded (later epochs wait for the cluster's restart epoch), then
-/// starts the log writer where the log ended.
+/// starts the log writer where the log ended. `fresh` builds the node
+/// again (tables created, no rows): a checkpoint found damaged while its
+/// rows were applied leaves them behind.
+#[allow(clippy::too_many_arguments)]
 fn restore_files(
     node: &mut DataNode,
+    fresh: &dyn Fn() -> DataNode,
     dir: &std::path::Path,
     node_id: u16,
     initial: bool,
@@ -126,15 +130,9 @@ fn restore_files(
     port: u16,
 ) -> Result<(shoal_mgmd::dir_lock::DirLock, node_files::Writer), ShoalError> {
     let started = Instant::now();
-    let (lock, recovered) = node_files::open(dir, node_id, initial)?;
+    let (lock, mut recovered) = node_files::open(dir, node_id, initial)?;
     let read_secs = started.elapsed().as_secs_f64();
-    let changes = recovered.entries.len() as u64
-        + recovered
-            .lcp_files
-            .iter()
-            .map(|f| f.len() as u64)
-            .sum::<u64>();
-    if changes > 0 {
+    if recovered.lcp_bytes + recovered.log_bytes > 0 {
         eprintln!(
             "data node {node_id}: restoring from {}: checkpoints {}..={} ({:.1} MB), then {} log records ({:.1} MB) from byte {}; durable epoch {}",
             dir.display(),
@@ -147,15 +145,18 @@ fn restore_files(
             recovered.durable
         );
     }
-    // How far it got, for the log and for `shoal mgm -e show`.
+    // How far it got, for the log and for `shoal mgm -e show`: a line per
+    // 256 MB read.
+    let mut next_line = 0u64;
     let mut progress = |done: u64, total: u64| {
-        if total < 1 << 20 {
+        if total < 1 << 28 || done < next_line {
             return;
         }
+        next_line = done + (1 << 28);
         eprintln!(
-            "data node {node_id}: restoring: {:.1} M of {:.1} M records (checkpointed rows, then logged changes)",
-            done as f64 / 1e6,
-            total as f64 / 1e6
+            "data node {node_id}: restoring: {:.2} of {:.2} GB of its files read and applied (checkpoints, then the log)",
+            done as f64 / 1e9,
+            total as f64 / 1e9
         );
         let _ = status.send(LinkRequest::Status(NodeStatus {
             state: NodeState::Starting,
@@ -165,39 +166,67 @@ fn restore_files(
             client_connections: 0,
             listen_port: port,
             start_phase: Some(StartPhase {
-                what: "restoring its rows from its checkpoints and redo log".into(),
+                what: "restoring its rows from its checkpoints and redo log (bytes)".into(),
                 done,
                 total,
             }),
         }));
     };
-    let stats = node
-        .restore_local(
-            &shoal_kernel::LocalFiles {
-                lcp: recovered.lcp,
-                lcp_files: &recovered.lcp_files,
-                redo_start: recovered.redo_start,
-                entries: &recovered.entries,
-                log_end: recovered.log_end,
-                durable: recovered.durable,
-            },
-            &mut progress,
+    let mut reader = node_files::LcpReader::start(recovered.lcp_files.clone());
+    let restored = node.restore_local(
+        &mut shoal_kernel::LocalFiles {
+            lcp: recovered.lcp,
+            lcp_pieces: &mut || reader.next(),
+            lcp_bytes: recovered.lcp_bytes,
+            log_bytes: recovered.log_bytes,
+            redo_start: recovered.redo_start,
+            entries: &recovered.entries,
+            log_end: recovered.log_end,
+            durable: recovered.durable,
+        },
+        &mut progress,
+    );
+    drop(reader);
+    let cannot_restore = |why: String| {
+        fail(
+            ErrorCode::OutOfDataMemory,
+            format!(
+                "data node {node_id} cannot restore its rows from {}: {why}",
+                dir.display()
+            ),
         )
-        .map_err(|why| {
-            fail(
-                ErrorCode::OutOfDataMemory,
-                format!(
-                    "data node {node_id} cannot restore its rows from {}: {why}",
-                    dir.display()
-                ),
+    };
+    let stats = match restored {
+        Ok(stats) => stats,
+        Err(RestoreError::Failed(why)) => return Err(cannot_restore(why)),
+        Err(RestoreError::FilesDamaged(why)) => {
+            // Rows from the files before the damage were applied: they go
+            // with the node, which starts again from nothing.
+            recovered = node_files::damaged_while_restoring(dir, node_id, &why, &recovered)?;
+            *node = fresh();
+            node.restore_local(
+                &mut shoal_kernel::LocalFiles {
+                    lcp: recovered.lcp,
+                    lcp_pieces: &mut || Ok(None),
+                    lcp_bytes: 0,
+                    log_bytes: 0,
+                    redo_start: recovered.redo_start,
+                    entries: &recovered.entries,
+                    log_end: recovered.log_end,
+                    durable: recovered.durable,
+                },
+                &mut |_, _| {},
             )
-        })?;
-    if changes > 0 {
+            .map_err(|e| cannot_restore(e.to_string()))?
+        }
+    };
+    if recovered.lcp_bytes + recovered.log_bytes > 0 {
         let secs = started.elapsed().as_secs_f64();
         eprintln!(
-            "data node {node_id}: restored {} row changes in {secs:.2} s ({:.0} changes/s; {read_secs:.2} s reading and checking its files, {:.2} s applying them); {} of later epochs wait for the cluster's restart epoch; its files hold epochs {}..={} whole",
+            "data node {node_id}: restored {} row changes in {secs:.2} s ({:.0} changes/s, {:.0} MB/s of files; {read_secs:.2} s reading and checking the log, {:.2} s reading the checkpoints and applying both); {} of later epochs wait for the cluster's restart epoch; its files hold epochs {}..={} whole",
             stats.applied,
             stats.applied as f64 / secs.max(1e-6),
+            (recovered.lcp_bytes + recovered.log_bytes) as f64 / 1e6 / secs.max(1e-6),
             secs - read_secs,
             stats.tail,
             stats.restorable_from,
@@ -208,6 +237,7 @@ fn restore_files(
     Ok((lock, writer))
 }
 
+/// What mgmd shows for the node's role.
 fn status_of(role: NodeRole) -> (NodeState, Option<StartPhase>) {
     match role {
         NodeRole::Joining | NodeRole::Stopped => (
@@ -275,17 +305,24 @@ pub fn run_datanode(opts: DataNodeOptions) -> Result<(), ShoalError> {
         .map_err(|e| io_err("registering listener", e))?;
 
     let start = Instant::now();
-    let mut node = DataNode::new(kernel_config(reg.node_id, reg.incarnation, &cfg), 0);
     for t in &reg.tables {
         check_table(t, &cfg.cluster_data_nodes)?;
-        node.create_table(t);
     }
+    let fresh = || {
+        let mut node = DataNode::new(kernel_config(reg.node_id, reg.incarnation, &cfg), 0);
+        for t in &reg.tables {
+            node.create_table(t);
+        }
+        node
+    };
+    let mut node = fresh();
     // The data dir stays locked for as long as the process runs.
     let (_dir_lock, files) = if cfg.diskless {
         (None, None)
     } else {
         let (lock, writer) = restore_files(
             &mut node,
+            &fresh,
             &cfg.data_dir,
             reg.node_id,
             opts.initial,

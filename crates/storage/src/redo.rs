@@ -439,7 +439,7 @@ pub fn read_segments(
     // The first file holds positions before `start` too.
     let skip = ((start % segment_bytes) as usize).min(buf.len());
     let buf = Arc::new(buf);
-    read_log_in(&buf[skip..], start, Some((&buf, skip)))
+    read_log_in(&buf[skip..], start, 0, Some((&buf, skip)))
 }
 
 /// Why a log read back lost bytes it had synced through `synced`, if it
@@ -462,18 +462,33 @@ pub fn lost_synced_bytes(read: &ReadLog, synced: Lsn) -> Option<String> {
 
 /// Reads the log whose bytes start at position `base` (a block boundary).
 pub fn read_log(bytes: &[u8], base: Lsn) -> ReadLog {
-    read_log_in(bytes, base, None)
+    read_log_in(bytes, base, 0, None)
 }
 
 /// [`read_log`] of bytes read into `buf`: the records in one chunk stay
 /// in it (no copy per record).
 pub fn read_log_shared(buf: Arc<Vec<u8>>, base: Lsn) -> ReadLog {
-    read_log_in(buf.as_slice(), base, Some((&buf, 0)))
+    read_log_in(buf.as_slice(), base, 0, Some((&buf, 0)))
+}
+
+/// [`read_log_shared`] from position `from` on (where a record begins,
+/// or padding: the end of an earlier read's `valid_end`), `buf` holding
+/// the bytes from `base` (a block boundary at or before it). For reading
+/// a file piece by piece.
+pub fn read_log_shared_from(buf: Arc<Vec<u8>>, base: Lsn, from: Lsn) -> ReadLog {
+    assert!(from >= base, "reading from before the bytes");
+    let skip = ((from - base) as usize).min(buf.len());
+    read_log_in(buf.as_slice(), base, skip, Some((&buf, 0)))
 }
 
 /// Reads `bytes`; with `shared`, they are `buf[offset..]` and records in
 /// one chunk stay in `buf`.
-fn read_log_in(bytes: &[u8], base: Lsn, shared: Option<(&Arc<Vec<u8>>, usize)>) -> ReadLog {
+fn read_log_in(
+    bytes: &[u8],
+    base: Lsn,
+    from: usize,
+    shared: Option<(&Arc<Vec<u8>>, usize)>,
+) -> ReadLog {
     assert_eq!(
         base % REDO_BLOCK_BYTES as u64,
         0,
@@ -481,8 +496,8 @@ fn read_log_in(bytes: &[u8], base: Lsn, shared: Option<(&Arc<Vec<u8>>, usize)>) 
     );
     let mut entries = Vec::new();
     let mut record: Option<(Lsn, Vec<u8>)> = None;
-    let mut valid_end = base;
-    let mut pos = 0usize;
+    let mut valid_end = base + from as u64;
+    let mut pos = from;
     let end = loop {
         let left_in_block = REDO_BLOCK_BYTES - pos % REDO_BLOCK_BYTES;
         if left_in_block <= CHUNK_HEADER_BYTES {

@@ -69,7 +69,7 @@ use std::sync::Arc;
 use commit::last_replica_decides;
 pub use copy::CopyStats;
 pub use lcp::{check_lcp_file, LcpCounts, LcpFileError};
-pub use redo::RestoreStats;
+pub use redo::{whole_lcp_files, LcpPieces, RestoreError, RestoreStats};
 
 /// Which operation of its transaction an operation is, its fragment, and
 /// the replicas it runs on (this node is `chain[hop]`).

@@ -25,8 +25,45 @@ use shoal_storage::{Memory, RowId};
 use shoal_types::{hash_key, TableId};
 use std::collections::BTreeMap;
 
-/// Records between two progress reports of a restore.
+/// Log records between two progress reports of a restore.
 const RESTORE_PROGRESS_EVERY: u64 = 1 << 20;
+
+/// The records of a node's chain of checkpoint files, oldest file first,
+/// handed over in pieces as they are read (so a restart holds a few
+/// pieces in memory, not every checkpoint): `Ok(Some((records, bytes)))`
+/// the next piece and the file bytes it came from, `Ok(None)` the end,
+/// `Err(why)` a file is damaged or missing (pieces before it may have
+/// been applied already).
+pub type LcpPieces<'a> = dyn FnMut() -> Result<Option<(Vec<RedoEntry>, u64)>, String> + 'a;
+
+/// Checkpoint files read whole and checked ([`super::check_lcp_file`]),
+/// handed over one file a piece (for drivers that keep them in memory:
+/// the simulator, tests).
+pub fn whole_lcp_files(
+    files: &[Vec<RedoEntry>],
+) -> impl FnMut() -> Result<Option<(Vec<RedoEntry>, u64)>, String> + '_ {
+    let mut next = files.iter();
+    move || Ok(next.next().map(|f| (f.clone(), 0)))
+}
+
+/// Why a restore from a node's own files failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RestoreError {
+    /// A checkpoint file is damaged: the rows restored so far must go
+    /// (the node restores nothing and copies its rows instead).
+    FilesDamaged(String),
+    /// The rows do not fit (or do not match the tables): the node cannot
+    /// start with these files.
+    Failed(String),
+}
+
+impl std::fmt::Display for RestoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RestoreError::FilesDamaged(why) | RestoreError::Failed(why) => f.write_str(why),
+        }
+    }
+}
 
 /// The log being written.
 pub(super) struct RedoSink {
@@ -230,20 +267,25 @@ impl Lqh {
     }
 
     /// Brings the rows to the end of epoch `through` from the local
-    /// checkpoints (`lcp_files`, oldest first, each checked whole; none
-    /// if empty) and the log read back at start from the checkpoints'
-    /// `redo_start`; records of later epochs up to the newest one the log
-    /// holds whole are kept for [`Lqh::restore_tail`]. No row in the
-    /// checkpoints is of an epoch after `lcp_max_epoch`. Call after every
-    /// table is created and before any operation runs.
+    /// checkpoints (`lcp`, read piece by piece; `lcp_chain` whether the
+    /// sysfile names any) and the log read back at start from the
+    /// checkpoints' `redo_start`; records of later epochs up to the newest
+    /// one the log holds whole are kept for [`Lqh::restore_tail`]. No row
+    /// in the checkpoints is of an epoch after `lcp_max_epoch`. Call after
+    /// every table is created and before any operation runs. `progress`
+    /// hears (bytes read, bytes in all) of `lcp_bytes + log_bytes`.
+    #[allow(clippy::too_many_arguments)]
     pub fn restore_from_log(
         &mut self,
-        lcp_files: &[Vec<RedoEntry>],
+        lcp: &mut LcpPieces<'_>,
+        lcp_chain: bool,
         lcp_max_epoch: u64,
+        lcp_bytes: u64,
         entries: &[RedoEntry],
+        log_bytes: u64,
         through: u64,
         progress: &mut dyn FnMut(u64, u64),
-    ) -> Result<RestoreStats, String> {
+    ) -> Result<RestoreStats, RestoreError> {
         let mut stats = RestoreStats::default();
         // Everything before the last `Snapshot` is superseded by it. After
         // it, a record is void if a later `Restored` marker names an
@@ -254,7 +296,7 @@ impl Lqh {
         // The checkpoints stand before the log, like a snapshot of their
         // `max_epoch` (their rows are stamped 0); a snapshot in the log
         // supersedes them too.
-        let use_lcp = snapshot_at.is_none() && !lcp_files.is_empty();
+        let use_lcp = snapshot_at.is_none() && lcp_chain;
         // Snapshot rows are stamped 0 and stand for the snapshot's epoch:
         // if the durable epoch is older than that, nothing after the
         // snapshot is applied now (all of it waits, in log order, for the
@@ -305,36 +347,30 @@ impl Lqh {
             }
         }
         let mut tail = Vec::new();
-        // Progress over every record read: the checkpoints', then the log's.
-        let lcp_records: u64 = lcp_files.iter().map(|f| f.len() as u64).sum();
-        let total = lcp_records + entries.len() as u64;
+        // Progress over the bytes read: the checkpoints', then the log's.
+        let total = lcp_bytes + log_bytes;
         let mut done = 0u64;
+        progress(0, total);
         if use_lcp {
-            for file in lcp_files {
-                if apply_now {
-                    for e in file {
-                        if done.is_multiple_of(RESTORE_PROGRESS_EVERY) {
-                            progress(done, total);
-                        }
-                        done += 1;
-                        if !e.kind().is_marker() && self.apply_record(&e.record())? {
+            while let Some((piece, bytes)) = lcp().map_err(RestoreError::FilesDamaged)? {
+                for e in piece.iter().filter(|e| !e.kind().is_marker()) {
+                    if apply_now {
+                        if self
+                            .apply_record(&e.record())
+                            .map_err(RestoreError::Failed)?
+                        {
                             stats.applied += 1;
                         }
-                    }
-                } else {
-                    for e in file.iter().filter(|e| !e.kind().is_marker()) {
+                    } else {
                         tail.push(e.to_owned_entry());
                         stats.tail += 1;
                     }
                 }
+                done += bytes;
+                progress(done.min(lcp_bytes), total);
             }
-        } else {
-            stats.skipped += lcp_files
-                .iter()
-                .flatten()
-                .filter(|e| !e.kind().is_marker())
-                .count() as u64;
         }
+        let per_record = log_bytes / (entries.len() as u64).max(1);
         // A snapshot not followed by an end-of-epoch marker yet leaves an
         // empty range (`restorable < restorable_from`): the log restores
         // nothing, not even "no rows".
@@ -343,9 +379,8 @@ impl Lqh {
             .filter(|e| !e.kind().is_marker())
             .count() as u64;
         for (i, e) in entries.iter().enumerate().skip(first) {
-            let at = lcp_records + i as u64;
-            if at.is_multiple_of(RESTORE_PROGRESS_EVERY) {
-                progress(at, total);
+            if (i as u64).is_multiple_of(RESTORE_PROGRESS_EVERY) {
+                progress(lcp_bytes + i as u64 * per_record, total);
             }
             if e.kind().is_marker() {
                 continue;
@@ -354,7 +389,10 @@ impl Lqh {
             if epoch > bound_after[i + 1] {
                 stats.skipped += 1;
             } else if apply_now && epoch <= through {
-                if self.apply_record(&e.record())? {
+                if self
+                    .apply_record(&e.record())
+                    .map_err(RestoreError::Failed)?
+                {
                     stats.applied += 1;
                 } else {
                     stats.skipped += 1;

@@ -5,19 +5,23 @@
 use super::{DataNode, Output};
 use crate::dih::EpochNow;
 use crate::gcp::GcpAction;
-use crate::lqh::RestoreStats;
+use crate::lqh::{LcpPieces, RestoreError, RestoreStats};
 use crate::signal::{EpochSignal, FilesState, View};
 use shoal_storage::redo::{Lsn, RedoEntry, RedoKind};
 use shoal_storage::sysfile::LcpChain;
 
 /// What a node's files held at start, read back by the driver.
-#[derive(Clone, Copy, Debug)]
-pub struct LocalFiles<'a> {
+pub struct LocalFiles<'a, 'b> {
     /// The recorded chain of local checkpoints (empty: none).
     pub lcp: LcpChain,
-    /// Their files' records, oldest first, each checked whole
-    /// ([`crate::lqh::check_lcp_file`]).
-    pub lcp_files: &'a [Vec<RedoEntry>],
+    /// Their files' records, oldest first, piece by piece as the driver
+    /// reads them; each file's first record is its begin record and its
+    /// last its end record ([`crate::lqh::check_lcp_file`]), or the
+    /// piece that would break that is an error.
+    pub lcp_pieces: &'a mut LcpPieces<'b>,
+    /// The checkpoint files' bytes, and the log's (for progress).
+    pub lcp_bytes: u64,
+    pub log_bytes: u64,
     /// Where the log was read from (the sysfile's `redo_start`).
     pub redo_start: Lsn,
     /// The log's records from there, in order.
@@ -40,18 +44,22 @@ impl DataNode {
     /// sysfile recorded. Records of later epochs the log holds whole are
     /// kept until the cluster's restart epoch is known. Call after the
     /// tables are created, before any input. Fails if the rows do not fit
-    /// in memory. `progress` hears (records read, records in all) now and
-    /// then.
+    /// in memory, or if a checkpoint file turns out damaged (then this
+    /// node must be built again and restore nothing: rows were applied).
+    /// `progress` hears (bytes read, bytes in all) now and then.
     pub fn restore_local(
         &mut self,
-        files: &LocalFiles<'_>,
+        files: &mut LocalFiles<'_, '_>,
         progress: &mut dyn FnMut(u64, u64),
-    ) -> Result<RestoreStats, String> {
+    ) -> Result<RestoreStats, RestoreError> {
         let durable = files.durable;
         let stats = self.lqh.restore_from_log(
-            files.lcp_files,
+            files.lcp_pieces,
+            !files.lcp.is_empty(),
             files.lcp.max_epoch,
+            files.lcp_bytes,
             files.entries,
+            files.log_bytes,
             durable,
             progress,
         )?;

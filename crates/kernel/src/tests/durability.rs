@@ -83,18 +83,21 @@ impl Files {
         let read = read_log(&self.log[start.min(self.log.len())..], self.redo_start);
         let block = REDO_BLOCK_BYTES as u64;
         let end = read.valid_end.div_ceil(block) * block;
-        node.restore_local(
-            &LocalFiles {
+        let mut pieces = crate::lqh::whole_lcp_files(&lcp_files);
+        let stats = node.restore_local(
+            &mut LocalFiles {
                 lcp: self.chain,
-                lcp_files: &lcp_files,
+                lcp_pieces: &mut pieces,
+                lcp_bytes: 0,
+                log_bytes: 0,
                 redo_start: self.redo_start,
                 entries: &read.entries,
                 log_end: end,
                 durable: self.durable,
             },
             &mut |_, _| {},
-        )
-        .unwrap()
+        );
+        stats.unwrap()
     }
 }
 

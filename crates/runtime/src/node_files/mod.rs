@@ -15,15 +15,15 @@
 //! cluster restart waits for a node holding the durable epoch, and says
 //! so).
 
+mod lcp_reader;
 mod writer;
 
+pub use lcp_reader::LcpReader;
 pub use writer::{Event, Writer};
 
-use shoal_kernel::lqh::check_lcp_file;
 use shoal_mgmd::dir_lock::DirLock;
 use shoal_storage::redo::{
-    lost_synced_bytes, read_log_shared, read_segments, segment_pieces, Lsn, RedoEntry,
-    REDO_BLOCK_BYTES,
+    lost_synced_bytes, read_segments, segment_pieces, Lsn, RedoEntry, REDO_BLOCK_BYTES,
 };
 use shoal_storage::sysfile::{LcpChain, Sysfile};
 use shoal_types::{ErrorCode, ShoalError};
@@ -82,9 +82,10 @@ pub(crate) fn lcp_ids(dir: &Path) -> Result<Vec<u64>, ShoalError> {
 
 /// What the files held at start.
 pub struct Recovered {
-    /// The checkpoints a restart reads (empty: none), and their records.
+    /// The checkpoints a restart reads (empty: none), and their files
+    /// (read by an [`LcpReader`] while the rows are restored).
     pub lcp: LcpChain,
-    pub lcp_files: Vec<Vec<RedoEntry>>,
+    pub lcp_files: Vec<(u64, PathBuf)>,
     /// Where the log was read from.
     pub redo_start: Lsn,
     pub entries: Vec<RedoEntry>,
@@ -165,21 +166,22 @@ fn read_back(
         // will not form without a node that holds it.
         Ok(empty(sys.durable_epoch, recorded))
     };
+    // The checkpoints are read while they are applied (a damaged one
+    // found then is handled as here, by the caller); a missing one now.
     let mut lcp_files = Vec::new();
     let mut lcp_bytes = 0;
     for id in sys.lcp.ids() {
         let path = lcp_path(dir, id);
-        let bytes = read_all(&path)?;
-        lcp_bytes += bytes.len() as u64;
-        let read = read_log_shared(std::sync::Arc::new(bytes), 0);
-        if let Err(e) = check_lcp_file(id, &read.entries) {
-            return damaged(format!(
-                "its checkpoint {} cannot be used: {}",
-                path.display(),
-                e.detail
-            ));
+        match std::fs::metadata(&path) {
+            Ok(m) => lcp_bytes += m.len(),
+            Err(e) => {
+                return damaged(format!(
+                    "its checkpoint {} cannot be used: {e}",
+                    path.display()
+                ))
+            }
         }
-        lcp_files.push(read.entries);
+        lcp_files.push((id, path));
     }
     let mut log_bytes = 0;
     let mut read_error = None;
@@ -236,6 +238,22 @@ fn read_back(
         log_bytes,
         lcp_bytes,
     })
+}
+
+/// A checkpoint file turned out damaged while the rows were restored:
+/// every log and checkpoint file is moved aside (as [`open`] does for
+/// damage it finds), and the node restores nothing.
+pub fn damaged_while_restoring(
+    dir: &Path,
+    node_id: u16,
+    what: &str,
+    recovered: &Recovered,
+) -> Result<Recovered, ShoalError> {
+    let moved = move_all_aside(dir)?;
+    eprintln!(
+        "data node {node_id}: {what}; its redo log and checkpoints ({moved} files) are moved aside (named *.damaged-*) — this node restores nothing from its files and copies its rows from live replicas"
+    );
+    Ok(empty(recovered.durable, recovered.sysfile))
 }
 
 /// Files that restore nothing: the log starts over at 0.

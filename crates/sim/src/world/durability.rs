@@ -8,7 +8,7 @@
 //! and that epoch may not be older than any epoch announced durable.
 
 use rand::Rng;
-use shoal_kernel::lqh::check_lcp_file;
+use shoal_kernel::lqh::{check_lcp_file, whole_lcp_files, LcpPieces};
 use shoal_kernel::{DataNode, LocalFiles};
 use shoal_storage::redo::{
     lost_synced_bytes, read_log, read_segments, segment_pieces, RedoEntry, REDO_BLOCK_BYTES,
@@ -93,10 +93,12 @@ struct ReadFiles {
 }
 
 impl ReadFiles {
-    fn local(&self) -> LocalFiles<'_> {
+    fn local<'a, 'b>(&'a self, pieces: &'a mut LcpPieces<'b>) -> LocalFiles<'a, 'b> {
         LocalFiles {
             lcp: self.sys.lcp,
-            lcp_files: &self.lcp_files,
+            lcp_pieces: pieces,
+            lcp_bytes: 0,
+            log_bytes: 0,
             redo_start: self.sys.redo_start,
             entries: &self.entries,
             log_end: self.log_end,
@@ -332,8 +334,9 @@ impl World {
         }
         f.synced = end;
         f.sysfile = Some(sys);
+        let mut pieces = whole_lcp_files(&files.lcp_files);
         let stats = dn
-            .restore_local(&files.local(), &mut |_, _| {})
+            .restore_local(&mut files.local(&mut pieces), &mut |_, _| {})
             .map_err(|e| format!("node {node}: restore failed: {e}"))?;
         if self.trace {
             eprintln!(
@@ -359,8 +362,9 @@ impl World {
         let cfg = self.kernel_config(node, 0);
         let mut scratch = DataNode::new(cfg, self.now);
         scratch.create_table(&self.def);
+        let mut pieces = whole_lcp_files(&files.lcp_files);
         let stats = scratch
-            .restore_local(&files.local(), &mut |_, _| {})
+            .restore_local(&mut files.local(&mut pieces), &mut |_, _| {})
             .map_err(|e| format!("node {node}: a start from its files failed: {e}"))?;
         if !(stats.restorable_from..=stats.restorable).contains(&durable) {
             return Err(format!(

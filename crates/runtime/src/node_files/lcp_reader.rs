@@ -1,0 +1,280 @@
+//! Reading the chain of checkpoint files at start, piece by piece, on a
+//! thread of its own: it reads, checks the checksums and parses while the
+//! node applies the pieces before (two cores at work), and at most
+//! [`PIECES_IN_FLIGHT`] pieces of about [`PIECE_BYTES`] each are held at
+//! once — a restart needs memory for its rows, not for its files too.
+//!
+//! A piece ends at any byte; a record cut by it is read again with the
+//! next piece (parsing starts over at the block holding its beginning,
+//! records already handed over are skipped). A file is whole when its
+//! first record is its begin record, its last its end record, and it has
+//! no damage: anything else is an error naming the file, and the node
+//! then restores nothing from its files (pieces before may have been
+//! applied: the caller builds the node again).
+
+use shoal_storage::redo::{
+    read_log_shared_from, LogEnd, Lsn, RedoEntry, RedoKind, REDO_BLOCK_BYTES,
+};
+use std::io::Read;
+use std::path::PathBuf;
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::Arc;
+
+/// Bytes read from a file per piece.
+pub const PIECE_BYTES: usize = 8 << 20;
+/// Pieces read ahead of the one being applied.
+pub const PIECES_IN_FLIGHT: usize = 2;
+
+/// A piece (its records, and the file bytes read for it) or why a file
+/// cannot be used.
+type Piece = Result<(Vec<RedoEntry>, u64), String>;
+
+/// The reading thread's end; pieces come out of [`LcpReader::next`].
+pub struct LcpReader {
+    rx: Receiver<Piece>,
+    failed: bool,
+}
+
+impl LcpReader {
+    /// Starts reading `files` (checkpoint id, path), oldest first.
+    pub fn start(files: Vec<(u64, PathBuf)>) -> LcpReader {
+        let (tx, rx) = sync_channel(PIECES_IN_FLIGHT);
+        std::thread::Builder::new()
+            .name("lcp-reader".into())
+            .spawn(move || {
+                for (id, path) in files {
+                    let ok = read_file(id, &path, &mut |piece| tx.send(piece).is_ok());
+                    if !ok {
+                        return; // an error was sent, or the node stopped listening
+                    }
+                }
+            })
+            .map_or_else(
+                |e| {
+                    let (tx, rx) = sync_channel(1);
+                    let _ = tx.send(Err(format!("cannot start the checkpoint reader: {e}")));
+                    LcpReader { rx, failed: false }
+                },
+                |_| LcpReader { rx, failed: false },
+            )
+    }
+
+    /// The next piece; `Ok(None)` once every file is read.
+    pub fn next(&mut self) -> Result<Option<(Vec<RedoEntry>, u64)>, String> {
+        if self.failed {
+            return Ok(None);
+        }
+        match self.rx.recv() {
+            Ok(Ok(piece)) => Ok(Some(piece)),
+            Ok(Err(why)) => {
+                self.failed = true;
+                Err(why)
+            }
+            Err(_) => Ok(None), // the thread is done
+        }
+    }
+}
+
+/// Reads one checkpoint file, handing out its pieces; false once an error
+/// was handed out or `send` refused.
+fn read_file(id: u64, path: &PathBuf, send: &mut dyn FnMut(Piece) -> bool) -> bool {
+    let fail = |send: &mut dyn FnMut(Piece) -> bool, why: String| {
+        send(Err(format!(
+            "its checkpoint {} cannot be used: {why}",
+            path.display()
+        )));
+        false
+    };
+    let mut file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) => return fail(send, format!("cannot open it: {e}")),
+    };
+    let block = REDO_BLOCK_BYTES as u64;
+    // Position of `carry[0]` in the file (a block boundary), bytes kept
+    // from there, and where the records not handed out yet begin.
+    let mut base: Lsn = 0;
+    let mut carry: Vec<u8> = Vec::new();
+    let mut handed_out_to: Lsn = 0;
+    let mut began = false;
+    let mut ended = false;
+    loop {
+        let mut buf = std::mem::take(&mut carry);
+        let carried = buf.len();
+        if carried > 2 * PIECE_BYTES {
+            return fail(
+                send,
+                format!("no whole record in {carried} bytes from byte {base}"),
+            );
+        }
+        buf.reserve(PIECE_BYTES);
+        let fresh = match (&mut file).take(PIECE_BYTES as u64).read_to_end(&mut buf) {
+            Ok(n) => n,
+            Err(e) => return fail(send, format!("cannot read it: {e}")),
+        };
+        let eof = fresh < PIECE_BYTES;
+        let buf = Arc::new(buf);
+        let read = read_log_shared_from(Arc::clone(&buf), base, handed_out_to);
+        match &read.end {
+            LogEnd::Corrupt { at, detail } => {
+                return fail(send, format!("damaged at byte {at}: {detail}"))
+            }
+            LogEnd::Torn if eof => {
+                return fail(
+                    send,
+                    "it ends inside a record (written only in part)".into(),
+                )
+            }
+            _ => {}
+        }
+        let mut entries = Vec::with_capacity(read.entries.len());
+        for e in read.entries {
+            if ended {
+                return fail(send, "records follow its end record".into());
+            }
+            match e.kind() {
+                // The begin record names the checkpoint.
+                RedoKind::LcpBegin if !began && e.epoch() == id => began = true,
+                RedoKind::LcpEnd if began && e.epoch() == id => ended = true,
+                _ if !began => {
+                    return fail(
+                        send,
+                        "it does not begin with its checkpoint's begin record".into(),
+                    )
+                }
+                kind if kind.is_marker() => {
+                    return fail(send, format!("a {kind:?} record inside it"))
+                }
+                _ => {}
+            }
+            entries.push(e);
+        }
+        if eof {
+            if !ended {
+                return fail(
+                    send,
+                    "it does not end with its end record (written only in part)".into(),
+                );
+            }
+            return send(Ok((entries, fresh as u64)));
+        }
+        if !send(Ok((entries, fresh as u64))) {
+            return false;
+        }
+        // Parse again from where the records not handed out yet begin
+        // (the bytes kept from the block that holds that position).
+        handed_out_to = read.valid_end;
+        let next_base = read.valid_end / block * block;
+        carry = buf[(next_base - base) as usize..].to_vec();
+        base = next_base;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use shoal_storage::redo::{read_log, RedoRecord, RedoWriter};
+
+    /// A checkpoint file of `rows` rows of `size` bytes, flushed (padded
+    /// to a block) every `flush_every` rows.
+    fn lcp_file(id: u64, rows: u32, size: usize, flush_every: u32) -> Vec<u8> {
+        let mut w = RedoWriter::new(0);
+        let mut bytes = Vec::new();
+        let marker = |kind| RedoRecord {
+            kind,
+            epoch: id,
+            table: 0,
+            frag: 1,
+            row: 0,
+            key: &[],
+            attrs: &[],
+        };
+        w.append(&marker(RedoKind::LcpBegin));
+        let image = vec![7u8; size];
+        for row in 0..rows {
+            w.append(&RedoRecord {
+                kind: RedoKind::Write,
+                epoch: 0,
+                table: 1,
+                frag: 0,
+                row,
+                key: &image[..8],
+                attrs: &image,
+            });
+            if row % flush_every == flush_every - 1 {
+                bytes.extend(w.take().expect("bytes").1);
+            }
+        }
+        w.append(&marker(RedoKind::LcpEnd));
+        bytes.extend(w.take().expect("bytes").1);
+        bytes
+    }
+
+    fn read_all_pieces(path: &PathBuf, id: u64) -> Result<(Vec<RedoEntry>, u64, usize), String> {
+        let mut got = Vec::new();
+        let mut bytes = 0;
+        let mut pieces = 0;
+        let mut err = None;
+        read_file(id, path, &mut |p| match p {
+            Ok((e, b)) => {
+                got.extend(e);
+                bytes += b;
+                pieces += 1;
+                true
+            }
+            Err(why) => {
+                err = Some(why);
+                false
+            }
+        });
+        match err {
+            Some(why) => Err(why),
+            None => Ok((got, bytes, pieces)),
+        }
+    }
+
+    #[test]
+    fn pieces_give_every_record_once_in_order() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // Rows of 3,000 bytes (records cut across blocks and pieces),
+        // flushed now and then (padding inside the file).
+        let bytes = lcp_file(5, 7000, 3000, 97);
+        assert!(bytes.len() > 2 * PIECE_BYTES, "{} bytes", bytes.len());
+        let path = dir.path().join("lcp.ckpt");
+        std::fs::write(&path, &bytes).expect("write");
+        let whole = read_log(&bytes, 0).entries;
+        let (got, total, pieces) = read_all_pieces(&path, 5).expect("whole");
+        assert!(pieces >= 3);
+        assert_eq!(total, bytes.len() as u64);
+        assert_eq!(got.len(), whole.len());
+        for (a, b) in got.iter().zip(&whole) {
+            assert_eq!(
+                (a.lsn, a.record().row, a.kind()),
+                (b.lsn, b.record().row, b.kind())
+            );
+        }
+    }
+
+    #[test]
+    fn a_damaged_or_partial_file_is_an_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let bytes = lcp_file(9, 7000, 3000, 97);
+        let path = dir.path().join("lcp.ckpt");
+        // A byte flipped past the first piece.
+        let mut bad = bytes.clone();
+        bad[PIECE_BYTES + 5000] ^= 0x40;
+        std::fs::write(&path, &bad).expect("write");
+        let err = read_all_pieces(&path, 9).expect_err("damaged");
+        assert!(err.contains("damaged at byte"), "{err}");
+        // Cut short: no end record.
+        std::fs::write(&path, &bytes[..bytes.len() / 2 / 4096 * 4096]).expect("write");
+        let err = read_all_pieces(&path, 9).expect_err("partial");
+        assert!(err.contains("written only in part"), "{err}");
+        // Another checkpoint's file.
+        std::fs::write(&path, &bytes).expect("write");
+        let err = read_all_pieces(&path, 8).expect_err("other id");
+        assert!(err.contains("begin record"), "{err}");
+        // Missing.
+        let err = read_all_pieces(&dir.path().join("nope"), 9).expect_err("missing");
+        assert!(err.contains("cannot open"), "{err}");
+    }
+}
