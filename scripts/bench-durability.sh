@@ -6,6 +6,7 @@
 #   PARTS=restart ROWS=2000000 SHAPE="-a 25 -s 10" COLD=1 ./scripts/bench-durability.sh
 #   REDO_LOG_SIZE=256M PARTS=restart ./scripts/bench-durability.sh   # checkpoints every 32 MB of log
 #   (CHECKPOINT_RATE=0: checkpoints unthrottled, for loads that outrun 64M)
+#   PERF=1 PARTS=restart ...   # the restarted data node under perf record
 #
 # One data node pinned to core 0, the client (and mgmd) on core 1, redo
 # log and sysfile in a temporary data dir on this machine's disk.
@@ -19,9 +20,9 @@
 # - lag: a longer flexasynch run (-o LAG_ROUNDS -a 2) at full write
 #   load; the durable lag the president reports every 50 epochs.
 # - restart: ROWS rows inserted (SHAPE, default -a 2; kept), the data node
-#   killed (kill -9) and started again: the time its restore took, from
-#   its checkpoints and the rest of its log. COLD=1 drops the page cache
-#   first (root only).
+#   killed (kill -9) and started again (not pinned: nothing else runs):
+#   the time its restore took, from its checkpoints and the rest of its
+#   log. COLD=1 drops the page cache first (root only).
 # Raw outputs go to target/bench-durability/; a summary to stdout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -176,8 +177,11 @@ if [[ " $PARTS " == *" restart "* ]]; then
     DNLOG=$OUT/restart-insert.datanode.log
     start_cluster 1
     rounds=$(( (ROWS + 4 * 512 - 1) / (4 * 512) ))
+    # The inserts must complete; a later phase refused with 410 (a disk
+    # slower than 1 KB-row updates: backpressure) still leaves the rows.
     # shellcheck disable=SC2086
-    flex -t 4 -con 4 -p 512 $SHAPE -o "$rounds" --keep >"$OUT/restart-insert.txt" 2>&1
+    flex -t 4 -con 4 -p 512 $SHAPE -o "$rounds" --keep >"$OUT/restart-insert.txt" 2>&1 || true
+    grep -q "^  insert: " "$OUT/restart-insert.txt" || { cat "$OUT/restart-insert.txt" >&2; exit 1; }
     # Until a checkpoint covers most rows: the restart reads it and a
     # short log (as a node does some time after a load).
     sleep "${SETTLE_SECS:-10}"
@@ -190,16 +194,25 @@ if [[ " $PARTS " == *" restart "* ]]; then
         echo 3 >/proc/sys/vm/drop_caches
     fi
     started=$(date +%s.%N)
-    taskset -c 0 "$BIN" datanode --connect 127.0.0.1:$MGM_PORT --node-id 1 >"$OUT/restart-datanode.log" 2>&1 &
+    if [[ ${PERF:-0} == 1 ]]; then
+        # Where a restart spends its time: `perf report -i $OUT/restart.perf.data`.
+        perf record -g -o "$OUT/restart.perf.data" -- "$BIN" datanode --connect 127.0.0.1:$MGM_PORT --node-id 1 >"$OUT/restart-datanode.log" 2>&1 &
+    else
+        # Nothing else runs during a restart: the node may use both cores
+        # (its checkpoint reader thread beside the thread applying).
+        "$BIN" datanode --connect 127.0.0.1:$MGM_PORT --node-id 1 >"$OUT/restart-datanode.log" 2>&1 &
+    fi
     DN=$!
     PIDS+=($DN)
     "$BIN" mgm --connect 127.0.0.1:$MGM_PORT wait --timeout-secs 600 >&2
     ended=$(date +%s.%N)
+    peak=$(awk '/VmHWM/ { print $2 * 1024 }' "/proc/$DN/status")
+    rss=$(awk '/VmRSS/ { print $2 * 1024 }' "/proc/$DN/status")
     cache=warm
     [[ $COLD == 1 ]] && cache="cold (page cache dropped)"
     echo "== restart (kill -9) of 1 data node with $((rounds * 4 * 512)) rows ($SHAPE), $size bytes of redo log and checkpoints, $cache"
     grep -h "restoring from\|restored .* row changes" "$OUT/restart-datanode.log" | sed 's/^data node 1: //'
     python3 -c "
 rows = $((rounds * 4 * 512)); secs = $ended - $started; size = $size
-print(f'process start to started: {secs:.2f} s = {rows / secs / 1e6:.2f} M rows/s, {size / secs / 1e6:.0f} MB/s of files')"
+print(f'process start to started: {secs:.2f} s = {rows / secs / 1e6:.2f} M rows/s, {size / secs / 1e6:.0f} MB/s of files; data node memory: peak {$peak / 1e9:.2f} GB, {$rss / 1e9:.2f} GB once started')"
 fi
