@@ -22,6 +22,9 @@ pub struct Faults {
     /// A copy since an epoch also skips rows changed in the epoch after
     /// it (the restarting replica keeps their old contents).
     pub copy_since_one_epoch_late: bool,
+    /// A restarted node's snapshot logs no row change until it is whole
+    /// (changes to rows it already wrote are then in neither).
+    pub snapshot_without_logging: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -55,6 +58,8 @@ pub struct KernelConfig {
     /// Rows of one batch of a restarting node's copy (at most; a batch is
     /// also bounded in bytes).
     pub copy_batch_rows: usize,
+    /// Bytes of a restarted node's snapshot logged per tick at most.
+    pub snapshot_step_bytes: usize,
     /// The president starts a new epoch this often; 0: no epochs and no
     /// redo log (diskless: rows live in memory only).
     pub epoch_interval_ms: u64,
@@ -97,6 +102,7 @@ impl Default for KernelConfig {
             copy_bytes_per_sec: 64 << 20,
             max_answer_bytes: (8 << 20) - 64,
             copy_batch_rows: 512,
+            snapshot_step_bytes: 4 << 20,
             epoch_interval_ms: 0,
             redo_write_bytes: 256 << 10,
             redo_log_bytes: 1 << 30,

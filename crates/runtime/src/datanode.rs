@@ -64,6 +64,7 @@ fn kernel_config(node_id: u16, incarnation: u32, cfg: &DataNodeConfig) -> Kernel
         copy_bytes_per_sec: cfg.restart_copy_bytes_per_sec,
         max_answer_bytes,
         copy_batch_rows: 512,
+        snapshot_step_bytes: 4 << 20,
         epoch_interval_ms: if cfg.diskless {
             0
         } else {

@@ -577,6 +577,7 @@ impl EventLoop {
                     tracing::info!("restored epoch {epoch}");
                     continue;
                 }
+                Output::SnapshotDone { .. } => continue, // logged with its line
                 Output::CommitPoint { .. }
                 | Output::ReplicaCommitted { .. }
                 | Output::AbortDecided { .. }

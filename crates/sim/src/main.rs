@@ -31,7 +31,8 @@ const USAGE: &str = "usage: shoal-sim [--seed N] [--seeds COUNT] [--txns PER_SEE
                   whole-cluster crashes and restarts from the files (any shape)
   --break WHAT    break a protocol on purpose (skip-takeover, ignore-dist-version,
                   arbitrator-grants-all, epoch-switch-without-hold,
-                  lcp-redo-start-after-scan, copy-since-one-epoch-late):
+                  lcp-redo-start-after-scan, copy-since-one-epoch-late,
+                  snapshot-without-logging):
                   the checks must catch it, so the run is expected to fail";
 
 struct Args {
@@ -86,6 +87,7 @@ fn parse_args() -> Result<Args, String> {
                 "epoch-switch-without-hold" => a.faults.epoch_switch_without_hold = true,
                 "lcp-redo-start-after-scan" => a.faults.lcp_redo_start_after_scan = true,
                 "copy-since-one-epoch-late" => a.faults.copy_since_one_epoch_late = true,
+                "snapshot-without-logging" => a.faults.snapshot_without_logging = true,
                 other => return Err(format!("--break {other:?}: unknown\n{USAGE}")),
             },
             "-h" | "--help" => return Err(USAGE.to_string()),

@@ -71,10 +71,11 @@ pub enum RedoKind {
     /// cluster restart): records before this one of a later epoch never
     /// happened. No row fields.
     Restored = 4,
-    /// Every earlier record is superseded: the `Write` records that
-    /// follow, tagged `epoch`, are all the node's rows (logged once a
-    /// restarting node copied them from live replicas); the log can
-    /// restore `epoch` and later ones. No row fields.
+    /// Every earlier record is superseded: the `Write` records stamped 0
+    /// that follow are all the node's rows (logged once a restarting node
+    /// copied them from live replicas), among the changes logged
+    /// meanwhile; the log can restore `epoch` and later ones (`u64::MAX`:
+    /// none, until a `SnapshotDone` says which). No row fields.
     Snapshot = 5,
     /// The first record of a local checkpoint file (never in the redo
     /// log): `epoch` is the checkpoint's id, `frag` 1 if it is a full one
@@ -84,6 +85,11 @@ pub enum RedoKind {
     /// The last record of a local checkpoint file, `epoch` its id: a file
     /// without it is not a checkpoint. No row fields.
     LcpEnd = 7,
+    /// The snapshot begun at the last `Snapshot` marker (of epoch
+    /// `u64::MAX`) is whole: no row it wrote holds a change of `epoch` or
+    /// later, and the log can restore `epoch` and later ones. No row
+    /// fields.
+    SnapshotDone = 8,
 }
 
 impl RedoKind {
@@ -96,6 +102,7 @@ impl RedoKind {
             5 => RedoKind::Snapshot,
             6 => RedoKind::LcpBegin,
             7 => RedoKind::LcpEnd,
+            8 => RedoKind::SnapshotDone,
             _ => return None,
         })
     }

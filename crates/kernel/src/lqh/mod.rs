@@ -49,6 +49,7 @@ mod exec;
 mod lcp;
 mod op;
 mod redo;
+mod snapshot;
 mod takeover;
 
 use crate::config::KernelConfig;
@@ -70,6 +71,7 @@ use commit::last_replica_decides;
 pub use copy::CopyStats;
 pub use lcp::{check_lcp_file, LcpCounts, LcpFileError};
 pub use redo::{whole_lcp_files, LcpPieces, RestoreError, RestoreStats};
+pub use snapshot::VOID_SNAPSHOT_EPOCH;
 
 /// Which operation of its transaction an operation is, its fragment, and
 /// the replicas it runs on (this node is `chain[hop]`).
@@ -320,6 +322,8 @@ pub struct Lqh {
     /// The epoch restored rows stamped 0 stand for (a checkpoint's or a
     /// snapshot's): they changed last in it or before.
     restore_floor: u64,
+    /// The snapshot being logged after a restart's copy.
+    snapshot: Option<snapshot::SnapshotScan>,
 }
 
 /// Ends lock wait `token` (of `w`) without running it. A wait whose lock
@@ -383,6 +387,7 @@ impl Lqh {
             redo_full: None,
             restore_key: Vec::new(),
             restore_floor: 0,
+            snapshot: None,
         }
     }
 

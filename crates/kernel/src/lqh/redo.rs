@@ -67,14 +67,14 @@ impl std::fmt::Display for RestoreError {
 
 /// The log being written.
 pub(super) struct RedoSink {
-    writer: RedoWriter,
+    pub(super) writer: RedoWriter,
     /// Row changes are logged (not while the node copies its rows after
     /// joining a running cluster: a snapshot of every row follows once
     /// the copy is done).
-    logging: bool,
+    pub(super) logging: bool,
     /// The newest epoch of any change logged: no row holds a change of a
     /// later one.
-    max_epoch: u64,
+    pub(super) max_epoch: u64,
 }
 
 /// What a node's own files gave back at start.
@@ -150,64 +150,11 @@ impl Lqh {
     }
 
     /// Stops logging row changes: the node joined a running cluster and
-    /// copies its rows; [`Lqh::log_snapshot`] starts it again.
+    /// copies its rows; [`Lqh::snapshot_begin`] starts it again.
     pub fn pause_redo(&mut self) {
         if let Some(s) = self.redo.as_mut() {
             s.logging = false;
         }
-    }
-
-    /// Logs every committed row of every logged table as of now, after a
-    /// `Snapshot` marker naming `epoch` (no change in the rows is of a
-    /// later one, so the log can restore it and later epochs) and
-    /// superseding every earlier record, and logs changes from here on.
-    /// The rows are stamped epoch 0: they belong to every restore from
-    /// this log, and a change logged after them (one decided before the
-    /// snapshot, in an epoch before `epoch`, may commit here later) is
-    /// applied after them, in log order. Once
-    /// the copy of a restarting node is done, its log says what it holds
-    /// from this record on. Returns the rows logged.
-    pub fn log_snapshot(&mut self, epoch: u64) -> u64 {
-        let Lqh { redo, frags, .. } = self;
-        let Some(sink) = redo.as_mut() else {
-            return 0;
-        };
-        sink.logging = true;
-        sink.max_epoch = sink.max_epoch.max(epoch);
-        sink.writer.append(&RedoRecord {
-            kind: RedoKind::Snapshot,
-            epoch,
-            table: 0,
-            frag: 0,
-            row: 0,
-            key: &[],
-            attrs: &[],
-        });
-        let mut rows = 0;
-        for (&fkey, entry) in frags.iter() {
-            if !entry.logged {
-                continue;
-            }
-            let mut at = 0;
-            while let Some(id) = entry.frag.next_row(at) {
-                at = id + 1;
-                if entry.frag.is_tentative(id) {
-                    continue; // an insert not committed: its commit logs it
-                }
-                let (fixed, var) = entry.frag.row(id);
-                sink.writer.append(&RedoRecord {
-                    kind: RedoKind::Write,
-                    epoch: 0,
-                    table: fkey.0 .0,
-                    frag: fkey.1,
-                    row: id,
-                    key: fixed,
-                    attrs: var,
-                });
-                rows += 1;
-            }
-        }
-        rows
     }
 
     /// The newest epoch of a change logged so far (a checkpoint taken now
@@ -301,7 +248,13 @@ impl Lqh {
         // if the durable epoch is older than that, nothing after the
         // snapshot is applied now (all of it waits, in log order, for the
         // cluster's restart epoch, which is then at least the snapshot's).
+        // A snapshot written over many ticks stands for the epoch its
+        // `SnapshotDone` names (none before: it restores nothing).
         let snapshot_epoch = match snapshot_at {
+            Some(i) if entries[i].epoch() == super::VOID_SNAPSHOT_EPOCH => entries[i + 1..]
+                .iter()
+                .find(|e| e.kind() == RedoKind::SnapshotDone)
+                .map_or(super::VOID_SNAPSHOT_EPOCH, RedoEntry::epoch),
             Some(i) => entries[i].epoch(),
             None if use_lcp => lcp_max_epoch,
             None => 0,
@@ -325,7 +278,7 @@ impl Lqh {
         // newest (the end of that epoch was saved before they were
         // recorded), or from the last `Restored` marker (a cluster restart
         // at that epoch) or `Snapshot` (the epoch the rows after it stand
-        // for), to the last end-of-epoch marker.
+        // for, or `SnapshotDone`'s), to the last end-of-epoch marker.
         if use_lcp {
             stats.restorable = lcp_max_epoch;
             stats.restorable_from = lcp_max_epoch;
@@ -343,6 +296,9 @@ impl Lqh {
                     stats.restorable = 0;
                     stats.restorable_from = e.epoch();
                 }
+                // Only after a snapshot of the void epoch (written before
+                // any end-of-epoch marker after it).
+                RedoKind::SnapshotDone => stats.restorable_from = e.epoch(),
                 _ => {}
             }
         }

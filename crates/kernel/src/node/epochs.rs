@@ -5,7 +5,7 @@
 use super::{DataNode, Output};
 use crate::dih::EpochNow;
 use crate::gcp::GcpAction;
-use crate::lqh::{LcpPieces, RestoreError, RestoreStats};
+use crate::lqh::{LcpPieces, RestoreError, RestoreStats, VOID_SNAPSHOT_EPOCH};
 use crate::signal::{EpochSignal, FilesState, View};
 use shoal_storage::redo::{Lsn, RedoEntry, RedoKind};
 use shoal_storage::sysfile::LcpChain;
@@ -31,11 +31,6 @@ pub struct LocalFiles<'a, 'b> {
     /// The durable epoch the sysfile recorded.
     pub durable: u64,
 }
-
-/// The epoch of the `Snapshot` marker a node logs when it joins a running
-/// cluster: no epoch is that high, so the log restores nothing until the
-/// real snapshot follows.
-const VOID_SNAPSHOT_EPOCH: u64 = u64::MAX;
 
 impl DataNode {
     /// Brings this node's rows back from its own files, read at start:
@@ -152,6 +147,10 @@ impl DataNode {
                     self.dih.set_epoch_now(now);
                     self.tc.set_epoch_now(now, &mut self.queue, out);
                 }
+                // While its snapshot is written, its log can restore no
+                // epoch: it saves none (the epochs become durable once it
+                // saves a later one).
+                GcpAction::SaveEpoch(_) if self.lqh.snapshot_running() => {}
                 GcpAction::SaveEpoch(epoch) => {
                     let writes = self.lqh.redo_enabled()
                         && self.qmgr.is_started()
@@ -202,6 +201,35 @@ impl DataNode {
                 }
             }
         }
+    }
+
+    /// Writes the next rows of a restarted node's snapshot (while the log
+    /// writer keeps up) and hands them out; once every row is written,
+    /// the log restores the next epoch and later ones, and a full
+    /// checkpoint starts.
+    pub(super) fn snapshot_tick(&mut self, out: &mut Vec<Output>) {
+        if !self.lqh.snapshot_running() || self.lcp_paused_for_backlog() {
+            return;
+        }
+        let done = self.lqh.snapshot_step(self.cfg.snapshot_step_bytes.max(1));
+        if let Some(rows) = done {
+            // No change it holds is of a later epoch than the next one (no
+            // node is two switches ahead of another).
+            let epoch = self.gcp.now().current + 1;
+            self.lqh.snapshot_done(epoch);
+            self.gcp.set_whole_from(epoch);
+            self.lcp_full_soon();
+            out.push(Output::Log(format!(
+                "copy done: logged a snapshot of {rows} rows; its files can restore epoch {epoch} and later"
+            )));
+            out.push(Output::SnapshotDone { epoch });
+        }
+        if let Some((lsn, bytes)) = self.lqh.take_redo() {
+            out.push(Output::RedoWrite { lsn, bytes });
+        }
+        // The snapshot does not count against the log's space: the full
+        // checkpoint after it frees it.
+        self.lcp_log_restarts_here();
     }
 
     /// Hands every appended redo byte to the driver and asks for a sync;
@@ -320,23 +348,11 @@ impl DataNode {
             )));
         }
         if became_started && self.lqh.redo_enabled() {
-            // No change it holds is of a later epoch than the next one (no
-            // node is two switches ahead of another), so the snapshot
-            // stands for that epoch: its log is whole from there on.
-            let epoch = self.gcp.now().current + 1;
-            let rows = self.lqh.log_snapshot(epoch);
-            self.gcp.set_whole_from(epoch);
-            // The snapshot (as large as the rows) does not count against
-            // the log's space: a full checkpoint starts at once and frees
-            // it.
-            if let Some((lsn, bytes)) = self.lqh.take_redo() {
-                out.push(Output::RedoWrite { lsn, bytes });
-            }
-            self.lcp_log_restarts_here();
-            self.lcp_full_soon();
-            out.push(Output::Log(format!(
-                "copy done: logged a snapshot of {rows} rows; its files can restore epoch {epoch} and later"
-            )));
+            // Its log restores nothing until the snapshot of its rows,
+            // written tick by tick from now on, is whole
+            // (`snapshot_tick`); it saves no epoch meanwhile.
+            self.lqh.snapshot_begin();
+            self.snapshot_tick(out);
         }
         let president_lost =
             old.number != 0 && old.president() != new.president() && new.member(me).is_some();

@@ -128,7 +128,11 @@ impl DataNode {
     /// Whether this node writes checkpoints now: it keeps a redo log, is
     /// started, holds the cluster's rows and logs its changes.
     fn lcp_allowed(&self) -> bool {
-        self.lqh.redo_logging() && self.qmgr.is_started() && self.gcp.now().restored
+        // Not while a snapshot is logged (one full checkpoint follows it).
+        self.lqh.redo_logging()
+            && !self.lqh.snapshot_running()
+            && self.qmgr.is_started()
+            && self.gcp.now().restored
     }
 
     /// Bytes of redo log a restart would read now.
@@ -322,6 +326,12 @@ impl DataNode {
     }
 
     /// A full checkpoint starts at the next tick (the rows were replaced).
+    /// The log writer is so far behind that background writing (a
+    /// checkpoint, a snapshot) waits.
+    pub(super) fn lcp_paused_for_backlog(&self) -> bool {
+        self.lcp.backlog >= BACKLOG_LCP_PAUSE
+    }
+
     pub(super) fn lcp_full_soon(&mut self) {
         self.lcp.force_full = true;
         self.lcp.start_now = true;

@@ -87,6 +87,10 @@ pub enum Output {
     /// The node brought its rows to the end of `epoch`, the epoch the
     /// cluster restarts from (after every node stopped); it serves now.
     Restored { epoch: u64 },
+    /// A restarted node's snapshot of its rows is whole in its log (not
+    /// synced yet): its files restore `epoch` and later ones once they
+    /// are durable.
+    SnapshotDone { epoch: u64 },
     /// TC decided to commit this transaction (every operation prepared on
     /// every replica). Only with `KernelConfig::report_commit_points`.
     CommitPoint {
@@ -464,6 +468,7 @@ impl DataNode {
         if self.gcp.enabled() {
             let view = self.qmgr.view().clone();
             self.gcp.lead_tick(now_ms, &view, &mut self.queue);
+            self.snapshot_tick(out);
             self.lcp_tick(now_ms, out);
         }
         self.run(now_ms, out);

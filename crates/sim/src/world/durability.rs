@@ -251,7 +251,7 @@ impl World {
             }
         }
         self.report.checkpoints += 1;
-        self.audit_checkpoint(node)
+        self.audit_checkpoint(node, "recorded checkpoints")
     }
 
     pub(super) fn disk_synced(
@@ -281,7 +281,7 @@ impl World {
         self.handle_outputs(node, out)
     }
 
-    pub(super) fn sysfile_write(&mut self, node: u16, durable_epoch: u64) {
+    pub(super) fn sysfile_write(&mut self, node: u16, durable_epoch: u64) -> Result<(), String> {
         if durable_epoch > self.max_durable {
             self.max_durable = durable_epoch;
             self.durable_moved_ms = self.now;
@@ -289,6 +289,22 @@ impl World {
         let f = &mut self.files[node as usize - 1];
         let next = f.next_sysfile().with_durable(durable_epoch, f.synced);
         f.write_sysfile(next);
+        // A restarted node's snapshot, once its epoch is durable: a start
+        // from its files must bring the rows to the model's (as a
+        // checkpoint is checked when recorded).
+        // (Not one of an earlier start: its files restore nothing since.)
+        let incarnation = self.nodes[node as usize - 1].incarnation;
+        match self.snapshot_audits.get(&node) {
+            Some(&(i, _)) if i != incarnation => {
+                self.snapshot_audits.remove(&node);
+            }
+            Some(&(_, epoch)) if durable_epoch >= epoch => {
+                self.snapshot_audits.remove(&node);
+                return self.audit_checkpoint(node, "made its snapshot durable, with checkpoints");
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     /// The node's process died: its disk keeps what was synced.
@@ -352,7 +368,7 @@ impl World {
     /// brings its fragments to the model's contents at its durable epoch.
     /// Every checkpoint is checked so, not only those a whole-cluster
     /// crash happens to land after.
-    fn audit_checkpoint(&mut self, node: u16) -> Result<(), String> {
+    fn audit_checkpoint(&mut self, node: u16, when: &str) -> Result<(), String> {
         if self.model_final {
             return Ok(());
         }
@@ -368,7 +384,7 @@ impl World {
             .map_err(|e| format!("node {node}: a start from its files failed: {e}"))?;
         if !(stats.restorable_from..=stats.restorable).contains(&durable) {
             return Err(format!(
-                "node {node} recorded checkpoints {:?} with which its files cannot restore its durable epoch {durable}: {stats:?}",
+                "node {node} {when} {:?} with which its files cannot restore its durable epoch {durable}: {stats:?}",
                 files.sys.lcp
             ));
         }
@@ -393,7 +409,7 @@ impl World {
                 let have = got.remove(&key).unwrap_or(None);
                 if have != want {
                     return Err(format!(
-                        "node {node} recorded checkpoints {:?} (log from {}): a start from its files gives key {key} (fragment {frag}) as {have:?}, but at its durable epoch {durable} it was {want:?}",
+                        "node {node} {when} {:?} (log from {}): a start from its files gives key {key} (fragment {frag}) as {have:?}, but at its durable epoch {durable} it was {want:?}",
                         files.sys.lcp, files.sys.redo_start
                     ));
                 }

@@ -410,6 +410,9 @@ struct World {
     /// The final checks passed and the table is being emptied outside the
     /// model.
     model_final: bool,
+    /// Nodes whose snapshot after a copy is whole, and its epoch: checked
+    /// once that epoch is durable.
+    snapshot_audits: BTreeMap<u16, (u32, u64)>,
     /// The newest epoch any node recorded as durable.
     max_durable: u64,
     /// The epoch the cluster last restarted from, and whether the whole
@@ -500,6 +503,7 @@ impl World {
             dropped_at: BTreeMap::new(),
             files: (0..opts.data_nodes).map(|_| Default::default()).collect(),
             model_final: false,
+            snapshot_audits: BTreeMap::new(),
             max_durable: 0,
             restart_epoch: None,
             awaiting_restore: opts.durable,
@@ -562,6 +566,8 @@ impl World {
             copy_bytes_per_sec: 200_000,
             max_answer_bytes: 1 << 20,
             copy_batch_rows: self.copy_batch_rows,
+            // A few rows a tick: changes land among the snapshot's rows.
+            snapshot_step_bytes: 256,
             // Different per node and start, the same on every run of the seed.
             hash_seed: self.opts.seed ^ (u64::from(id) << 48) ^ (u64::from(incarnation) << 32),
             epoch_interval_ms: if self.opts.durable { EPOCH_MS } else { 0 },

@@ -230,7 +230,7 @@ impl SimFailure {
     pub fn replay_command(&self) -> String {
         let o = &self.opts;
         format!(
-            "cargo run --release -p shoal-sim -- --seed {} --txns {} --nodes {} --replicas {}{}{}{}{}{}{}{}{}{}{}",
+            "cargo run --release -p shoal-sim -- --seed {} --txns {} --nodes {} --replicas {}{}{}{}{}{}{}{}{}{}{}{}",
             o.seed,
             o.transactions,
             o.data_nodes,
@@ -261,6 +261,11 @@ impl SimFailure {
             },
             if o.faults.copy_since_one_epoch_late {
                 " --break copy-since-one-epoch-late"
+            } else {
+                ""
+            },
+            if o.faults.snapshot_without_logging {
+                " --break snapshot-without-logging"
             } else {
                 ""
             },

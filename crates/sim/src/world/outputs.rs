@@ -132,7 +132,13 @@ impl World {
                 }
                 Output::RedoWrite { lsn, bytes } => self.redo_write(from, lsn, &bytes),
                 Output::RedoSync { lsn } => self.redo_sync(from, lsn),
-                Output::SysfileWrite { durable_epoch } => self.sysfile_write(from, durable_epoch),
+                Output::SysfileWrite { durable_epoch } => {
+                    self.sysfile_write(from, durable_epoch)?
+                }
+                Output::SnapshotDone { epoch } => {
+                    let incarnation = self.nodes[from as usize - 1].incarnation;
+                    self.snapshot_audits.insert(from, (incarnation, epoch));
+                }
                 Output::LcpWrite { id, offset, bytes } => self.lcp_write(from, id, offset, &bytes),
                 Output::LcpSync { id } => self.lcp_sync(from, id),
                 Output::LcpRecord { chain, redo_start } => {
