@@ -264,6 +264,18 @@ async fn insert_batch(client: &Cluster, from: u64, n: u64) -> Result<(), ShoalEr
     tx.execute(ExecType::Commit).await.map(|_| ())
 }
 
+/// Writes rows `from..from + n` of 400 bytes each (insert or update) in
+/// one transaction.
+async fn upsert_batch(client: &Cluster, from: u64, n: u64) -> Result<(), ShoalError> {
+    let rec = client.table("fill").await?.full_record();
+    let mut tx = client.transaction();
+    let text = "y".repeat(400);
+    for id in from..from + n {
+        tx.write(&rec, &[Value::UInt(id), Value::Str(text.clone())])?;
+    }
+    tx.execute(ExecType::Commit).await.map(|_| ())
+}
+
 #[test]
 fn a_full_redo_log_refuses_writes_and_the_node_stays_up() {
     // 16 MiB of log and slow checkpoints: writes outrun them.
@@ -538,6 +550,7 @@ fn a_node_whose_checkpoint_is_damaged_drops_it_and_copies_every_row() {
         })
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut rewritten = std::time::Instant::now();
     let id = loop {
         if let Some(id) = full_id(&cluster.log("datanode-2.log")) {
             break id;
@@ -547,6 +560,17 @@ fn a_node_whose_checkpoint_is_damaged_drops_it_and_copies_every_row() {
             "node 2 wrote no full checkpoint of the rows\n{}",
             cluster.log("datanode-2.log")
         );
+        if rewritten.elapsed() > Duration::from_secs(3) {
+            // Every row changed: the next checkpoint is a full one (and
+            // the log grows enough to start it).
+            rt.block_on(async {
+                let client = Cluster::connect(&cluster.mgmd_addr).await.expect("connect");
+                for i in 0..60 {
+                    upsert_batch(&client, i * 500, 500).await.expect("rewrite");
+                }
+            });
+            rewritten = std::time::Instant::now();
+        }
         std::thread::sleep(Duration::from_millis(200));
     };
     let mut node2 = cluster.datanodes[1].take().expect("node 2 runs");

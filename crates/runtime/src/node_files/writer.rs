@@ -17,7 +17,7 @@ use super::{fail, lcp_ids, lcp_path, segment_path, segments, sync_dir, Recovered
 use super::{REDO_SEGMENT_BYTES, SYSFILE};
 use mio::Waker;
 use shoal_storage::redo::{segment_pieces, Lsn};
-use shoal_storage::sysfile::{LcpChain, Sysfile};
+use shoal_storage::sysfile::{LcpChain, Sysfile, SYSFILE_SLOT_BYTES, SYSFILE_SLOT_STRIDE};
 use shoal_types::ShoalError;
 use std::collections::{BTreeMap, VecDeque};
 use std::fs::{File, OpenOptions};
@@ -152,6 +152,7 @@ impl Writer {
         }
         sync_dir(dir)?;
         let sys = open_rw(&dir.join(SYSFILE), false).map_err(named)?;
+        reserve_sysfile(&sys).map_err(named)?;
         let base = recovered.sysfile.unwrap_or_else(Sysfile::empty);
         let mut state = WriterState {
             dir: dir.to_path_buf(),
@@ -524,6 +525,33 @@ impl WriterState {
         self.sysfile = record;
         Ok(())
     }
+}
+
+/// Gives the sysfile its blocks (both slots) now, written with zeros (a
+/// blank slot holds no record): every later write of it is in place, so a
+/// full disk can never fail one while the node runs — only this start,
+/// with a message saying so.
+fn reserve_sysfile(sys: &File) -> Result<(), String> {
+    let want = (SYSFILE_SLOT_STRIDE + SYSFILE_SLOT_BYTES) as u64;
+    let len = sys
+        .metadata()
+        .map_err(|e| format!("reading the sysfile's size: {e}"))?
+        .len();
+    if len >= want {
+        return Ok(());
+    }
+    let zeros = vec![0u8; (want - len) as usize];
+    let full = |e: &std::io::Error| {
+        if is_disk_full(e) {
+            " (the disk is full: free some space and start the node again)"
+        } else {
+            ""
+        }
+    };
+    sys.write_all_at(&zeros, len)
+        .map_err(|e| format!("reserving the sysfile's {want} bytes: {e}{}", full(&e)))?;
+    sys.sync_data()
+        .map_err(|e| format!("syncing the sysfile (fdatasync): {e}"))
 }
 
 fn remove(path: &Path) -> Result<(), String> {
