@@ -605,3 +605,85 @@ fn a_node_whose_checkpoint_is_damaged_drops_it_and_copies_every_row() {
     cluster.verify_replicas();
     cluster.assert_alive();
 }
+
+/// A data node whose files are of an earlier life of the cluster (the
+/// cluster was started empty with `--initial` while it was down) keeps
+/// none of its rows when it joins: epochs and row ids began again, so its
+/// rows are not these. It says so and copies every row.
+#[test]
+fn a_node_with_files_of_an_earlier_cluster_life_copies_every_row() {
+    let mut cluster = TestCluster::start_nodes(3, 3, |c| {
+        c.heartbeat_interval_ms = 250;
+        c.start_partial_timeout_ms = 1000;
+    });
+    let rt = runtime();
+    rt.block_on(async {
+        let client = Cluster::connect(&cluster.mgmd_addr).await.expect("connect");
+        client
+            .create_table(counts_table())
+            .await
+            .expect("create table");
+        write_rows(&client, 0..5_000, Some(1)).await;
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    stop_all(&mut cluster, libc::SIGKILL);
+    // The cluster starts again empty, on nodes 1 and 2 (a majority).
+    cluster.start_mgmd();
+    cluster.datanodes[0] = Some(cluster.spawn_datanode_with(1, &["--initial"]));
+    cluster.datanodes[1] = Some(cluster.spawn_datanode_with(2, &["--initial"]));
+    rt.block_on(async {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let made = async {
+                let client = Cluster::connect(&cluster.mgmd_addr).await?;
+                match client.create_table(counts_table()).await {
+                    Err(e) if e.code != ErrorCode::TableExists => return Err(e),
+                    _ => {}
+                }
+                write_rows(&client, 0..3_000, Some(2)).await;
+                Ok::<(), ShoalError>(())
+            };
+            match made.await {
+                Ok(()) => break,
+                Err(e) => {
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "nodes 1 and 2 never served: {e}\n{}",
+                        cluster.logs()
+                    );
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
+            }
+        }
+    });
+    let before = cluster.log("datanode-3.log").len();
+    cluster.datanodes[2] = Some(cluster.spawn_datanode(3));
+    cluster.wait_started();
+    let log = cluster.log("datanode-3.log");
+    let since_restart = &log[before.min(log.len())..];
+    assert!(
+        since_restart.contains("copying every row")
+            && since_restart.contains("another cluster history"),
+        "{since_restart}"
+    );
+    cluster.verify_replicas();
+    rt.block_on(async {
+        let client = Cluster::connect(&cluster.mgmd_addr).await.expect("connect");
+        let rec = client.table("counts").await.expect("table").full_record();
+        for (id, want) in [
+            (10, Some(2)),
+            (2_999, Some(2)),
+            (3_000, None),
+            (4_999, None),
+        ] {
+            let mut tx = client.transaction();
+            let op = tx
+                .read(&rec, &[Value::UInt(id)], LockMode::Shared)
+                .expect("read");
+            tx.ignore_error(op);
+            tx.execute(ExecType::Commit).await.expect("read commit");
+            let got = tx.row(op).map(|r| r.get("v").expect("v"));
+            assert_eq!(got, want.map(Value::Int), "row {id}");
+        }
+    });
+}

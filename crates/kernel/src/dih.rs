@@ -176,6 +176,7 @@ impl Dih {
                 number: 0,
                 dist_version: 0,
                 members: Vec::new(),
+                history: 0,
             },
             tables: BTreeMap::new(),
             starting_node: None,
@@ -721,6 +722,7 @@ mod tests {
             number,
             dist_version,
             members,
+            history: 0,
         }
     }
 

@@ -184,6 +184,7 @@ fn restore_files(
             entries: &recovered.entries,
             log_end: recovered.log_end,
             durable: recovered.durable,
+            history: recovered.sysfile.map_or(0, |s| s.history),
         },
         &mut progress,
     );
@@ -215,6 +216,7 @@ fn restore_files(
                     entries: &recovered.entries,
                     log_end: recovered.log_end,
                     durable: recovered.durable,
+                    history: recovered.sysfile.map_or(0, |s| s.history),
                 },
                 &mut |_, _| {},
             )

@@ -545,9 +545,12 @@ impl EventLoop {
                     }
                     continue;
                 }
-                Output::SysfileWrite { durable_epoch } => {
+                Output::SysfileWrite {
+                    durable_epoch,
+                    history,
+                } => {
                     if let Some(f) = &self.files {
-                        f.record_durable(durable_epoch);
+                        f.record_durable(durable_epoch, history);
                     }
                     continue;
                 }

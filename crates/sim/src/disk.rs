@@ -247,7 +247,7 @@ mod tests {
             let mut synced = current;
             for _ in 0..rng.random_range(1..20) {
                 current =
-                    current.with_durable(current.durable_epoch + 1, current.redo_synced + 4096);
+                    current.with_durable(current.durable_epoch + 1, current.redo_synced + 4096, 0);
                 disk.write("sysfile", current.offset(), &current.encode());
                 if rng.random_bool(0.7) {
                     disk.sync("sysfile");

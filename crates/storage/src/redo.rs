@@ -86,9 +86,9 @@ pub enum RedoKind {
     /// without it is not a checkpoint. No row fields.
     LcpEnd = 7,
     /// The snapshot begun at the last `Snapshot` marker (of epoch
-    /// `u64::MAX`) is whole: no row it wrote holds a change of `epoch` or
-    /// later, and the log can restore `epoch` and later ones. No row
-    /// fields.
+    /// `u64::MAX`) is whole: no row it wrote holds a change of a later
+    /// epoch than `epoch`, and the log can restore `epoch` and later ones.
+    /// No row fields.
     SnapshotDone = 8,
 }
 

@@ -19,13 +19,18 @@ pub struct RowEpochs {
 
 impl RowEpochs {
     /// Row `id` changed in `epoch` (or holds a change of no later one).
+    /// Epoch 0 (no epochs run, or not known) is stored as unknown: a row
+    /// must never read older than its change.
     #[inline]
     pub fn set(&mut self, id: RowId, epoch: u64) {
         let i = id as usize;
         if i >= self.epochs.len() {
             self.epochs.resize(i + 1, UNKNOWN);
         }
-        self.epochs[i] = u32::try_from(epoch).unwrap_or(UNKNOWN);
+        self.epochs[i] = match u32::try_from(epoch) {
+            Ok(0) | Err(_) => UNKNOWN,
+            Ok(e) => e,
+        };
     }
 
     /// The epoch of row `id`'s last change (`u64::MAX`: unknown).
@@ -64,7 +69,9 @@ mod tests {
         assert_eq!(e.get(5), 10);
         assert!(!e.changed_after(5, 10));
         assert!(e.changed_after(5, 9));
-        // Never set: unknown.
+        // Epoch 0, or never set: unknown.
+        e.set(6, 0);
+        assert_eq!(e.get(6), u64::MAX);
         assert!(e.changed_after(4, u64::MAX - 1));
         assert!(e.changed_after(1000, 0));
         // Too large for four bytes: unknown too.

@@ -15,11 +15,13 @@ use crate::redo::Lsn;
 /// Where the two slots start: one block apart, so a torn write of one
 /// never touches the other.
 pub const SYSFILE_SLOT_STRIDE: usize = 4096;
-/// Bytes of one slot (format 2; format 1 had 48 and no checkpoints).
+/// Bytes of one slot (formats 2 and 3; format 1 had 48 and no
+/// checkpoints).
 pub const SYSFILE_SLOT_BYTES: usize = 72;
 const V1_SLOT_BYTES: usize = 48;
 const MAGIC: &[u8; 4] = b"SHSF";
-const FORMAT_VERSION: u16 = 2;
+/// Format 3 is format 2 with the cluster's history in its reserved field.
+const FORMAT_VERSION: u16 = 3;
 
 /// The local checkpoints a restart reads, oldest first: a full one
 /// (`first`) and the partial ones after it, up to `last`. Checkpoint ids
@@ -64,6 +66,10 @@ pub struct Sysfile {
     pub redo_synced: Lsn,
     /// The checkpoints the rows before `redo_start` are in.
     pub lcp: LcpChain,
+    /// The history of the cluster these files belong to (drawn when a
+    /// cluster starts with no rows; 0: not known, files of format 2 or
+    /// older). Rows of another history are not the cluster's.
+    pub history: u32,
 }
 
 /// Why no record could be read.
@@ -83,6 +89,7 @@ impl Sysfile {
             redo_start: 0,
             redo_synced: 0,
             lcp: LcpChain::default(),
+            history: 0,
         }
     }
 
@@ -103,18 +110,27 @@ impl Sysfile {
         b[40..48].copy_from_slice(&self.lcp.first.to_le_bytes());
         b[48..56].copy_from_slice(&self.lcp.last.to_le_bytes());
         b[56..64].copy_from_slice(&self.lcp.max_epoch.to_le_bytes());
+        b[64..68].copy_from_slice(&self.history.to_le_bytes());
         let crc = crc32c(&b[..68]);
         b[68..72].copy_from_slice(&crc.to_le_bytes());
         b
     }
 
-    /// The next record: `durable_epoch` durable, the log synced through
-    /// `redo_synced`; the checkpoints as they were.
-    pub fn with_durable(&self, durable_epoch: u64, redo_synced: Lsn) -> Sysfile {
+    /// The next record: `durable_epoch` durable in the cluster of
+    /// `history` (0: as before), the log synced through `redo_synced`; the
+    /// checkpoints as they were.
+    pub fn with_durable(&self, durable_epoch: u64, redo_synced: Lsn, history: u32) -> Sysfile {
+        let history = if history == 0 { self.history } else { history };
         Sysfile {
             seq: self.seq + 1,
-            durable_epoch: durable_epoch.max(self.durable_epoch),
+            // Epochs of another history are not comparable.
+            durable_epoch: if history == self.history {
+                durable_epoch.max(self.durable_epoch)
+            } else {
+                durable_epoch
+            },
             redo_synced,
+            history,
             ..*self
         }
     }
@@ -139,7 +155,7 @@ impl Sysfile {
         let (crc_at, lcp) = match version {
             // Written before checkpoints existed: the log from its start.
             1 => (44, LcpChain::default()),
-            FORMAT_VERSION if b.len() >= SYSFILE_SLOT_BYTES => (
+            2 | FORMAT_VERSION if b.len() >= SYSFILE_SLOT_BYTES => (
                 68,
                 LcpChain {
                     first: u64_at(40),
@@ -150,13 +166,20 @@ impl Sysfile {
             _ => return None,
         };
         let crc = u32::from_le_bytes(b[crc_at..crc_at + 4].try_into().expect("4 bytes"));
-        let reserved_clear = b[crc_at - 4..crc_at] == [0; 4];
+        // Formats 1 and 2 keep the 4 bytes before the checksum clear;
+        // format 3 holds the history there.
+        let last4 = u32::from_le_bytes(b[crc_at - 4..crc_at].try_into().expect("4 bytes"));
+        let (reserved_clear, history) = match version {
+            FORMAT_VERSION => (true, last4),
+            _ => (last4 == 0, 0),
+        };
         let s = Sysfile {
             seq: u64_at(8),
             durable_epoch: u64_at(16),
             redo_start: u64_at(24),
             redo_synced: u64_at(32),
             lcp,
+            history,
         };
         let chain_sane = lcp.is_empty() || lcp.first <= lcp.last;
         // Positions a log is read from are block boundaries.
@@ -210,7 +233,7 @@ mod tests {
 
     #[test]
     fn the_newer_valid_slot_wins_and_a_torn_one_is_skipped() {
-        let first = Sysfile::empty().with_durable(10, 4096);
+        let first = Sysfile::empty().with_durable(10, 4096, 0xabcd);
         let second = first.with_lcp(
             LcpChain {
                 first: 1,
@@ -238,7 +261,7 @@ mod tests {
 
     #[test]
     fn a_record_in_the_other_slot_is_not_taken() {
-        let r = Sysfile::empty().with_durable(1, 0).with_durable(1, 0);
+        let r = Sysfile::empty().with_durable(1, 0, 5).with_durable(1, 0, 0);
         let mut f = vec![0u8; SYSFILE_SLOT_STRIDE + SYSFILE_SLOT_BYTES];
         // Copied to the wrong slot (a misdirected write).
         f[SYSFILE_SLOT_STRIDE..].copy_from_slice(&r.encode());
@@ -260,5 +283,27 @@ mod tests {
         let r = Sysfile::read(&f).unwrap().unwrap();
         assert_eq!((r.seq, r.durable_epoch, r.redo_synced), (3, 7, 8192));
         assert!(r.lcp.is_empty());
+    }
+
+    #[test]
+    fn the_history_is_kept_and_a_new_one_replaces_the_durable_epoch() {
+        let a = Sysfile::empty().with_durable(1000, 0, 7);
+        let b = a.with_durable(900, 0, 0);
+        assert_eq!((b.history, b.durable_epoch), (7, 1000));
+        // Another cluster's history: its epochs start again.
+        let c = b.with_durable(40, 0, 9);
+        assert_eq!((c.history, c.durable_epoch), (9, 40));
+        let f = file_with(&[b, c]);
+        assert_eq!(Sysfile::read(&f), Ok(Some(c)));
+        // A format 2 record reads with history 0 (its reserved field 0).
+        let mut v2 = c.encode();
+        v2[4..6].copy_from_slice(&2u16.to_le_bytes());
+        v2[64..68].copy_from_slice(&[0; 4]);
+        let crc = crc32c(&v2[..68]);
+        v2[68..72].copy_from_slice(&crc.to_le_bytes());
+        let mut f = vec![0u8; SYSFILE_SLOT_STRIDE + SYSFILE_SLOT_BYTES];
+        f[c.offset()..c.offset() + SYSFILE_SLOT_BYTES].copy_from_slice(&v2);
+        let r = Sysfile::read(&f).unwrap().unwrap();
+        assert_eq!((r.history, r.durable_epoch), (0, 40));
     }
 }

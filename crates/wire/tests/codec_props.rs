@@ -454,6 +454,7 @@ mod node_signals {
         let view = View {
             number: 4,
             dist_version: 9,
+            history: 3,
             members: vec![
                 Member {
                     node: 1,

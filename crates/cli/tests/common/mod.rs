@@ -93,17 +93,16 @@ impl TestCluster {
     }
 
     pub fn spawn_datanode(&self, node_id: u16) -> Child {
+        self.spawn_datanode_with(node_id, &[])
+    }
+
+    /// [`TestCluster::spawn_datanode`] with more flags (`--initial`).
+    pub fn spawn_datanode_with(&self, node_id: u16, extra: &[&str]) -> Child {
         let log = self.dir.path().join(format!("datanode-{node_id}.log"));
-        spawn(
-            &[
-                "datanode",
-                "--connect",
-                &self.mgmd_addr,
-                "--node-id",
-                &node_id.to_string(),
-            ],
-            &log,
-        )
+        let id = node_id.to_string();
+        let mut args = vec!["datanode", "--connect", &self.mgmd_addr, "--node-id", &id];
+        args.extend_from_slice(extra);
+        spawn(&args, &log)
     }
 
     fn wait_port(&mut self) {

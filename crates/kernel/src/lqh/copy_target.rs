@@ -102,6 +102,15 @@ impl Lqh {
         }) {
             return refuse(out, format!("malformed copied row {}", bad.row));
         }
+        if let Some(w) = rows.windows(2).find(|w| w[0].row >= w[1].row) {
+            return refuse(
+                out,
+                format!(
+                    "copied rows out of order: row {} after row {}",
+                    w[1].row, w[0].row
+                ),
+            );
+        }
         let mut next = rows.iter().peekable();
         let mut key_buf = Vec::new();
         for r in from_row..to_row {
@@ -137,9 +146,11 @@ impl Lqh {
         }
         if last && since_copy {
             // Rows it restored at ids the source no longer reaches.
-            while let Some(r) = entry.unverified.next(to_row, RowId::MAX) {
+            let mut from = to_row;
+            while let Some(r) = entry.unverified.next(from, RowId::MAX) {
                 entry.unverified.take(r);
                 empty_id(entry, &mut self.mem, r, &mut key_buf);
+                from = r + 1;
             }
         }
         entry.copy_cursor = to_row;

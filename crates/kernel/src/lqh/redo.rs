@@ -439,23 +439,25 @@ impl Lqh {
             return Ok(false);
         };
         let change = match r.kind {
-            RedoKind::Write => {
-                // Checkpoint and snapshot rows are stamped 0: they changed
-                // last in the epoch they stand for, or before.
-                let epoch = if r.epoch == 0 {
-                    self.restore_floor
-                } else {
-                    r.epoch
-                };
-                entry.epochs.set(r.row, epoch);
-                Change::Write {
-                    fixed: r.key,
-                    var: r.attrs,
-                }
-            }
+            RedoKind::Write => Change::Write {
+                fixed: r.key,
+                var: r.attrs,
+            },
             _ => Change::Delete,
         };
-        put_row(entry, &mut self.mem, r.row, change, &mut self.restore_key).map(|()| true)
+        let write = r.kind == RedoKind::Write;
+        put_row(entry, &mut self.mem, r.row, change, &mut self.restore_key)?;
+        if write {
+            // Checkpoint and snapshot rows are stamped 0: they changed
+            // last in the epoch they stand for, or before.
+            let epoch = if r.epoch == 0 {
+                self.restore_floor
+            } else {
+                r.epoch
+            };
+            entry.epochs.set(r.row, epoch);
+        }
+        Ok(true)
     }
 }
 

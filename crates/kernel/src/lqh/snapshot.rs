@@ -10,8 +10,9 @@
 //! changes before). But a row the scan writes late may hold changes of
 //! epochs that began after the marker, so the log restores no epoch until
 //! the `SnapshotDone` marker after the last row, which names the first
-//! epoch no row it wrote can hold a change of; the node saves no epoch
-//! meanwhile (its log could not restore it).
+//! epoch the log can restore: no row it wrote holds a change of a later
+//! one. The node saves no epoch before that one (its log could not
+//! restore it).
 
 use super::Lqh;
 use crate::signal::FragKey;
@@ -112,8 +113,8 @@ impl Lqh {
         Some(scan.rows)
     }
 
-    /// Ends the snapshot: no row it wrote holds a change of `epoch` or a
-    /// later one, and the log restores `epoch` and later ones once they
+    /// Ends the snapshot: no row it wrote holds a change of a later epoch
+    /// than `epoch`, and the log restores `epoch` and later ones once they
     /// end. Returns the rows written.
     pub fn snapshot_done(&mut self, epoch: u64) -> u64 {
         let rows = self.snapshot.take().map_or(0, |s| s.rows);

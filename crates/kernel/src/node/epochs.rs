@@ -30,6 +30,8 @@ pub struct LocalFiles<'a, 'b> {
     pub log_end: Lsn,
     /// The durable epoch the sysfile recorded.
     pub durable: u64,
+    /// The history of the cluster the files belong to (0: not known).
+    pub history: u32,
 }
 
 impl DataNode {
@@ -62,6 +64,7 @@ impl DataNode {
             durable,
             restorable: stats.restorable,
             restorable_from: stats.restorable_from,
+            history: files.history,
         });
         self.gcp.set_durable_from_files(durable);
         // The rows now are those of the end of `durable` if the files
@@ -69,7 +72,7 @@ impl DataNode {
         // than it waits for the cluster's restart epoch, nor when the log
         // restores nothing).
         let whole = durable > 0 && stats.restorable_from <= durable && durable <= stats.restorable;
-        self.restored_through = whole.then_some(durable);
+        self.restored_through = whole.then_some((durable, files.history));
         self.lqh.enable_redo(files.log_end);
         self.lcp = super::lcp::Checkpoints::from_files(files.lcp, files.redo_start);
         Ok(stats)
@@ -147,10 +150,15 @@ impl DataNode {
                     self.dih.set_epoch_now(now);
                     self.tc.set_epoch_now(now, &mut self.queue, out);
                 }
-                // While its snapshot is written, its log can restore no
-                // epoch: it saves none (the epochs become durable once it
-                // saves a later one).
+                // While its snapshot is written, and for the epochs before
+                // the one its snapshot stands for, its log can restore no
+                // epoch: it saves none (they become durable once it saves
+                // a later one).
                 GcpAction::SaveEpoch(_) if self.lqh.snapshot_running() => {}
+                GcpAction::SaveEpoch(epoch)
+                    if self.lqh.redo_enabled()
+                        && self.qmgr.is_started()
+                        && epoch < self.gcp.whole_from() => {}
                 GcpAction::SaveEpoch(epoch) => {
                     let writes = self.lqh.redo_enabled()
                         && self.qmgr.is_started()
@@ -169,6 +177,7 @@ impl DataNode {
                 GcpAction::Durable(epoch) => {
                     out.push(Output::SysfileWrite {
                         durable_epoch: epoch,
+                        history: self.qmgr.view().history,
                     });
                     self.tc.epoch_durable(epoch, &mut self.queue, out);
                     self.lcp_maybe_record(_now_ms, out);
@@ -304,20 +313,30 @@ impl DataNode {
             // brings only rows changed since; without such rows, every
             // row is copied. Its log waits for the copy to finish (a
             // snapshot of every row starts it again then).
+            // Only rows of this cluster's history: after a start with
+            // --initial elsewhere, epochs begin again and row ids are
+            // handed out anew, so rows of the old one are not these.
+            let history = new.history;
             match self.restored_through.take() {
-                Some(since) => {
+                Some((since, h)) if h != 0 && h == history => {
                     let (tables, kept) = self.lqh.keep_rows_for_copy(since);
                     self.dih.set_own_rows_since(tables);
                     out.push(Output::Log(format!(
                         "joined a running cluster: keeping the {kept} rows its files restored through epoch {since}; copying only rows changed since from live replicas"
                     )));
                 }
-                None => {
+                kept => {
                     self.lqh.drop_all_rows();
                     self.dih.set_own_rows_since(Default::default());
-                    out.push(Output::Log(
-                        "joined a running cluster: copying every row from live replicas".into(),
-                    ));
+                    let why = match kept {
+                        Some((_, h)) if h != history => format!(
+                            " (its files are of another cluster history, {h:#x}, not {history:#x}: it was started empty since)"
+                        ),
+                        _ => String::new(),
+                    };
+                    out.push(Output::Log(format!(
+                        "joined a running cluster: copying every row from live replicas{why}"
+                    )));
                 }
             }
             self.lcp_abandon();

@@ -64,8 +64,9 @@ pub enum Output {
     /// output), then call [`DataNode::redo_synced`].
     RedoSync { lsn: u64 },
     /// Record in the sysfile that `durable_epoch` is durable on every
-    /// live node (and how far the redo log is synced), and sync it.
-    SysfileWrite { durable_epoch: u64 },
+    /// live node of the cluster of `history` (and how far the redo log is
+    /// synced), and sync it.
+    SysfileWrite { durable_epoch: u64, history: u32 },
     /// Write `bytes` at `offset` of local checkpoint `id`'s file (whole
     /// 4 KiB blocks; the first write creates the file).
     LcpWrite {
@@ -185,10 +186,11 @@ pub struct DataNode {
     epoch_dirty: bool,
     /// Local checkpoints and the redo log's space.
     lcp: lcp::Checkpoints,
-    /// The rows its own files restored are the cluster's as of the end of
-    /// this epoch (the durable one its sysfile recorded): joining a
-    /// running cluster, it keeps them and copies only later changes.
-    restored_through: Option<u64>,
+    /// The rows its own files restored are those of the cluster of this
+    /// history as of the end of this epoch (the durable one its sysfile
+    /// recorded): joining that cluster running, it keeps them and copies
+    /// only later changes.
+    restored_through: Option<(u64, u32)>,
 }
 
 struct CopyClock {
@@ -218,6 +220,9 @@ impl DataNode {
                 heartbeat_interval_ms: cfg.heartbeat_interval_ms,
                 arbitration_timeout_ms: cfg.arbitration_timeout_ms,
                 start_partial_timeout_ms: cfg.start_partial_timeout_ms,
+                // Different per start (the driver's seed): a cluster this
+                // node forms with no rows gets a history of its own.
+                history_seed: (((cfg.hash_seed >> 32) ^ cfg.hash_seed) as u32) | 1,
             },
             now_ms,
         );

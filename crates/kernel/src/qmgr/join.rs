@@ -203,9 +203,13 @@ impl Qmgr {
     ) {
         let mut files = self.fresh_files.clone();
         files.insert(self.cfg.node_id, self.files);
-        let (restore_epoch, nodes) =
+        let (restore_epoch, nodes, history) =
             match super::restore_plan::plan(nodes, &self.cfg.node_groups, &files) {
-                super::restore_plan::RestorePlan::Restore { epoch, members } => (epoch, members),
+                super::restore_plan::RestorePlan::Restore {
+                    epoch,
+                    members,
+                    history,
+                } => (epoch, members, history),
                 super::restore_plan::RestorePlan::Wait(why) => {
                     if self.form_wait.as_ref() != Some(&why) {
                         events.push(QmgrEvent::Note(format!(
@@ -252,6 +256,8 @@ impl Qmgr {
             number: (u64::from(top) << 32) | 1,
             dist_version: self.dist_version + 1,
             members,
+            // The history of the rows it restores, or a new one.
+            history: history.unwrap_or(self.cfg.history_seed),
         };
         for m in &view.members {
             if m.node != self.cfg.node_id {

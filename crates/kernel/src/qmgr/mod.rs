@@ -64,6 +64,8 @@ pub struct QmgrConfig {
     pub heartbeat_interval_ms: u64,
     pub arbitration_timeout_ms: u64,
     pub start_partial_timeout_ms: u64,
+    /// The history a cluster this node forms with no rows gets (nonzero).
+    pub history_seed: u32,
 }
 
 /// Why a link to a peer is refused.
@@ -239,6 +241,7 @@ fn empty_view() -> View {
         number: 0,
         dist_version: 0,
         members: Vec::new(),
+        history: 0,
     }
 }
 

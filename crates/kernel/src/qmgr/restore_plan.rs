@@ -10,8 +10,13 @@ use std::collections::{BTreeMap, BTreeSet};
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RestorePlan {
     /// Restore `epoch`; `members` hold it whole, the others (their files
-    /// are older) join afterwards and copy their rows.
-    Restore { epoch: u64, members: BTreeSet<u16> },
+    /// are older) join afterwards and copy their rows. `history`: the
+    /// history of the files (None: none known, a new one begins).
+    Restore {
+        epoch: u64,
+        members: BTreeSet<u16>,
+        history: Option<u32>,
+    },
     /// Durable data would be lost: say why, and wait.
     Wait(String),
 }
@@ -25,6 +30,30 @@ pub fn plan(
     files: &BTreeMap<u16, FilesState>,
 ) -> RestorePlan {
     let of = |n: u16| files.get(&n).copied().unwrap_or_default();
+    // Files of two histories: the cluster started again empty (`--initial`)
+    // while some nodes were down; their epochs are not comparable, and
+    // which rows are wanted is the operator's call.
+    let mut histories: BTreeMap<u32, Vec<u16>> = BTreeMap::new();
+    for &n in nodes {
+        let f = of(n);
+        if f.history != 0 {
+            histories.entry(f.history).or_default().push(n);
+        }
+    }
+    if histories.len() > 1 {
+        let sides: Vec<String> = histories
+            .values()
+            .map(|ns| {
+                let durable = ns.iter().map(|&n| of(n).durable).max().unwrap_or(0);
+                format!("{ns:?} (durable epoch {durable})")
+            })
+            .collect();
+        return RestorePlan::Wait(format!(
+            "data nodes hold files of different clusters: {} — the cluster was started empty (--initial) while some of them were down; start the data nodes whose rows are not wanted with --initial",
+            sides.join(" and ")
+        ));
+    }
+    let history = histories.keys().next().copied();
     let durable = nodes.iter().map(|&n| of(n).durable).max().unwrap_or(0);
     // A node can restore an epoch in its log's range (nothing to restore
     // is epoch 0, which every node can).
@@ -56,7 +85,11 @@ pub fn plan(
         ));
     }
     let members = nodes.iter().copied().filter(|&n| can(n, epoch)).collect();
-    RestorePlan::Restore { epoch, members }
+    RestorePlan::Restore {
+        epoch,
+        members,
+        history,
+    }
 }
 
 #[cfg(test)]
@@ -72,6 +105,7 @@ mod tests {
                         durable,
                         restorable,
                         restorable_from: 0,
+                        history: 0,
                     },
                 )
             })
@@ -83,6 +117,37 @@ mod tests {
     }
 
     #[test]
+    fn files_of_two_cluster_histories_do_not_form_one() {
+        let groups = vec![vec![1, 2], vec![3]];
+        let mut f = files(&[(1, 50, 50), (2, 1000, 1000), (3, 50, 50)]);
+        f.get_mut(&1).expect("listed").history = 7;
+        f.get_mut(&3).expect("listed").history = 7;
+        f.get_mut(&2).expect("listed").history = 9;
+        let p = plan(&set(&[1, 2, 3]), &groups, &f);
+        assert!(
+            matches!(&p, RestorePlan::Wait(why) if why.contains("different clusters") && why.contains("[2] (durable epoch 1000)")),
+            "{p:?}"
+        );
+        // Without node 2: history 7, carried into the plan; a node of
+        // unknown history (files from before histories) goes along.
+        f.get_mut(&2).expect("listed").history = 0;
+        f.get_mut(&2).expect("listed").durable = 40;
+        f.get_mut(&2).expect("listed").restorable = 40;
+        let p = plan(&set(&[1, 2, 3]), &groups, &f);
+        assert!(
+            matches!(
+                &p,
+                RestorePlan::Restore {
+                    epoch: 50,
+                    history: Some(7),
+                    ..
+                }
+            ),
+            "{p:?}"
+        );
+    }
+
+    #[test]
     fn an_empty_cluster_restores_nothing_with_everyone() {
         let groups = vec![vec![1, 2], vec![3, 4]];
         let p = plan(&set(&[1, 2, 3, 4]), &groups, &BTreeMap::new());
@@ -90,7 +155,8 @@ mod tests {
             p,
             RestorePlan::Restore {
                 epoch: 0,
-                members: set(&[1, 2, 3, 4])
+                members: set(&[1, 2, 3, 4]),
+                history: None
             }
         );
     }
@@ -105,7 +171,8 @@ mod tests {
             p,
             RestorePlan::Restore {
                 epoch: 8,
-                members: set(&[1, 3, 4])
+                members: set(&[1, 3, 4]),
+                history: None
             }
         );
     }
@@ -121,7 +188,8 @@ mod tests {
             p,
             RestorePlan::Restore {
                 epoch: 9,
-                members: set(&[2])
+                members: set(&[2]),
+                history: None
             }
         );
         // With a second group that holds only 6, epoch 6: node 2 cannot.
@@ -132,6 +200,7 @@ mod tests {
                 durable: 5,
                 restorable: 6,
                 restorable_from: 0,
+                history: 0,
             },
         );
         let p = plan(&set(&[1, 2, 3]), &groups, &f);
@@ -139,7 +208,8 @@ mod tests {
             p,
             RestorePlan::Restore {
                 epoch: 6,
-                members: set(&[1, 3])
+                members: set(&[1, 3]),
+                history: None
             }
         );
     }

@@ -40,7 +40,7 @@ impl Files {
             match o {
                 Output::RedoWrite { lsn, bytes } => lay(&mut self.log, lsn, &bytes),
                 Output::RedoSync { lsn } => node.redo_synced(now, lsn, &mut more),
-                Output::SysfileWrite { durable_epoch } => {
+                Output::SysfileWrite { durable_epoch, .. } => {
                     self.durable = self.durable.max(durable_epoch)
                 }
                 Output::LcpWrite { id, offset, bytes } => {
@@ -94,6 +94,7 @@ impl Files {
                 entries: &read.entries,
                 log_end: end,
                 durable: self.durable,
+                history: 0,
             },
             &mut |_, _| {},
         );

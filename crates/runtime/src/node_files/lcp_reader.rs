@@ -36,9 +36,13 @@ const CARRY_ROOM: usize = 256 * 1024;
 /// point into) or why a file cannot be used.
 type Piece = Result<(Vec<RedoEntry>, u64, Arc<Vec<u8>>), String>;
 
+/// What the reading thread sends: a piece, or (`None`) that every file
+/// was read — so a thread that died early is not taken for the end.
+type Sent = Option<Piece>;
+
 /// The reading thread's end; pieces come out of [`LcpReader::next`].
 pub struct LcpReader {
-    rx: Receiver<Piece>,
+    rx: Receiver<Sent>,
     /// Buffers back to the reader.
     free: Sender<Vec<u8>>,
     /// The last piece's buffer: free once its records are dropped.
@@ -60,18 +64,22 @@ impl LcpReader {
                         .unwrap_or_else(|_| Vec::with_capacity(PIECE_BYTES + CARRY_ROOM))
                 };
                 for (id, path) in files {
-                    let ok =
-                        read_file(id, &path, &mut buffers, &mut |piece| tx.send(piece).is_ok());
+                    let ok = read_file(id, &path, &mut buffers, &mut |piece| {
+                        tx.send(Some(piece)).is_ok()
+                    });
                     if !ok {
                         return; // an error was sent, or the node stopped listening
                     }
                 }
+                let _ = tx.send(None);
             });
         let rx = match spawned {
             Ok(_) => rx,
             Err(e) => {
                 let (tx, rx) = sync_channel(1);
-                let _ = tx.send(Err(format!("cannot start the checkpoint reader: {e}")));
+                let _ = tx.send(Some(Err(format!(
+                    "cannot start the checkpoint reader: {e}"
+                ))));
                 rx
             }
         };
@@ -93,15 +101,22 @@ impl LcpReader {
             let _ = self.free.send(buf);
         }
         match self.rx.recv() {
-            Ok(Ok((entries, bytes, buf))) => {
+            Ok(Some(Ok((entries, bytes, buf)))) => {
                 self.lent = Some(buf);
                 Ok(Some((entries, bytes)))
             }
-            Ok(Err(why)) => {
+            Ok(Some(Err(why))) => {
                 self.failed = true;
                 Err(why)
             }
-            Err(_) => Ok(None), // the thread is done
+            Ok(None) => {
+                self.failed = true; // nothing more comes
+                Ok(None)
+            }
+            Err(_) => {
+                self.failed = true;
+                Err("the checkpoint reader thread stopped before reading every file".into())
+            }
         }
     }
 }

@@ -48,6 +48,7 @@ enum Request {
     },
     Sysfile {
         durable_epoch: u64,
+        history: u32,
     },
     LcpWrite {
         id: u64,
@@ -181,6 +182,7 @@ impl Writer {
             redo_start: recovered.redo_start,
             redo_synced: end,
             lcp: recovered.lcp,
+            history: base.history,
         };
         state.write_sysfile(now).map_err(named)?;
         let (requests, rx) = channel();
@@ -213,8 +215,11 @@ impl Writer {
         let _ = self.requests.send(Request::Sync { lsn });
     }
 
-    pub fn record_durable(&self, durable_epoch: u64) {
-        let _ = self.requests.send(Request::Sysfile { durable_epoch });
+    pub fn record_durable(&self, durable_epoch: u64, history: u32) {
+        let _ = self.requests.send(Request::Sysfile {
+            durable_epoch,
+            history,
+        });
     }
 
     pub fn lcp_write(&self, id: u64, offset: u64, bytes: Vec<u8>) {
@@ -310,7 +315,7 @@ impl WriterState {
         let was_blocked = !self.blocked.is_empty();
         self.retry_blocked()?;
         let mut sync_to: Option<Lsn> = self.deferred_sync.take();
-        let mut durable: Option<u64> = None;
+        let mut durable: Option<(u64, u32)> = None;
         for r in batch {
             match r {
                 Request::Write { lsn, bytes } => {
@@ -321,8 +326,16 @@ impl WriterState {
                     }
                 }
                 Request::Sync { lsn } => sync_to = Some(sync_to.map_or(lsn, |s| s.max(lsn))),
-                Request::Sysfile { durable_epoch } => {
-                    durable = Some(durable.map_or(durable_epoch, |d| d.max(durable_epoch)))
+                Request::Sysfile {
+                    durable_epoch,
+                    history,
+                } => {
+                    // The newest: epochs of an earlier history (before a
+                    // join) are not comparable with later ones.
+                    durable = Some(match durable {
+                        Some((d, h)) if h == history => (d.max(durable_epoch), h),
+                        _ => (durable_epoch, history),
+                    })
                 }
                 Request::LcpWrite { id, offset, bytes } => {
                     self.lcp_write(id, offset, &bytes, tell)?
@@ -331,8 +344,8 @@ impl WriterState {
                 Request::LcpRecord { chain, redo_start } => {
                     // Durable epochs asked for before it are recorded first
                     // (a checkpoint is recorded once its epochs are).
-                    if let Some(epoch) = durable.take() {
-                        self.record_durable(epoch)?;
+                    if let Some((epoch, history)) = durable.take() {
+                        self.record_durable(epoch, history)?;
                     }
                     self.lcp_record(chain, redo_start)?;
                 }
@@ -361,8 +374,8 @@ impl WriterState {
                 waiting >> 20
             ));
         }
-        if let Some(epoch) = durable {
-            self.record_durable(epoch)?;
+        if let Some((epoch, history)) = durable {
+            self.record_durable(epoch, history)?;
         }
         match (was_blocked, self.blocked.front()) {
             (false, Some((lsn, _))) => tell(Event::DiskFull(Some(format!(
@@ -489,8 +502,8 @@ impl WriterState {
         Ok(())
     }
 
-    fn record_durable(&mut self, epoch: u64) -> Result<(), String> {
-        let next = self.sysfile.with_durable(epoch, self.synced);
+    fn record_durable(&mut self, epoch: u64, history: u32) -> Result<(), String> {
+        let next = self.sysfile.with_durable(epoch, self.synced, history);
         self.write_sysfile(next)
     }
 

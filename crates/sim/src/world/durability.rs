@@ -103,6 +103,7 @@ impl ReadFiles {
             entries: &self.entries,
             log_end: self.log_end,
             durable: self.sys.durable_epoch,
+            history: self.sys.history,
         }
     }
 }
@@ -281,13 +282,20 @@ impl World {
         self.handle_outputs(node, out)
     }
 
-    pub(super) fn sysfile_write(&mut self, node: u16, durable_epoch: u64) -> Result<(), String> {
+    pub(super) fn sysfile_write(
+        &mut self,
+        node: u16,
+        durable_epoch: u64,
+        history: u32,
+    ) -> Result<(), String> {
         if durable_epoch > self.max_durable {
             self.max_durable = durable_epoch;
             self.durable_moved_ms = self.now;
         }
         let f = &mut self.files[node as usize - 1];
-        let next = f.next_sysfile().with_durable(durable_epoch, f.synced);
+        let next = f
+            .next_sysfile()
+            .with_durable(durable_epoch, f.synced, history);
         f.write_sysfile(next);
         // A restarted node's snapshot, once its epoch is durable: a start
         // from its files must bring the rows to the model's (as a

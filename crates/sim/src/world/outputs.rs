@@ -132,9 +132,10 @@ impl World {
                 }
                 Output::RedoWrite { lsn, bytes } => self.redo_write(from, lsn, &bytes),
                 Output::RedoSync { lsn } => self.redo_sync(from, lsn),
-                Output::SysfileWrite { durable_epoch } => {
-                    self.sysfile_write(from, durable_epoch)?
-                }
+                Output::SysfileWrite {
+                    durable_epoch,
+                    history,
+                } => self.sysfile_write(from, durable_epoch, history)?,
                 Output::SnapshotDone { epoch } => {
                     let incarnation = self.nodes[from as usize - 1].incarnation;
                     self.snapshot_audits.insert(from, (incarnation, epoch));

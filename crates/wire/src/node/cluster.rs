@@ -26,6 +26,9 @@ pub struct FilesState {
     /// The oldest epoch it could restore (its log is whole for every
     /// epoch from this one to `restorable`).
     pub restorable_from: u64,
+    /// The history of the cluster its files belong to (0: not known):
+    /// drawn when a cluster starts with no rows, kept across restarts.
+    pub history: u32,
 }
 
 /// One member of a view: a data node in one incarnation.
@@ -53,6 +56,8 @@ pub struct View {
     pub dist_version: u32,
     /// In the order they joined; the first is the president.
     pub members: Vec<Member>,
+    /// The cluster's history (see [`FilesState::history`]; 0: none yet).
+    pub history: u32,
 }
 
 impl View {
@@ -540,6 +545,7 @@ impl ClusterSignal {
                 put_u64(out, files.durable);
                 put_u64(out, files.restorable);
                 put_u64(out, files.restorable_from);
+                put_u32(out, files.history);
             }
             ClusterSignal::JoinRef {
                 reason, president, ..
@@ -748,6 +754,7 @@ impl ClusterSignal {
                     durable: r.u64("durable")?,
                     restorable: r.u64("restorable")?,
                     restorable_from: r.u64("restorable_from")?,
+                    history: r.u32("history")?,
                 },
             },
             GSN_JOIN_REF => {
@@ -965,8 +972,8 @@ pub(super) fn read_frags(r: &mut Reader<'_>) -> Result<Vec<FragKey>, WireError> 
     Ok(frags)
 }
 
-/// `u64 number | u32 dist_version | u16 count | count × (u16 node |
-/// u32 incarnation | u8 started | u8 reserved)`.
+/// `u64 number | u32 dist_version | u32 history | u16 count | count ×
+/// (u16 node | u32 incarnation | u8 started | u8 reserved)`.
 fn put_view(out: &mut Vec<u8>, view: &View) {
     assert!(
         view.members.len() <= VIEW_MEMBERS_MAX,
@@ -975,6 +982,7 @@ fn put_view(out: &mut Vec<u8>, view: &View) {
     );
     put_u64(out, view.number);
     put_u32(out, view.dist_version);
+    put_u32(out, view.history);
     put_u16(out, view.members.len() as u16);
     for m in &view.members {
         put_u16(out, m.node);
@@ -987,6 +995,7 @@ fn put_view(out: &mut Vec<u8>, view: &View) {
 fn read_view(r: &mut Reader<'_>) -> Result<View, WireError> {
     let number = r.u64("number")?;
     let dist_version = r.u32("dist_version")?;
+    let history = r.u32("history")?;
     let at = r.pos;
     let count = usize::from(r.u16("member_count")?);
     if count > VIEW_MEMBERS_MAX {
@@ -1018,6 +1027,7 @@ fn read_view(r: &mut Reader<'_>) -> Result<View, WireError> {
         number,
         dist_version,
         members,
+        history,
     })
 }
 
@@ -1026,6 +1036,7 @@ pub(crate) fn samples() -> Vec<ClusterSignal> {
     let view = View {
         number: 9,
         dist_version: 41,
+        history: 0xdead_beef,
         members: vec![
             Member {
                 node: 2,
@@ -1080,6 +1091,7 @@ pub(crate) fn samples() -> Vec<ClusterSignal> {
                 durable: 11,
                 restorable: 12,
                 restorable_from: 9,
+                history: 77,
             },
         },
         ClusterSignal::JoinRef {
