@@ -435,6 +435,21 @@ async fn write_rows(client: &Cluster, ids: std::ops::Range<u64>, v: Option<i64>)
     }
 }
 
+/// Reads rows `id` of "counts": each holds `v` = `want` (None: no row).
+async fn expect_values(client: &Cluster, rows: &[(u64, Option<i64>)]) {
+    let rec = client.table("counts").await.expect("table").full_record();
+    for &(id, want) in rows {
+        let mut tx = client.transaction();
+        let op = tx
+            .read(&rec, &[Value::UInt(id)], LockMode::Shared)
+            .expect("read");
+        tx.ignore_error(op);
+        tx.execute(ExecType::Commit).await.expect("read commit");
+        let got = tx.row(op).map(|r| r.get("v").expect("v"));
+        assert_eq!(got, want.map(Value::Int), "row {id}");
+    }
+}
+
 /// A data node killed (kill -9) and started again keeps the rows its own
 /// checkpoints and log restore (through the durable epoch its sysfile
 /// recorded) and copies from the live replica only the rows changed while
@@ -496,26 +511,17 @@ fn a_restarted_node_keeps_its_own_rows_and_copies_only_the_changes() {
         "copied {copied}, kept {kept}: {copy_done}\n{since_restart}"
     );
     cluster.verify_replicas();
-    rt.block_on(async {
-        let rec = client.table("counts").await.expect("table").full_record();
-        for (id, want) in [
+    rt.block_on(expect_values(
+        &client,
+        &[
             (5, Some(8)),
             (1_200, None),
             (1_550, Some(10)),
             (10_000, Some(7)),
             (19_700, None),
             (20_500, Some(9)),
-        ] {
-            let mut tx = client.transaction();
-            let op = tx
-                .read(&rec, &[Value::UInt(id)], LockMode::Shared)
-                .expect("read");
-            tx.ignore_error(op);
-            tx.execute(ExecType::Commit).await.expect("read commit");
-            let got = tx.row(op).map(|r| r.get("v").expect("v"));
-            assert_eq!(got, want.map(Value::Int), "row {id}");
-        }
-    });
+        ],
+    ));
     cluster.assert_alive();
 }
 
@@ -669,21 +675,15 @@ fn a_node_with_files_of_an_earlier_cluster_life_copies_every_row() {
     cluster.verify_replicas();
     rt.block_on(async {
         let client = Cluster::connect(&cluster.mgmd_addr).await.expect("connect");
-        let rec = client.table("counts").await.expect("table").full_record();
-        for (id, want) in [
-            (10, Some(2)),
-            (2_999, Some(2)),
-            (3_000, None),
-            (4_999, None),
-        ] {
-            let mut tx = client.transaction();
-            let op = tx
-                .read(&rec, &[Value::UInt(id)], LockMode::Shared)
-                .expect("read");
-            tx.ignore_error(op);
-            tx.execute(ExecType::Commit).await.expect("read commit");
-            let got = tx.row(op).map(|r| r.get("v").expect("v"));
-            assert_eq!(got, want.map(Value::Int), "row {id}");
-        }
+        expect_values(
+            &client,
+            &[
+                (10, Some(2)),
+                (2_999, Some(2)),
+                (3_000, None),
+                (4_999, None),
+            ],
+        )
+        .await;
     });
 }

@@ -101,11 +101,9 @@ pub fn check_lcp_file(id: u64, entries: &[RedoEntry]) -> Result<bool, LcpFileErr
 }
 
 impl Lqh {
-    /// Starts writing checkpoint `id` (full: every row; partial: the rows
-    /// changed since the previous one). The caller took `redo_start`, the
-    /// log position from which the log holds every later change.
-    pub fn lcp_begin(&mut self, id: u64, full: bool) {
-        assert!(self.lcp.is_none(), "one checkpoint at a time");
+    /// The fragments of logged tables, in order (what a checkpoint or a
+    /// snapshot walks).
+    pub(super) fn logged_frags(&self) -> Vec<FragKey> {
         let mut frags: Vec<FragKey> = self
             .frags
             .iter()
@@ -113,6 +111,15 @@ impl Lqh {
             .map(|(&k, _)| k)
             .collect();
         frags.sort_unstable();
+        frags
+    }
+
+    /// Starts writing checkpoint `id` (full: every row; partial: the rows
+    /// changed since the previous one). The caller took `redo_start`, the
+    /// log position from which the log holds every later change.
+    pub fn lcp_begin(&mut self, id: u64, full: bool) {
+        assert!(self.lcp.is_none(), "one checkpoint at a time");
+        let frags = self.logged_frags();
         if full {
             // Every row is written below; marks set from now on are for
             // rows the scan may pass after (or before) their change.

@@ -43,13 +43,7 @@ impl Lqh {
         };
         sink.logging = !self.cfg.faults.snapshot_without_logging;
         self.append_marker(RedoKind::Snapshot, VOID_SNAPSHOT_EPOCH);
-        let mut frags: Vec<FragKey> = self
-            .frags
-            .iter()
-            .filter(|(_, e)| e.logged)
-            .map(|(&k, _)| k)
-            .collect();
-        frags.sort_unstable();
+        let frags = self.logged_frags();
         assert!(self.snapshot.is_none(), "one snapshot at a time");
         self.snapshot = Some(SnapshotScan {
             frags,
