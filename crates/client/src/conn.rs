@@ -23,19 +23,22 @@
 //!   `CommitOutcomeUnknown` at its deadline); anything else fails with
 //!   `NodeFailureAbort`.
 //!
-//! Signals sent: `TcKeyReq`, `TcCommitAck`. Taken: `TcKeyConf`, `TcKeyRef`
-//! (routed by transaction id), `TcKeyFailConf`, `TcNodeFailRep` (to
+//! Signals sent: `TcKeyReq`, `TcCommitAck`, `FragmentRowsReq`,
+//! `ScanTabReq`, `ScanNextReq`. Taken: `TcKeyConf`, `TcKeyRef`,
+//! `FragmentRowsConf`, `ScanTabConf`, `ScanTabRef` (routed by transaction
+//! id and request number), `TcKeyFailConf`, `TcNodeFailRep` (to
 //! [`Shared`]), `ErrorReport` (logged; the connection is then lost).
 
 use crate::cluster::ClusterOptions;
 use crate::error::from_wire;
 use crate::outcomes::Shared;
 use crate::replies::{ReplySlot, ReplySlots};
+use crate::scan::ScanRequest;
 use shoal_types::{ErrorCode, ShoalError, TransId};
 use shoal_wire::{
     ExecType, FragmentRowsConf, FragmentRowsReq, FrameDecoder, FrameEncoder, Hello, HelloReply,
-    KeyOp, Signal, TcCommitAck, TcKeyConf, TcKeyRef, TcKeyReq, COMMIT_ACKS_MAX, FRAME_BYTES_MAX,
-    FRAME_HEADER_BYTES, SIGNALS_PER_FRAME_MAX,
+    KeyOp, ScanNextReq, ScanTabConf, ScanTabRef, Signal, TcCommitAck, TcKeyConf, TcKeyRef,
+    TcKeyReq, COMMIT_ACKS_MAX, FRAME_BYTES_MAX, FRAME_HEADER_BYTES, SIGNALS_PER_FRAME_MAX,
 };
 use std::collections::hash_map::Entry;
 use std::collections::HashMap;
@@ -88,6 +91,17 @@ pub(crate) enum Reply {
     },
     /// A page of one replica's rows (`Cluster::compare_replicas`).
     Rows(FragmentRowsConf),
+    /// The answer to a scan's request (`crate::scan`).
+    Scan(ScanReply),
+}
+
+/// What a coordinator answered a scan's request with.
+#[derive(Debug)]
+pub(crate) enum ScanReply {
+    /// A round of rows (or the end of the scan).
+    Conf(ScanTabConf),
+    /// The scan failed and is over.
+    Ref(ScanTabRef),
 }
 
 pub(crate) type ReplyResult = Result<Reply, ShoalError>;
@@ -473,6 +487,25 @@ impl Connection {
         lock(&self.state).replies.abandon(slot);
     }
 
+    /// Gives up request `trans`'s answer in `slot` for good, when the
+    /// answer may never come (a scan closed or dropped while a round was
+    /// on its way: its coordinator may answer only the close). Unlike
+    /// [`Connection::abandon`], which frees the slot when the answer
+    /// comes, this forgets the request at once, so nothing stays behind.
+    pub(crate) fn cancel(&self, trans: TransId, slot: ReplySlot) {
+        let mut guard = lock(&self.state);
+        let st = &mut *guard;
+        if let Entry::Occupied(e) = st.pending.entry(trans) {
+            if e.get().slot == slot {
+                e.remove();
+                let nobody = Err(cluster_failure("request cancelled".into()));
+                // Its waiter is the caller, who no longer waits.
+                drop(st.replies.answer(slot, nobody));
+            }
+        }
+        st.replies.abandon(slot);
+    }
+
     /// Answers `slot` (for [`SlotAnswerer`]).
     fn answer(&self, slot: ReplySlot, result: ReplyResult) {
         let waker = lock(&self.state).replies.answer(slot, result);
@@ -544,6 +577,115 @@ impl Connection {
             st.encoder.push(&mut st.out, &sig);
         }
         self.notify.notify_one();
+    }
+
+    /// Sends a scan's first request (`ScanTabReq`, request 0) under a new
+    /// transaction id, which names the scan from then on, and registers it
+    /// for its answer. A request too large for one frame is refused with
+    /// `RequestTooLarge` before anything is encoded.
+    pub(crate) fn submit_scan(&self, req: ScanRequest) -> Result<(TransId, ReplySlot), ShoalError> {
+        let bytes = req.bytes_max();
+        if bytes > self.request_bytes_max {
+            return Err(ShoalError::with_detail(
+                ErrorCode::RequestTooLarge,
+                format!(
+                    "the scan's column list and filter take about {bytes} bytes; data node {} accepts {} per request",
+                    self.node_id, self.request_bytes_max
+                ),
+            ));
+        }
+        let (trans, slot) = {
+            let mut guard = lock(&self.state);
+            let st = &mut *guard;
+            if st.closed {
+                return Err(self.down(st));
+            }
+            let trans = next_trans(st, &self.shared);
+            let sig = Signal::ScanTabReq(req.into_signal(trans));
+            let slot = self.register(st, &sig, trans, 0);
+            (trans, slot)
+        };
+        self.notify.notify_one();
+        Ok((trans, slot))
+    }
+
+    /// Asks for the next round of scan `trans` (`ScanNextReq`, `request`
+    /// 1, 2, ...), or with `close` ends it, and registers the request for
+    /// its answer. A scan has at most one request in flight.
+    pub(crate) fn scan_next(
+        &self,
+        trans: TransId,
+        request: u32,
+        close: bool,
+    ) -> Result<ReplySlot, ShoalError> {
+        let slot = {
+            let mut guard = lock(&self.state);
+            let st = &mut *guard;
+            if st.closed {
+                return Err(self.down(st));
+            }
+            let sig = Signal::ScanNextReq(ScanNextReq {
+                trans,
+                request,
+                close,
+            });
+            self.register(st, &sig, trans, request)
+        };
+        self.notify.notify_one();
+        Ok(slot)
+    }
+
+    /// Asks the coordinator to close scan `trans` without waiting for the
+    /// answer (a scan dropped before its end, or one whose answer did not
+    /// come in time). The answer finds no pending entry and is dropped.
+    pub(crate) fn send_scan_close(&self, trans: TransId, request: u32) {
+        {
+            let mut guard = lock(&self.state);
+            let st = &mut *guard;
+            if st.closed {
+                return;
+            }
+            let sig = Signal::ScanNextReq(ScanNextReq {
+                trans,
+                request,
+                close: true,
+            });
+            st.encoder.push(&mut st.out, &sig);
+        }
+        self.notify.notify_one();
+    }
+
+    /// Encodes `sig` and registers request `request` of `trans` for its
+    /// answer, in one critical section (the module's first invariant).
+    fn register(
+        &self,
+        st: &mut ConnState,
+        sig: &Signal,
+        trans: TransId,
+        request: u32,
+    ) -> ReplySlot {
+        st.encoder.push(&mut st.out, sig);
+        let slot = st.replies.open();
+        let earlier = st.pending.insert(
+            trans,
+            Pending {
+                slot,
+                request,
+                exec: ExecType::NoCommit,
+                sent_tick: st.tick,
+            },
+        );
+        // A scan waits for each answer before it sends its next request.
+        debug_assert!(earlier.is_none(), "two requests in flight for {trans:?}");
+        slot
+    }
+
+    /// The error of a request refused because the connection is down.
+    fn down(&self, st: &ConnState) -> ShoalError {
+        cluster_failure(format!(
+            "connection to data node {} is down: {}",
+            self.node_id, st.close_reason
+        ))
     }
 
     /// Closes the connection for good and fails every waiting request: a
@@ -672,6 +814,8 @@ impl Connection {
                     }
                     Signal::TcKeyRef(r) => (r.trans, r.request, Reply::Ref(r)),
                     Signal::FragmentRowsConf(c) => (c.trans, 0, Reply::Rows(c)),
+                    Signal::ScanTabConf(c) => (c.trans, c.request, Reply::Scan(ScanReply::Conf(c))),
+                    Signal::ScanTabRef(r) => (r.trans, r.request, Reply::Scan(ScanReply::Ref(r))),
                     report @ (Signal::TcKeyFailConf(_) | Signal::TcNodeFailRep(_)) => {
                         reports.push(report);
                         continue;
@@ -688,6 +832,8 @@ impl Connection {
                     Signal::TcKeyReq(_)
                     | Signal::TcCommitAck(_)
                     | Signal::FragmentRowsReq(_)
+                    | Signal::ScanTabReq(_)
+                    | Signal::ScanNextReq(_)
                     | Signal::Node(_) => {
                         return Err(format!("data node sent a client a {}", sig.name()))
                     }
@@ -921,14 +1067,83 @@ async fn sweep_loop(conn: Arc<Connection>, tick: Duration, ticks_max: u32, timeo
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use crate::scan::SCAN_REQUEST_FIXED_BYTES_MAX;
     use shoal_types::{SchemaVersion, TableId};
     use shoal_wire::{LockMode, NodeType, OpType, HELLO_BYTES};
     use tokio::net::TcpListener;
+    use tokio::sync::mpsc;
 
     const NODE: u16 = 1;
     const INCARNATION: u32 = 7;
+
+    /// A fake data node that answers: it accepts the handshake (offering
+    /// frames of at most `frame_bytes`), decodes every signal a client
+    /// sends, answers it with what `answer` returns for it, and passes it
+    /// on through `seen`; signals given to `send` go to the client as they
+    /// come. It closes its socket when it is dropped (with `_close`), or
+    /// when `answer` returns `None`.
+    pub(crate) struct ScriptedNode {
+        pub addr: String,
+        pub seen: mpsc::UnboundedReceiver<Signal>,
+        pub send: mpsc::UnboundedSender<Signal>,
+        pub _close: tokio::sync::oneshot::Sender<()>,
+    }
+
+    pub(crate) async fn scripted_node(
+        frame_bytes: u32,
+        mut answer: impl FnMut(&Signal) -> Option<Vec<Signal>> + Send + 'static,
+    ) -> ScriptedNode {
+        const SIGNALS: u32 = 64;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let (close, mut close_rx) = tokio::sync::oneshot::channel::<()>();
+        let (seen_tx, seen) = mpsc::unbounded_channel();
+        let (send, mut to_send) = mpsc::unbounded_channel::<Signal>();
+        tokio::spawn(async move {
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut hello = [0u8; HELLO_BYTES];
+            s.read_exact(&mut hello).await.unwrap();
+            let mut reply = Vec::new();
+            HelloReply::accepted(NODE, frame_bytes, SIGNALS, INCARNATION).encode(&mut reply);
+            s.write_all(&reply).await.unwrap();
+            let mut decoder = FrameDecoder::new(frame_bytes as usize, SIGNALS as usize);
+            let mut encoder = FrameEncoder::new(frame_bytes as usize, SIGNALS as usize);
+            let mut buf = Vec::new();
+            let mut signals = Vec::new();
+            loop {
+                let mut out = Vec::new();
+                tokio::select! {
+                    _ = &mut close_rx => return,
+                    Some(sig) = to_send.recv() => encoder.push(&mut out, &sig),
+                    r = s.read_buf(&mut buf) => if matches!(r, Ok(0) | Err(_)) { return },
+                }
+                let mut start = 0;
+                while let Some(used) = decoder.decode(&buf[start..], &mut signals).unwrap() {
+                    start += used;
+                }
+                buf.drain(..start);
+                for sig in signals.drain(..) {
+                    let Some(answers) = answer(&sig) else { return };
+                    for a in &answers {
+                        encoder.push(&mut out, a);
+                    }
+                    let _ = seen_tx.send(sig);
+                }
+                encoder.finish(&mut out);
+                if s.write_all(&out).await.is_err() {
+                    return;
+                }
+            }
+        });
+        ScriptedNode {
+            addr,
+            seen,
+            send,
+            _close: close,
+        }
+    }
 
     /// A data node that accepts the handshake, then reads and ignores
     /// every request; sending on (or dropping) the returned sender closes
@@ -955,7 +1170,7 @@ mod tests {
         (addr, close_tx)
     }
 
-    async fn open(addr: &str, receive_timeout: Option<Duration>) -> Arc<Connection> {
+    pub(crate) async fn open(addr: &str, receive_timeout: Option<Duration>) -> Arc<Connection> {
         let opts = ClusterOptions {
             connect_timeout: Duration::from_secs(5),
             receive_timeout,
@@ -984,7 +1199,7 @@ mod tests {
         (trans.unwrap(), slot)
     }
 
-    async fn answer(conn: &Connection, slot: ReplySlot) -> ReplyResult {
+    pub(crate) async fn answer(conn: &Connection, slot: ReplySlot) -> ReplyResult {
         tokio::time::timeout(Duration::from_secs(10), ReplyWait::new(conn, slot))
             .await
             .expect("every request is answered")
@@ -1041,5 +1256,137 @@ mod tests {
         let mut trans = None;
         let refused = conn.submit(&mut trans, 0, ExecType::NoCommit, false, &mut Vec::new());
         assert_eq!(refused.unwrap_err().code, ErrorCode::ClusterFailure);
+    }
+
+    fn scan_request(filter_bytes: usize) -> ScanRequest {
+        ScanRequest {
+            table: TableId(1),
+            version: SchemaVersion(1),
+            lock: LockMode::CommittedRead,
+            batch_rows: 8,
+            batch_bytes: 1024,
+            columns: vec![0xFF, 0xFF],
+            filter: vec![0x01; filter_bytes],
+        }
+    }
+
+    fn round(trans: TransId, request: u32, done: bool) -> Signal {
+        Signal::ScanTabConf(ScanTabConf {
+            trans,
+            request,
+            done,
+            examined: 3,
+            count: 0,
+            rows: Vec::new(),
+        })
+    }
+
+    #[tokio::test]
+    async fn scan_answers_reach_the_request_they_name() {
+        let mut node = scripted_node(64 * 1024, |sig| {
+            Some(match sig {
+                // A stray answer naming another request comes first; it
+                // must not be taken for this one.
+                Signal::ScanTabReq(r) => vec![round(r.trans, 7, false), round(r.trans, 0, false)],
+                Signal::ScanNextReq(r) => vec![Signal::ScanTabRef(ScanTabRef {
+                    trans: r.trans,
+                    request: r.request,
+                    code: ErrorCode::ScanNotFound as u16,
+                    detail: "gone".into(),
+                })],
+                _ => Vec::new(),
+            })
+        })
+        .await;
+        let conn = open(&node.addr, None).await;
+        let (trans, slot) = conn.submit_scan(scan_request(3)).unwrap();
+        match answer(&conn, slot).await {
+            Ok(Reply::Scan(ScanReply::Conf(c))) => assert_eq!((c.trans, c.request), (trans, 0)),
+            other => panic!("expected round 0, got {other:?}"),
+        }
+        let Some(Signal::ScanTabReq(sent)) = node.seen.recv().await else {
+            panic!("the node saw the request")
+        };
+        assert_eq!((sent.trans, sent.filter.len()), (trans, 3));
+        let slot = conn.scan_next(trans, 1, false).unwrap();
+        match answer(&conn, slot).await {
+            Ok(Reply::Scan(ScanReply::Ref(r))) => assert_eq!((r.trans, r.request), (trans, 1)),
+            other => panic!("expected a refusal of request 1, got {other:?}"),
+        }
+        assert_eq!(lock(&conn.state).replies.in_use(), 0);
+        assert!(lock(&conn.state).pending.is_empty());
+        assert!(conn.is_alive());
+    }
+
+    #[tokio::test]
+    async fn a_scan_too_large_for_a_frame_is_refused_before_encoding() {
+        const FRAME: u32 = 1024;
+        let mut node = scripted_node(FRAME, |_| Some(Vec::new())).await;
+        let conn = open(&node.addr, None).await;
+        let fits = conn.request_bytes_max - SCAN_REQUEST_FIXED_BYTES_MAX - 2;
+        let refused = conn.submit_scan(scan_request(fits + 1)).unwrap_err();
+        assert_eq!(refused.code, ErrorCode::RequestTooLarge);
+        assert!(refused.detail.contains("scan"), "{refused}");
+        let far_too_large = conn.submit_scan(scan_request(1 << 20)).unwrap_err();
+        assert_eq!(far_too_large.code, ErrorCode::RequestTooLarge);
+        // The largest accepted one is encoded into one frame and arrives.
+        let (trans, slot) = conn.submit_scan(scan_request(fits)).unwrap();
+        let Some(Signal::ScanTabReq(sent)) = node.seen.recv().await else {
+            panic!("the node saw the request")
+        };
+        assert_eq!((sent.trans, sent.filter.len()), (trans, fits));
+        conn.cancel(trans, slot);
+        assert_eq!(lock(&conn.state).replies.in_use(), 0);
+        assert!(conn.is_alive());
+    }
+
+    #[tokio::test]
+    async fn a_data_node_sending_a_client_scan_request_breaks_the_connection() {
+        let node = scripted_node(64 * 1024, |sig| {
+            Some(match sig {
+                Signal::TcKeyReq(r) => vec![Signal::ScanNextReq(ScanNextReq {
+                    trans: r.trans,
+                    request: 0,
+                    close: false,
+                })],
+                _ => Vec::new(),
+            })
+        })
+        .await;
+        let conn = open(&node.addr, None).await;
+        let (_, slot) = submit(&conn, ExecType::NoCommit);
+        assert_eq!(code(answer(&conn, slot).await), ErrorCode::NodeFailureAbort);
+        assert!(!conn.is_alive());
+        let refused = conn.submit_scan(scan_request(0)).unwrap_err();
+        assert_eq!(refused.code, ErrorCode::ClusterFailure);
+    }
+
+    #[tokio::test]
+    async fn a_lost_connection_fails_a_waiting_scan_with_a_temporary_error() {
+        let (addr, close) = silent_node().await;
+        let conn = open(&addr, None).await;
+        let (trans, slot) = conn.submit_scan(scan_request(0)).unwrap();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        close.send(()).unwrap();
+        let e = answer(&conn, slot).await.unwrap_err();
+        assert_eq!(e.code, ErrorCode::NodeFailureAbort);
+        assert_eq!(e.class(), shoal_types::ErrorClass::Temporary);
+        assert_eq!(
+            conn.scan_next(trans, 1, false).unwrap_err().code,
+            ErrorCode::ClusterFailure
+        );
+        // A close of a scan on a dead connection is a no-op.
+        conn.send_scan_close(trans, 1);
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_scan_request_leaves_nothing_behind() {
+        let (addr, _close) = silent_node().await;
+        let conn = open(&addr, None).await;
+        let (trans, slot) = conn.submit_scan(scan_request(0)).unwrap();
+        conn.cancel(trans, slot);
+        let st = lock(&conn.state);
+        assert_eq!(st.replies.in_use(), 0);
+        assert!(st.pending.is_empty());
     }
 }

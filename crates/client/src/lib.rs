@@ -34,6 +34,10 @@
 //!   reused across transactions ([`Transaction::read_into`],
 //!   [`Transaction::take_row`]), like NdbRecord's row memory. [`Row`] is
 //!   the same for an attribute list no record describes.
+//! - [`Scan`] reads every row of a table (committed read), a round of rows
+//!   at a time, keeping only those a [`FilterExpr`] the data nodes run
+//!   holds true for; its rows land in [`RowBuf`]s like a read's
+//!   ([`Transaction::scan`], [`scan`]).
 //!
 //! - When a data node fails, [`outcomes`] tells a commit that lost its
 //!   answer how it ended, from the report of the node that took the failed
@@ -42,7 +46,8 @@
 //!
 //! Invariants:
 //! - A transaction talks to exactly one data node (its coordinator), chosen
-//!   at its first execute.
+//!   at its first execute. A scan is a request stream of its own, under its
+//!   own id, on one data node (the transaction's coordinator once chosen).
 //! - Every request waiting for a reply is answered exactly once: by the
 //!   reply, by a receive timeout, or by the failure of its connection.
 //!   Nothing waits forever.
@@ -66,6 +71,7 @@ mod record_layout;
 mod replies;
 pub mod row;
 pub mod row_buf;
+pub mod scan;
 pub mod transaction;
 pub mod verify;
 
@@ -74,8 +80,10 @@ pub use error::{ErrorClass, ErrorCode, ShoalError};
 pub use record::{Record, Table};
 pub use row::Row;
 pub use row_buf::RowBuf;
+pub use scan::{Scan, ScanBuilder};
 pub use transaction::{OpId, TableRef, Transaction, TransactionState};
 pub use verify::ReplicaReport;
 
+pub use shoal_types::filter::{CmpOp, FilterExpr};
 pub use shoal_types::{ColumnDef, ColumnType, TableDef, Value};
 pub use shoal_wire::{ExecType, LockMode};

@@ -141,6 +141,17 @@ impl Table {
         self.inner.by_name.get(name).copied()
     }
 
+    /// The id of the column called `name`, or `NoSuchColumn` naming the
+    /// table and the column (for building filters by column name).
+    pub fn column_id(&self, name: &str) -> Result<u16, ShoalError> {
+        self.column(name).ok_or_else(|| {
+            ShoalError::with_detail(
+                ErrorCode::NoSuchColumn,
+                format!("table {:?} has no column {name:?}", self.name()),
+            )
+        })
+    }
+
     /// The row layout (shared with the data nodes' encoding rules).
     pub fn layout(&self) -> &RowLayout {
         &self.inner.layout
@@ -153,12 +164,7 @@ impl Table {
     pub fn record(&self, columns: &[&str]) -> Result<Record, ShoalError> {
         let mut ids = Vec::with_capacity(columns.len());
         for name in columns {
-            let id = self.column(name).ok_or_else(|| {
-                ShoalError::with_detail(
-                    ErrorCode::NoSuchColumn,
-                    format!("table {:?} has no column {name:?}", self.name()),
-                )
-            })?;
+            let id = self.column_id(name)?;
             if ids.contains(&id) {
                 return Err(bad_request(format!(
                     "column {name:?} appears twice in the record"
@@ -297,6 +303,12 @@ impl Record {
     /// True when the record holds every primary-key column.
     pub fn has_key(&self) -> bool {
         self.spec.key_positions.iter().all(Option::is_some)
+    }
+
+    /// The encoded column list a read through this record asks for
+    /// (`u16 count` + column ids, or `0xFFFF` for a full record).
+    pub(crate) fn read_list(&self) -> &[u8] {
+        &self.spec.read_list
     }
 
     /// Where each column sits in a row buffer read through this record.

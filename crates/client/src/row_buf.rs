@@ -65,21 +65,50 @@ impl RowBuf {
     /// record lacks, a value of the wrong size or out of range; the
     /// buffer is then empty.
     pub fn fill(&mut self, record: &Record, answer: &[u8]) -> Result<(), ShoalError> {
+        self.fill_checked(record, answer, true)
+            .map(|_| ())
+            .map_err(|what| {
+                ShoalError::with_detail(
+                    ErrorCode::ProtocolViolation,
+                    format!("read result for table {:?}: {what}", record.table().name()),
+                )
+            })
+    }
+
+    /// Fills the buffer like [`RowBuf::fill`] from the attribute list at
+    /// the front of `answers` (one of several back to back, as a scan's
+    /// round brings them), and returns the bytes it took. Every list is
+    /// parsed once: its end is where its last attribute ends. On error
+    /// (what was wrong, for the caller to place) the buffer is empty.
+    pub(crate) fn fill_front(&mut self, record: &Record, answers: &[u8]) -> Result<usize, String> {
+        self.fill_checked(record, answers, false)
+    }
+
+    /// Fills from the front of `answer`; with `whole`, bytes after the
+    /// list are an error.
+    fn fill_checked(
+        &mut self,
+        record: &Record,
+        answer: &[u8],
+        whole: bool,
+    ) -> Result<usize, String> {
         self.filled = false;
         if !self.record.as_ref().is_some_and(|r| r.same_as(record)) {
             self.record = Some(record.clone());
         }
-        let result = fill_layout(&mut self.data, record, answer);
+        let result = fill_layout(&mut self.data, record, answer).and_then(|used| {
+            match answer.len() - used {
+                trailing if whole && trailing > 0 => {
+                    Err(format!("{trailing} bytes after the attribute list"))
+                }
+                _ => Ok(used),
+            }
+        });
         match &result {
-            Ok(()) => self.filled = true,
+            Ok(_) => self.filled = true,
             Err(_) => self.data.clear(),
         }
-        result.map_err(|what| {
-            ShoalError::with_detail(
-                ErrorCode::ProtocolViolation,
-                format!("read result for table {:?}: {what}", record.table().name()),
-            )
-        })
+        result
     }
 
     /// Empties the buffer, keeping its memory.
@@ -176,12 +205,16 @@ impl RowBuf {
     }
 }
 
-/// Lays `answer` out in `data` by `record`'s layout; on error `data` is
-/// left for the caller to clear.
-fn fill_layout(data: &mut Vec<u8>, record: &Record, answer: &[u8]) -> Result<(), String> {
+/// Lays the attribute list at the front of `answer` out in `data` by
+/// `record`'s layout and returns the list's length (what follows it is the
+/// caller's to judge); on error `data` is left for the caller to clear.
+fn fill_layout(data: &mut Vec<u8>, record: &Record, answer: &[u8]) -> Result<usize, String> {
     let layout: &RecordLayout = record.layout();
-    if fill_plain(data, layout, answer) {
-        return Ok(());
+    // A plain list has exactly the plain length: its headers fix it.
+    if let Some(front) = layout.plain_answer_bytes.and_then(|n| answer.get(..n)) {
+        if fill_plain(data, layout, front) {
+            return Ok(front.len());
+        }
     }
     let columns = &record.table().def().columns;
     let mut reader = AttrReader::new(answer)?;
@@ -248,16 +281,10 @@ fn fill_layout(data: &mut Vec<u8>, record: &Record, answer: &[u8]) -> Result<(),
             }
         }
     }
-    if reader.trailing() > 0 {
-        return Err(format!(
-            "{} bytes after the attribute list",
-            reader.trailing()
-        ));
-    }
     // Every value was checked against its column's size, so this holds
     // for any answer; a failure is a bug in the layout.
     assert!(data.len() <= layout.row_bytes_max);
-    Ok(())
+    Ok(answer.len() - reader.trailing())
 }
 
 /// Lays out a plain answer (`record_layout`): every column in record

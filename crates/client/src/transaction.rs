@@ -18,6 +18,7 @@ use crate::error::{bad_request, from_wire};
 use crate::record::{encode_delete, Record, Table};
 use crate::replies::ReplySlot;
 use crate::row_buf::RowBuf;
+use crate::scan::ScanBuilder;
 use shoal_types::{ErrorCode, ShoalError, TransId, Value};
 use shoal_wire::{ExecType, KeyOp, LockMode, OpType, TransState, OP_IGNORE_ERROR};
 use std::cell::RefCell;
@@ -329,6 +330,28 @@ impl Transaction {
         self.ops.get(op.index()).and_then(|s| s.error.as_ref())
     }
 
+    /// Starts describing a scan of every row of `table`, returning all its
+    /// columns (narrow them with [`ScanBuilder::columns`]); nothing is
+    /// sent until [`ScanBuilder::open`]. The scan goes to this
+    /// transaction's coordinator, or, before its first execute, to a data
+    /// node picked as for a transaction without a key hint. A committed
+    /// read scan (the only kind served today) takes no locks, so it is
+    /// independent of the transaction's operations and outcome; the scan
+    /// does not choose the transaction's coordinator.
+    pub fn scan(&self, table: &Table) -> ScanBuilder {
+        self.scan_record(&table.full_record())
+    }
+
+    /// [`Transaction::scan`] returning `record`'s columns, its rows laid
+    /// out by `record` (as a read through it would be).
+    pub fn scan_record(&self, record: &Record) -> ScanBuilder {
+        ScanBuilder::new(
+            Some(self.cluster.clone()),
+            self.conn.clone(),
+            record.clone(),
+        )
+    }
+
     /// Sends the queued operations in one request and waits for the answer.
     ///
     /// - `NoCommit`: runs them; the transaction stays open with its locks.
@@ -515,10 +538,10 @@ impl Transaction {
                     None => Ok(()),
                 }
             }
-            Ok(Reply::Rows(_)) => {
+            Ok(Reply::Rows(_) | Reply::Scan(_)) => {
                 let e = ShoalError::with_detail(
                     ErrorCode::ProtocolViolation,
-                    "data node answered a transaction with a page of rows",
+                    "data node answered a transaction with a page of rows or a scan's answer",
                 );
                 self.fail_ops(first, &e);
                 Err(e)

@@ -25,6 +25,9 @@ pub struct Faults {
     /// A restarted node's snapshot logs no row change until it is whole
     /// (changes to rows it already wrote are then in neither).
     pub snapshot_without_logging: bool,
+    /// A scan's batch that stops before its fragment's end resumes one row
+    /// late (the row at the cursor is never looked at).
+    pub scan_skips_row_at_batch_end: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -60,6 +63,11 @@ pub struct KernelConfig {
     pub copy_batch_rows: usize,
     /// Bytes of a restarted node's snapshot logged per tick at most.
     pub snapshot_step_bytes: usize,
+    /// Scans this node coordinates at once, at most (more: error 488).
+    pub max_concurrent_scans: usize,
+    /// Rows one batch of a scan looks at, at most (a filter that keeps
+    /// few rows must not hold the node for a whole fragment).
+    pub scan_examine_rows_max: usize,
     /// The president starts a new epoch this often; 0: no epochs and no
     /// redo log (diskless: rows live in memory only).
     pub epoch_interval_ms: u64,
@@ -103,6 +111,8 @@ impl Default for KernelConfig {
             max_answer_bytes: (8 << 20) - 64,
             copy_batch_rows: 512,
             snapshot_step_bytes: 4 << 20,
+            max_concurrent_scans: 256,
+            scan_examine_rows_max: 16_384,
             epoch_interval_ms: 0,
             redo_write_bytes: 256 << 10,
             redo_log_bytes: 1 << 30,

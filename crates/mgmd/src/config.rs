@@ -80,6 +80,9 @@ pub struct DataNodeConfig {
     pub data_memory_bytes: u64,
     pub threads: u32,
     pub max_concurrent_transactions: u32,
+    /// NDB: MaxNoOfConcurrentScans. Scans a data node coordinates at once.
+    #[serde(default = "default_max_concurrent_scans")]
+    pub max_concurrent_scans: u32,
     pub max_concurrent_operations: u32,
     pub max_operations_per_transaction: u32,
     pub deadlock_timeout_ms: u64,
@@ -162,6 +165,9 @@ pub struct ClusterConfig {
     /// 0 = never time out an idle transaction.
     pub transaction_inactive_timeout_ms: u64,
     pub max_concurrent_transactions: u32,
+    /// NDB: MaxNoOfConcurrentScans. Scans a data node coordinates at once.
+    #[serde(default = "default_max_concurrent_scans")]
+    pub max_concurrent_scans: u32,
     pub max_concurrent_operations: u32,
     pub max_operations_per_transaction: u32,
     /// NDB: HeartbeatIntervalDbDb. 4 missed beats declare a node failed.
@@ -225,6 +231,10 @@ pub const RESTART_COPY_BYTES_PER_SEC_MIN: u64 = 64 * 1024;
 pub const MAX_FRAME_BYTES_MIN: u32 = 64 * 1024;
 
 /// Defaults of every optional key, in one place (docs/CONFIG.md mirrors it).
+fn default_max_concurrent_scans() -> u32 {
+    defaults::MAX_CONCURRENT_SCANS
+}
+
 pub mod defaults {
     pub const CLUSTER_ID: u64 = 1;
     pub const DATA_DIR: &str = "shoal-data";
@@ -236,6 +246,7 @@ pub mod defaults {
     pub const DEADLOCK_TIMEOUT_MS: u64 = 1200;
     pub const TRANSACTION_INACTIVE_TIMEOUT_MS: u64 = 0;
     pub const MAX_CONCURRENT_TRANSACTIONS: u32 = 4096;
+    pub const MAX_CONCURRENT_SCANS: u32 = 256;
     pub const MAX_CONCURRENT_OPERATIONS: u32 = 32768;
     pub const MAX_OPERATIONS_PER_TRANSACTION: u32 = 32768;
     pub const HEARTBEAT_INTERVAL_MS: u64 = 1500;
@@ -319,6 +330,8 @@ struct FileDataNodeDefaults {
     transaction_inactive_timeout_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_concurrent_transactions: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_concurrent_scans: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_concurrent_operations: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -501,6 +514,9 @@ impl ClusterConfig {
             max_concurrent_transactions: dn
                 .max_concurrent_transactions
                 .unwrap_or(defaults::MAX_CONCURRENT_TRANSACTIONS),
+            max_concurrent_scans: dn
+                .max_concurrent_scans
+                .unwrap_or(defaults::MAX_CONCURRENT_SCANS),
             max_concurrent_operations: dn
                 .max_concurrent_operations
                 .unwrap_or(defaults::MAX_CONCURRENT_OPERATIONS),
@@ -573,6 +589,7 @@ impl ClusterConfig {
                 deadlock_timeout_ms: Some(self.deadlock_timeout_ms),
                 transaction_inactive_timeout_ms: Some(self.transaction_inactive_timeout_ms),
                 max_concurrent_transactions: Some(self.max_concurrent_transactions),
+                max_concurrent_scans: Some(self.max_concurrent_scans),
                 max_concurrent_operations: Some(self.max_concurrent_operations),
                 max_operations_per_transaction: Some(self.max_operations_per_transaction),
                 heartbeat_interval_ms: Some(self.heartbeat_interval_ms),
@@ -654,6 +671,7 @@ impl ClusterConfig {
             deadlock_timeout_ms: defaults::DEADLOCK_TIMEOUT_MS,
             transaction_inactive_timeout_ms: defaults::TRANSACTION_INACTIVE_TIMEOUT_MS,
             max_concurrent_transactions: defaults::MAX_CONCURRENT_TRANSACTIONS,
+            max_concurrent_scans: defaults::MAX_CONCURRENT_SCANS,
             max_concurrent_operations: defaults::MAX_CONCURRENT_OPERATIONS,
             max_operations_per_transaction: defaults::MAX_OPERATIONS_PER_TRANSACTION,
             heartbeat_interval_ms: defaults::HEARTBEAT_INTERVAL_MS,
@@ -732,7 +750,7 @@ impl ClusterConfig {
                 self.no_of_replicas
             )));
         }
-        let nonzero: [(&str, u64); 11] = [
+        let nonzero: [(&str, u64); 12] = [
             ("data_memory", self.data_memory_bytes),
             ("threads", self.threads.into()),
             ("deadlock_timeout_ms", self.deadlock_timeout_ms),
@@ -740,6 +758,7 @@ impl ClusterConfig {
                 "max_concurrent_transactions",
                 self.max_concurrent_transactions.into(),
             ),
+            ("max_concurrent_scans", self.max_concurrent_scans.into()),
             (
                 "max_concurrent_operations",
                 self.max_concurrent_operations.into(),
@@ -1015,6 +1034,7 @@ impl ClusterConfig {
             data_memory_bytes: self.data_memory_bytes,
             threads: self.threads,
             max_concurrent_transactions: self.max_concurrent_transactions,
+            max_concurrent_scans: self.max_concurrent_scans,
             max_concurrent_operations: self.max_concurrent_operations,
             max_operations_per_transaction: self.max_operations_per_transaction,
             deadlock_timeout_ms: self.deadlock_timeout_ms,

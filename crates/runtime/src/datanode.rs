@@ -65,6 +65,8 @@ fn kernel_config(node_id: u16, incarnation: u32, cfg: &DataNodeConfig) -> Kernel
         max_answer_bytes,
         copy_batch_rows: 512,
         snapshot_step_bytes: 4 << 20,
+        max_concurrent_scans: cfg.max_concurrent_scans as usize,
+        scan_examine_rows_max: 16_384,
         epoch_interval_ms: if cfg.diskless {
             0
         } else {

@@ -29,10 +29,12 @@ const USAGE: &str = "usage: shoal-sim [--seed N] [--seeds COUNT] [--txns PER_SEE
   --failures      crash, freeze, cut and split data nodes (with --nodes/--replicas)
   --durable       redo logs and local checkpoints on simulated disks, epochs,
                   whole-cluster crashes and restarts from the files (any shape)
+  --scans         clients keep committed-read scans with random filters going,
+                  checked against the model
   --break WHAT    break a protocol on purpose (skip-takeover, ignore-dist-version,
                   arbitrator-grants-all, epoch-switch-without-hold,
                   lcp-redo-start-after-scan, copy-since-one-epoch-late,
-                  snapshot-without-logging):
+                  snapshot-without-logging, scan-skips-row-at-batch-end):
                   the checks must catch it, so the run is expected to fail";
 
 struct Args {
@@ -44,6 +46,7 @@ struct Args {
     wide: bool,
     failures: bool,
     durable: bool,
+    scans: bool,
     faults: Faults,
 }
 
@@ -57,6 +60,7 @@ fn parse_args() -> Result<Args, String> {
         wide: false,
         failures: false,
         durable: false,
+        scans: false,
         faults: Faults::default(),
     };
     let (mut nodes, mut replicas) = (None, None);
@@ -80,6 +84,7 @@ fn parse_args() -> Result<Args, String> {
             "--wide" => a.wide = true,
             "--failures" => a.failures = true,
             "--durable" => a.durable = true,
+            "--scans" => a.scans = true,
             "--break" => match text("--break")?.as_str() {
                 "skip-takeover" => a.faults.skip_takeover = true,
                 "ignore-dist-version" => a.faults.ignore_dist_version = true,
@@ -88,6 +93,10 @@ fn parse_args() -> Result<Args, String> {
                 "lcp-redo-start-after-scan" => a.faults.lcp_redo_start_after_scan = true,
                 "copy-since-one-epoch-late" => a.faults.copy_since_one_epoch_late = true,
                 "snapshot-without-logging" => a.faults.snapshot_without_logging = true,
+                "scan-skips-row-at-batch-end" => {
+                    a.faults.scan_skips_row_at_batch_end = true;
+                    a.scans = true;
+                }
                 other => return Err(format!("--break {other:?}: unknown\n{USAGE}")),
             },
             "-h" | "--help" => return Err(USAGE.to_string()),
@@ -141,11 +150,13 @@ fn main() -> ExitCode {
                 wide: args.wide,
                 failures: args.failures,
                 durable: args.durable,
+                scans: args.scans,
                 faults: Faults::default(),
             },
             None => SimOptions::shape_for_seed(seed, args.txns),
         };
         opts.durable = args.durable;
+        opts.scans = args.scans;
         opts.faults = args.faults.clone();
         if opts.faults != Faults::default() && args.shape.is_none() {
             // A broken protocol shows under failures.

@@ -55,6 +55,11 @@ impl Model {
         self.history[key as usize].last().expect("never empty").0
     }
 
+    /// Every (commit, image) of `key`, oldest first (for failure messages).
+    pub fn history(&self, key: u32) -> &[(u64, Image)] {
+        &self.history[key as usize]
+    }
+
     pub fn current(&self, key: u32) -> &Image {
         &self.history[key as usize].last().expect("never empty").1
     }

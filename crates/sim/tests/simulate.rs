@@ -48,6 +48,7 @@ fn random_transactions_match_the_model() {
                 wide: std::env::var_os("SHOAL_SIM_WIDE").is_some(),
                 failures: std::env::var_os("SHOAL_SIM_FAILURES").is_some(),
                 durable: std::env::var_os("SHOAL_SIM_DURABLE").is_some(),
+                scans: std::env::var_os("SHOAL_SIM_SCANS").is_some(),
                 faults: Faults::default(),
             },
             _ => SimOptions::shape_for_seed(seed, txns),
@@ -142,6 +143,14 @@ fn add_up(totals: &mut SimReport, report: SimReport) {
     totals.since_copies += report.since_copies;
     totals.since_rows_sent += report.since_rows_sent;
     totals.since_rows_kept += report.since_rows_kept;
+    totals.scans += report.scans;
+    totals.scans_complete += report.scans_complete;
+    totals.scans_closed += report.scans_closed;
+    totals.scans_abandoned += report.scans_abandoned;
+    totals.scan_rows += report.scan_rows;
+    for (code, n) in report.scans_failed {
+        *totals.scans_failed.entry(code).or_default() += n;
+    }
 }
 
 /// Seeds of the shoal-sim binary's longer runs that found bugs, replayed
@@ -179,6 +188,7 @@ fn seeds_that_found_bugs_pass() {
             wide: false,
             failures: true,
             durable: false,
+            scans: false,
             faults: Faults::default(),
         };
         if let Err(failure) = run(&opts) {
@@ -238,6 +248,7 @@ fn seeds_that_found_bugs_pass() {
             wide,
             failures: true,
             durable: true,
+            scans: false,
             faults: Faults::default(),
         };
         if let Err(failure) = run(&opts) {
@@ -303,6 +314,7 @@ fn a_seed_replays_exactly() {
         wide: false,
         failures: true,
         durable: false,
+        scans: true,
         faults: Faults::default(),
     };
     let a = run(&opts).unwrap_or_else(|f| panic!("{f}"));
@@ -335,6 +347,7 @@ fn durable_clusters_restart_from_their_files() {
             wide: false,
             failures: true,
             durable: true,
+            scans: false,
             faults: Faults::default(),
         };
         let report = run(&opts).unwrap_or_else(|failure| panic!("{failure}"));
@@ -366,6 +379,7 @@ fn first_failing_durable_seed(faults: Faults) -> Option<(u64, String)> {
             wide: false,
             failures: true,
             durable: true,
+            scans: false,
             faults: faults.clone(),
         };
         run(&opts).err().map(|f| (seed, f.to_string()))
@@ -440,4 +454,59 @@ fn the_checker_catches_a_checkpoint_that_reads_the_log_from_its_end() {
         failure.contains("recorded checkpoints"),
         "seed {seed} failed, but not on a checkpoint: {failure}"
     );
+}
+
+/// Scans beside the random load (`--scans`): each client keeps a
+/// committed-read scan with a random filter going, checked against the
+/// model (PROTOCOL.md §12), on shapes with failures, with and without
+/// files.
+#[test]
+fn scans_match_the_model() {
+    let seeds = env_u64("SHOAL_SIM_SCAN_SEEDS").unwrap_or(18);
+    let mut totals = shoal_sim::SimReport::default();
+    for i in 0..seeds {
+        let (data_nodes, replicas) = DURABLE_SHAPES[(i % DURABLE_SHAPES.len() as u64) as usize];
+        let opts = SimOptions {
+            seed: FIRST_SEED + 9_000 + i,
+            transactions: 2000,
+            data_nodes,
+            replicas,
+            read_backup: i % 2 == 1,
+            wide: i % 5 == 4,
+            failures: replicas >= 2,
+            durable: i % 3 == 2,
+            scans: true,
+            faults: Faults::default(),
+        };
+        let report = run(&opts).unwrap_or_else(|failure| panic!("{failure}"));
+        eprintln!("{report}");
+        add_up(&mut totals, report);
+    }
+    assert!(
+        totals.scans_complete > 0 && totals.scans_closed > 0 && totals.scan_rows > 0,
+        "scans did not run to their end and close early: {totals:?}"
+    );
+    assert!(
+        !totals.scans_failed.is_empty(),
+        "no scan met a failure: {totals:?}"
+    );
+}
+
+/// The checker's self-test for scans: a batch that stops early and
+/// resumes one row late misses rows, which some seed must catch.
+#[test]
+fn the_checker_catches_a_scan_that_skips_a_row() {
+    let caught = (0..12).find_map(|i| {
+        let opts = SimOptions {
+            scans: true,
+            faults: Faults {
+                scan_skips_row_at_batch_end: true,
+                ..Faults::default()
+            },
+            ..SimOptions::shape_for_seed(FIRST_SEED + i, 1000)
+        };
+        run(&opts).err().map(|f| (opts.seed, f.to_string()))
+    });
+    let (seed, why) = caught.expect("scans skipped rows, and no check failed");
+    assert!(why.contains("missed key"), "seed {seed:#x}: {why}");
 }

@@ -102,6 +102,13 @@ error_codes! {
     BadRequest = 4000, Permanent, "Malformed request";
     /// The transaction is not known to the coordinator (already finished or aborted).
     TransactionNotFound = 4350, Permanent, "Transaction already aborted or unknown to the coordinator";
+    /// A scan's filter program is malformed, too large, or does not fit
+    /// the table's columns (see the detail).
+    BadFilter = 4270, Permanent, "Scan filter program is malformed or does not fit the table";
+    /// The data node runs as many scans as it may (`max_concurrent_scans`).
+    TooManyScans = 488, Temporary, "Too many active scans (increase max_concurrent_scans)";
+    /// The scan is not known to its coordinator (finished, closed or failed).
+    ScanNotFound = 4271, Permanent, "Scan already finished or unknown to the coordinator";
     /// No data node could be reached.
     ClusterFailure = 4009, Temporary, "Cluster failure: no data node reachable";
     /// The connection to the data node broke before the transaction finished; it was aborted.

@@ -534,8 +534,24 @@ impl RowLayout {
                     Some(&fixed[offset..offset + len])
                 }
             }
-            Slot::Var { index } => self.var_values(var)[index],
+            Slot::Var { index } => Self::var_value(var, index),
         }
+    }
+
+    /// The `index`th value of a stored var part, found by walking the
+    /// lengths before it (no allocation: a scan's filter reads columns
+    /// of every row it looks at).
+    fn var_value(var: &[u8], index: usize) -> Option<&[u8]> {
+        let mut rest = var;
+        for _ in 0..index {
+            let len = u16::from_le_bytes([rest[0], rest[1]]);
+            rest = &rest[2..];
+            if len != NULL_LEN {
+                rest = &rest[len as usize..];
+            }
+        }
+        let len = u16::from_le_bytes([rest[0], rest[1]]);
+        (len != NULL_LEN).then(|| &rest[2..2 + len as usize])
     }
 
     /// Appends an attribute list of every column of a stored row, in

@@ -9,6 +9,7 @@
 pub mod arbitration;
 pub mod distribution;
 pub mod error;
+pub mod filter;
 pub mod ids;
 pub mod layout;
 pub mod schema;

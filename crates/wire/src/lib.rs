@@ -12,6 +12,7 @@ mod fragment_rows;
 pub mod frame;
 pub mod handshake;
 pub mod node;
+mod scan;
 pub mod signals;
 
 pub use frame::{
@@ -30,3 +31,4 @@ pub use signals::{
     TcKeyFailConf, TcKeyRef, TcKeyReq, TcNodeFailRep, TransState, COMMIT_ACKS_MAX,
 };
 pub use signals::{FragmentRowsConf, FragmentRowsReq, FRAGMENT_ROWS_END};
+pub use signals::{ScanNextReq, ScanTabConf, ScanTabRef, ScanTabReq};

@@ -29,7 +29,7 @@ impl<'a> ReadList<'a> {
         }
     }
 
-    fn ids(self, layout: &RowLayout) -> ReadIds<'a> {
+    pub(super) fn ids(self, layout: &RowLayout) -> ReadIds<'a> {
         match self {
             ReadList::All => ReadIds::All(0..layout.columns().len() as u16),
             ReadList::Columns(ids) => ReadIds::List(ids.chunks_exact(2)),
@@ -38,7 +38,7 @@ impl<'a> ReadList<'a> {
 }
 
 /// The column ids of a [`ReadList`].
-enum ReadIds<'a> {
+pub(super) enum ReadIds<'a> {
     All(std::ops::Range<u16>),
     List(std::slice::ChunksExact<'a, u8>),
 }
@@ -92,7 +92,7 @@ pub(super) fn parse_body<'a>(layout: &RowLayout, op: &'a KeyOp) -> Result<Body<'
 
 /// Parses a read's column list: `u16 count` + `count` column ids, or
 /// [`ALL_COLUMNS`] alone.
-fn read_list(bytes: &[u8]) -> Result<ReadList<'_>, ShoalError> {
+pub(super) fn read_list(bytes: &[u8]) -> Result<ReadList<'_>, ShoalError> {
     if bytes.len() < 2 {
         return Err(err(ErrorCode::BadRequest, "read column list truncated"));
     }
@@ -119,8 +119,19 @@ fn read_list(bytes: &[u8]) -> Result<ReadList<'_>, ShoalError> {
 /// A read's answer: the asked columns of a row image.
 pub(super) fn read_image(layout: &RowLayout, fixed: &[u8], var: &[u8], cols: ReadList) -> OpResult {
     let mut data = Vec::new();
-    layout.read_attrs(fixed, var, cols.count(layout), cols.ids(layout), &mut data);
+    read_image_into(layout, fixed, var, cols, &mut data);
     OpResult { code: 0, data }
+}
+
+/// Appends the asked columns of a row image to `out` (a scan's batch).
+pub(super) fn read_image_into(
+    layout: &RowLayout,
+    fixed: &[u8],
+    var: &[u8],
+    cols: ReadList,
+    out: &mut Vec<u8>,
+) {
+    layout.read_attrs(fixed, var, cols.count(layout), cols.ids(layout), out);
 }
 
 /// A read by the transaction that has uncommitted changes to the row: it

@@ -49,6 +49,7 @@ mod exec;
 mod lcp;
 mod op;
 mod redo;
+mod scan;
 mod snapshot;
 mod takeover;
 
@@ -63,6 +64,7 @@ use crate::signal::{
 use shoal_storage::{ChangedRows, Fragment, Memory, RowEpochs, RowId, WaitToken};
 use shoal_types::distribution::FragmentId;
 use shoal_types::{ErrorCode, RowLayout, SchemaVersion, ShoalError, TableDef, TableId, TransId};
+use shoal_wire::node::ScanSignal;
 use shoal_wire::{KeyOp, OpResult};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -727,6 +729,9 @@ impl Lqh {
                 });
             }
             BlockSignal::Cluster(c) => match c {
+                ClusterSignal::Scan(req @ ScanSignal::FragReq { .. }) => {
+                    self.scan_frag(req, dih, out)
+                }
                 ClusterSignal::TakeoverReq {
                     failed,
                     incarnation,

@@ -345,7 +345,7 @@ impl DataNode {
                 self.tc.commit_acks(conn, &ack.trans);
                 Ok(())
             }
-            other => self.other_client_signal(conn, other, out),
+            other => self.other_client_signal(now_ms, conn, other, out),
         }
     }
 
@@ -354,11 +354,25 @@ impl DataNode {
     #[inline(never)]
     fn other_client_signal(
         &mut self,
+        now_ms: u64,
         conn: ConnId,
         signal: Signal,
         out: &mut Vec<Output>,
     ) -> Result<(), ShoalError> {
         match signal {
+            Signal::ScanTabReq(req) => {
+                let started = self.qmgr.is_started() && self.gcp.now().restored;
+                self.tc
+                    .scan_req(conn, req, &self.dih, started, &mut self.queue, out);
+                self.run(now_ms, out);
+                Ok(())
+            }
+            Signal::ScanNextReq(req) => {
+                self.tc
+                    .scan_next(conn, req, &self.dih, &mut self.queue, out);
+                self.run(now_ms, out);
+                Ok(())
+            }
             Signal::FragmentRowsReq(req) => {
                 let max_bytes = (req.max_bytes as usize).min(self.cfg.max_answer_bytes / 2);
                 let page = self

@@ -126,6 +126,7 @@ impl Tc {
             ClusterSignal::TakeoverConf {
                 reporter, failed, ..
             } => self.takeover_reported(reporter, failed, dih, q, out),
+            ClusterSignal::Scan(s) => self.scan_answer(s, dih, q, out),
             other => panic!("TC got a signal meant for another block: {other:?}"),
         }
     }

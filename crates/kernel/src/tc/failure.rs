@@ -71,6 +71,7 @@ impl Tc {
         out: &mut Vec<Output>,
     ) {
         self.members.retain(|m| !failed.contains(m));
+        self.scans_nodes_failed(failed, out);
         let refs: Vec<TxnRef> = self.txns.iter().map(|(r, _)| r).collect();
         for r in refs {
             let Some(t) = self.txns.get_mut(&r) else {

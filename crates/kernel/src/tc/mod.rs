@@ -49,6 +49,7 @@ mod commit;
 mod epochs;
 mod failure;
 mod request;
+mod scan;
 
 use crate::config::KernelConfig;
 use crate::detmap::{new_map, DetHashMap};
@@ -367,6 +368,8 @@ pub struct Tc {
     /// wait for theirs to be (by epoch: connection, answer).
     durable_epoch: u64,
     durable_waits: BTreeMap<u64, Vec<(ConnId, Signal)>>,
+    /// The scans clients run through this node.
+    scans: scan::Scans,
 }
 
 fn conf(
@@ -407,6 +410,7 @@ impl Tc {
     pub fn new(cfg: KernelConfig) -> Self {
         Tc {
             next_ref: first_txn_ref(cfg.node_id, cfg.incarnation),
+            scans: scan::Scans::new(cfg.node_id, cfg.incarnation),
             txns: Pool::new(cfg.hash_seed),
             by_client: new_map(cfg.hash_seed),
             unacked: 0,
@@ -585,6 +589,7 @@ impl Tc {
             .map(|(r, _)| r)
             .collect();
         self.clients.remove(&conn);
+        self.scans_client_gone(conn);
         // Its unacknowledged commits need no marker any more.
         let unacked = &mut self.unacked;
         self.by_client.retain(|(c, _), n| {

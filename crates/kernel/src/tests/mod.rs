@@ -13,6 +13,7 @@ use shoal_wire::{
 };
 
 mod durability;
+mod scans;
 
 const T: TableId = TableId(7);
 const V: SchemaVersion = SchemaVersion(3);

@@ -70,6 +70,7 @@ impl World {
             if let Some(c) = self.conns.get_mut(&old) {
                 c.open = false;
             }
+            self.scans_conn_lost(old);
         }
         self.conns.insert(
             conn,
@@ -117,6 +118,7 @@ impl World {
             incarnation,
             ..
         } = *info;
+        self.scans_conn_lost(conn);
         if self.clients[client].conns.get(&node) == Some(&conn) {
             self.clients[client].conns.remove(&node);
         }

@@ -449,6 +449,7 @@ impl World {
         } else {
             self.model = crate::model::Model::new(self.load.keys);
         }
+        self.scans_all_lost();
         self.in_progress.clear();
         self.decided.clear();
         self.applied.clear();

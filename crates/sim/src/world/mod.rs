@@ -36,6 +36,7 @@ mod faults;
 mod net;
 mod options;
 mod outputs;
+mod scans;
 
 pub use options::{SimFailure, SimOptions, SimReport};
 
@@ -221,6 +222,20 @@ enum Event {
         incarnation: u32,
         granted: bool,
     },
+    /// A client begins a scan (`--scans`).
+    ScanStart {
+        client: usize,
+    },
+    /// A scan's request reaches a data node.
+    ScanToNode {
+        conn: ConnId,
+        signal: Signal,
+    },
+    /// A scan's answer reaches a client connection.
+    ScanToClient {
+        conn: ConnId,
+        signal: Signal,
+    },
     /// The next step of the fault plan.
     Fault,
     /// A second crash soon after the first (a cascade: it lands while the
@@ -358,6 +373,8 @@ struct World {
     /// all confirmed yet, with their model commit number: a reader may
     /// still see the data from before them.
     in_progress: BTreeMap<TxnRef, u64>,
+    /// The scans clients run (`--scans`), by connection and id.
+    scans: BTreeMap<(ConnId, TransId), scans::SimScan>,
     /// Commits TC decided, waiting for a replica to commit.
     decided: HashMap<TxnRef, Decided>,
     /// Transactions the model committed, by client and id, and by handle.
@@ -466,6 +483,7 @@ impl World {
             conns: HashMap::new(),
             direct: None,
             in_progress: BTreeMap::new(),
+            scans: BTreeMap::new(),
             decided: HashMap::new(),
             model_committed: BTreeSet::new(),
             applied: std::collections::HashSet::new(),
@@ -568,6 +586,10 @@ impl World {
             copy_batch_rows: self.copy_batch_rows,
             // A few rows a tick: changes land among the snapshot's rows.
             snapshot_step_bytes: 256,
+            // Below the clients' scans at once: some meet the bound (488).
+            max_concurrent_scans: (self.load.clients / 2).max(2),
+            // From the seed: batches that look at one row, a few, or all.
+            scan_examine_rows_max: [1, 3, 16, 16_384][(self.opts.seed >> 4) as usize % 4],
             // Different per node and start, the same on every run of the seed.
             hash_seed: self.opts.seed ^ (u64::from(id) << 48) ^ (u64::from(incarnation) << 32),
             epoch_interval_ms: if self.opts.durable { EPOCH_MS } else { 0 },
@@ -652,6 +674,7 @@ impl World {
                 self.schedule_wake(client, slot, at);
             }
         }
+        self.start_scans();
         while !self.done() {
             let Some(next) = self.events.pop() else {
                 return Err("no events left but transactions are unfinished".into());
@@ -694,6 +717,9 @@ impl World {
                 repeat,
             } => self.deliver_to_client(conn, trans, request, repeat),
             Event::ReportToClient { conn, signal } => self.deliver_report(conn, signal),
+            Event::ScanStart { client } => self.scan_start(client),
+            Event::ScanToNode { conn, signal } => self.scan_to_node(conn, signal),
+            Event::ScanToClient { conn, signal } => self.scan_to_client(conn, signal),
             Event::Connect { client, node } => self.connect(client, node),
             Event::ConnLost { conn } => self.conn_lost(conn),
             Event::NodeMsg {
@@ -726,9 +752,9 @@ impl World {
     /// Events for a frozen node wait until it thaws: `None` when held.
     fn hold_for_frozen(&mut self, event: Event) -> Option<Event> {
         let node = match &event {
-            Event::ToNode { conn, .. } | Event::AckToNode { conn, .. } => {
-                self.conns.get(conn).map(|c| c.node)
-            }
+            Event::ToNode { conn, .. }
+            | Event::AckToNode { conn, .. }
+            | Event::ScanToNode { conn, .. } => self.conns.get(conn).map(|c| c.node),
             Event::NodeMsg { to, .. } => Some(*to),
             Event::LinkLost { node, .. }
             | Event::ArbitrationAnswer { node, .. }

@@ -24,6 +24,9 @@ pub struct SimOptions {
     /// Nodes keep a redo log on a simulated disk, epochs run, and the
     /// whole cluster may crash and restart from its files.
     pub durable: bool,
+    /// Each client keeps a committed-read scan with a random filter going
+    /// beside its transactions, checked against the model.
+    pub scans: bool,
     /// Break a protocol on purpose (the checker's self-test).
     pub faults: Faults,
 }
@@ -40,6 +43,7 @@ impl SimOptions {
             wide: false,
             failures: false,
             durable: false,
+            scans: false,
             faults: Faults::default(),
         }
     }
@@ -62,6 +66,7 @@ impl SimOptions {
             wide: (seed / (2 * n)) % 2 == 1,
             failures: replicas >= 2,
             durable: false,
+            scans: false,
             faults: Faults::default(),
         }
     }
@@ -114,6 +119,14 @@ pub struct SimReport {
     pub since_copies: u64,
     pub since_rows_sent: u64,
     pub since_rows_kept: u64,
+    /// Scans begun, read to their end, closed early, abandoned with their
+    /// connection, and failed (by error code); rows they returned.
+    pub scans: u64,
+    pub scans_complete: u64,
+    pub scans_closed: u64,
+    pub scans_abandoned: u64,
+    pub scans_failed: BTreeMap<u16, u64>,
+    pub scan_rows: u64,
     /// Data nodes that stopped themselves (declared failed, lost a split).
     pub shutdowns: u64,
     /// Data nodes restarted, and restarts that completed (the node copied
@@ -208,6 +221,23 @@ impl fmt::Display for SimReport {
                 self.since_rows_kept
             )?;
         }
+        if self.scans > 0 {
+            let failed: Vec<String> = self
+                .scans_failed
+                .iter()
+                .map(|(c, n)| format!("{c}×{n}"))
+                .collect();
+            write!(
+                f,
+                "; {} scans ({} read to the end, {} closed early, {} abandoned, failed [{}]), {} rows scanned",
+                self.scans,
+                self.scans_complete,
+                self.scans_closed,
+                self.scans_abandoned,
+                failed.join(" "),
+                self.scan_rows
+            )?;
+        }
         write!(
             f,
             "; {:.1} s virtual, {} rows at end",
@@ -230,7 +260,7 @@ impl SimFailure {
     pub fn replay_command(&self) -> String {
         let o = &self.opts;
         format!(
-            "cargo run --release -p shoal-sim -- --seed {} --txns {} --nodes {} --replicas {}{}{}{}{}{}{}{}{}{}{}{}",
+            "cargo run --release -p shoal-sim -- --seed {} --txns {} --nodes {} --replicas {}{}{}{}{}{}{}{}{}{}{}{}{}{}",
             o.seed,
             o.transactions,
             o.data_nodes,
@@ -269,7 +299,13 @@ impl SimFailure {
             } else {
                 ""
             },
+            if o.faults.scan_skips_row_at_batch_end {
+                " --break scan-skips-row-at-batch-end"
+            } else {
+                ""
+            },
             if o.durable { " --durable" } else { "" },
+            if o.scans { " --scans" } else { "" },
         )
     }
 }

@@ -68,6 +68,16 @@ impl World {
                             self.send(Lane::ToClient(conn), Event::ReportToClient { conn, signal });
                         self.maybe_repeat(at, || Event::ReportToClient { conn, signal: copy });
                     }
+                    Signal::ScanTabConf(_) | Signal::ScanTabRef(_) if zombie => {}
+                    Signal::ScanTabConf(_) | Signal::ScanTabRef(_) => {
+                        let open = self.conns.get(&conn).is_some_and(|c| c.node == from);
+                        if !open {
+                            return Err(format!(
+                                "node {from} answered a scan on connection {conn}, not its own"
+                            ));
+                        }
+                        self.send(Lane::ToClient(conn), Event::ScanToClient { conn, signal });
+                    }
                     Signal::TcKeyConf(_) | Signal::TcKeyRef(_) if zombie => {}
                     Signal::TcKeyConf(_) | Signal::TcKeyRef(_) => {
                         if let Some((direct, answered)) = &mut self.direct {

@@ -14,6 +14,7 @@ use crate::frame::WireError;
 use crate::signals::{put_detail, put_u16, put_u32, put_u64, Reader};
 
 use super::epoch::EpochSignal;
+use super::scan::ScanSignal;
 use super::{read_flag, FragKey, TxnRef};
 
 /// What a starting node's files hold (all 0 without durability or files).
@@ -163,7 +164,7 @@ pub const GSN_COPY_FRAG_CONF: u16 = 52;
 pub const GSN_COPY_FRAG_REF: u16 = 53;
 pub const GSN_FRAG_STATE_CONF: u16 = 54;
 /// The last cluster GSN.
-pub const GSN_CLUSTER_LAST: u16 = GSN_COPY_MARKERS;
+pub const GSN_CLUSTER_LAST: u16 = super::scan::GSN_SCAN_LAST;
 
 /// Most members a view can hold (node ids are 1..=255).
 pub const VIEW_MEMBERS_MAX: usize = 255;
@@ -369,6 +370,9 @@ pub enum ClusterSignal {
 
     // ---- epochs (the president's DIH ↔ every member) ----
     Epoch(EpochSignal),
+
+    // ---- scans (a scan's coordinator ↔ each fragment's primary) ----
+    Scan(ScanSignal),
 }
 
 impl ClusterSignal {
@@ -397,6 +401,7 @@ impl ClusterSignal {
             | ClusterSignal::CopyFragRef { to, .. }
             | ClusterSignal::CopyMarkers { to, .. } => *to,
             ClusterSignal::Epoch(e) => e.to(),
+            ClusterSignal::Scan(s) => s.to(),
         }
     }
 
@@ -425,6 +430,7 @@ impl ClusterSignal {
             | ClusterSignal::CopyFragRef { to, .. }
             | ClusterSignal::CopyMarkers { to, .. } => *to = node,
             ClusterSignal::Epoch(e) => e.set_to(node),
+            ClusterSignal::Scan(s) => s.set_to(node),
         }
         self
     }
@@ -453,6 +459,7 @@ impl ClusterSignal {
             ClusterSignal::CopyFragRef { .. } => GSN_COPY_FRAG_REF,
             ClusterSignal::CopyMarkers { .. } => GSN_COPY_MARKERS,
             ClusterSignal::Epoch(e) => e.gsn(),
+            ClusterSignal::Scan(s) => s.gsn(),
         }
     }
 
@@ -477,6 +484,9 @@ impl ClusterSignal {
                     .iter()
                     .map(|r| 4 + 8 + 4 + 4 + r.fixed.len() + r.var.len())
                     .sum::<usize>();
+        }
+        if let ClusterSignal::Scan(s) = self {
+            return 2 + s.body_len();
         }
         let mut buf = Vec::new();
         self.encode_body(&mut buf);
@@ -701,6 +711,7 @@ impl ClusterSignal {
                 }
             }
             ClusterSignal::Epoch(e) => e.encode_body(out),
+            ClusterSignal::Scan(s) => s.encode_body(out),
         }
     }
 
@@ -930,7 +941,10 @@ impl ClusterSignal {
             }
             _ => match EpochSignal::decode(gsn, to, r)? {
                 Some(e) => ClusterSignal::Epoch(e),
-                None => return Err(WireError::UnknownSignal(gsn)),
+                None => match ScanSignal::decode(gsn, to, r)? {
+                    Some(s) => ClusterSignal::Scan(s),
+                    None => return Err(WireError::UnknownSignal(gsn)),
+                },
             },
         })
     }

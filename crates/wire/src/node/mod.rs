@@ -13,11 +13,13 @@
 
 pub mod cluster;
 pub mod epoch;
+pub mod scan;
 
 pub use cluster::{
     ClusterSignal, CopyRow, FilesState, FragReplicaState, JoinRefusal, Member, View,
 };
 pub use epoch::EpochSignal;
+pub use scan::{ScanSignal, SCAN_FRAG_END};
 
 use shoal_types::distribution::FragmentId;
 use shoal_types::{ErrorCode, ShoalError, TableId, TransId};
@@ -325,8 +327,13 @@ fn cluster_destination(c: &ClusterSignal) -> BlockAddr {
         | ClusterSignal::CopyMarkers { .. }
         | ClusterSignal::CopyFragReq { .. }
         | ClusterSignal::CopyRows { .. }
-        | ClusterSignal::CopyRowsConf { .. } => Block::Lqh,
-        ClusterSignal::TakeoverTxn { .. } | ClusterSignal::TakeoverConf { .. } => Block::Tc,
+        | ClusterSignal::CopyRowsConf { .. }
+        | ClusterSignal::Scan(ScanSignal::FragReq { .. }) => Block::Lqh,
+        ClusterSignal::TakeoverTxn { .. }
+        | ClusterSignal::TakeoverConf { .. }
+        | ClusterSignal::Scan(ScanSignal::FragConf { .. } | ScanSignal::FragRef { .. }) => {
+            Block::Tc
+        }
         ClusterSignal::FragState { .. }
         | ClusterSignal::FragStateConf { .. }
         | ClusterSignal::CopyFragConf { .. }
@@ -756,6 +763,11 @@ mod tests {
             epoch::samples()
                 .into_iter()
                 .map(|e| BlockSignal::Cluster(ClusterSignal::Epoch(e))),
+        );
+        all.extend(
+            scan::samples()
+                .into_iter()
+                .map(|s| BlockSignal::Cluster(ClusterSignal::Scan(s))),
         );
         all
     }

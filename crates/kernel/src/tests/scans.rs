@@ -1,0 +1,298 @@
+//! Scans through one data node: rounds, filters, projections, uncommitted
+//! rows, closes, bounds and bad requests (docs/PROTOCOL.md §12).
+
+use super::*;
+use shoal_types::filter::{CmpOp, FilterExpr};
+use shoal_wire::{ScanNextReq, ScanTabConf, ScanTabReq};
+
+fn scan_req(trans: u64, batch_rows: u32, filter: Vec<u8>) -> ScanTabReq {
+    ScanTabReq {
+        trans: TransId(trans),
+        table: T,
+        version: V,
+        lock: LockMode::CommittedRead,
+        batch_rows,
+        batch_bytes: 1 << 20,
+        columns: ALL_COLUMNS.to_le_bytes().to_vec(),
+        filter,
+    }
+}
+
+impl Harness {
+    fn scan_signal(&mut self, conn: ConnId, signal: Signal) -> Vec<Output> {
+        let mut out = Vec::new();
+        self.node
+            .client_signal(self.now, conn, signal, &mut out)
+            .unwrap();
+        out
+    }
+
+    /// Inserts keys `keys` with v = key * 10, s = "s<key>".
+    fn fill(&mut self, keys: std::ops::Range<u32>) {
+        for k in keys {
+            let op = self.op(OpType::Insert, k, i64::from(k) * 10, &format!("s{k}"));
+            self.commit(vec![op]);
+        }
+    }
+
+    /// Runs a scan to its end (asking each next round); the keys of every
+    /// row, in the order they came, and the rounds.
+    fn scan_all(&mut self, conn: ConnId, req: ScanTabReq) -> (Vec<u32>, u32) {
+        let trans = req.trans;
+        let mut out = self.scan_signal(conn, Signal::ScanTabReq(req));
+        let mut keys = Vec::new();
+        let mut request = 0;
+        loop {
+            let c = round(&out);
+            assert_eq!(c.request, request);
+            keys.extend(row_keys(&c));
+            if c.done {
+                return (keys, request + 1);
+            }
+            request += 1;
+            out = self.scan_signal(
+                conn,
+                Signal::ScanNextReq(ScanNextReq {
+                    trans,
+                    request,
+                    close: false,
+                }),
+            );
+        }
+    }
+}
+
+fn round(out: &[Output]) -> ScanTabConf {
+    match out {
+        [Output::Send {
+            signal: Signal::ScanTabConf(c),
+            ..
+        }] => c.clone(),
+        other => panic!("expected one ScanTabConf, got {other:?}"),
+    }
+}
+
+fn scan_refused(out: &[Output]) -> u16 {
+    match out {
+        [Output::Send {
+            signal: Signal::ScanTabRef(r),
+            ..
+        }] => r.code,
+        other => panic!("expected one ScanTabRef, got {other:?}"),
+    }
+}
+
+/// The key (column 0) of each row of a round.
+fn row_keys(c: &ScanTabConf) -> Vec<u32> {
+    let mut rows = &c.rows[..];
+    let mut keys = Vec::new();
+    while !rows.is_empty() {
+        let (attrs, rest) = shoal_types::AttrSlice::parse(rows).unwrap();
+        rows = rest;
+        let k = attrs
+            .iter()
+            .find(|(col, _)| *col == 0)
+            .and_then(|(_, b)| b)
+            .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+            .expect("every row has its key");
+        keys.push(k);
+    }
+    assert_eq!(keys.len(), c.count as usize);
+    keys
+}
+
+fn sorted(mut v: Vec<u32>) -> Vec<u32> {
+    v.sort_unstable();
+    v
+}
+
+#[test]
+fn a_scan_returns_every_row_once_in_rounds() {
+    let mut h = Harness::new(KernelConfig::default());
+    h.fill(0..50);
+    let (keys, rounds) = h.scan_all(1, scan_req(1, 7, Vec::new()));
+    assert_eq!(sorted(keys), (0..50).collect::<Vec<_>>());
+    assert_eq!(rounds, 8, "50 rows, 7 a round");
+    // The scan is forgotten once done: a next request finds nothing.
+    let out = h.scan_signal(
+        1,
+        Signal::ScanNextReq(ScanNextReq {
+            trans: TransId(1),
+            request: 8,
+            close: false,
+        }),
+    );
+    assert_eq!(scan_refused(&out), ErrorCode::ScanNotFound as u16);
+}
+
+#[test]
+fn a_filter_runs_on_the_node_and_a_projection_returns_its_columns() {
+    // Batches look at three rows: a selective filter needs many of them
+    // per round.
+    let mut h = Harness::new(KernelConfig {
+        scan_examine_rows_max: 3,
+        ..KernelConfig::default()
+    });
+    h.fill(0..40);
+    let filter = FilterExpr::And(vec![
+        FilterExpr::Cmp {
+            col: 1,
+            op: CmpOp::Ge,
+            value: Value::Int(100),
+        },
+        FilterExpr::Like {
+            col: 2,
+            pattern: b"s2%".to_vec(),
+        },
+    ])
+    .compile(&h.def)
+    .unwrap();
+    let (keys, _) = h.scan_all(1, scan_req(1, 1000, filter));
+    assert_eq!(sorted(keys), (20..30).collect::<Vec<_>>());
+
+    let mut h = Harness::new(KernelConfig::default());
+    h.fill(0..40);
+    let mut req = scan_req(2, 1000, Vec::new());
+    req.columns = vec![2, 0, 0, 0, 2, 0]; // k, s
+    let out = h.scan_signal(1, Signal::ScanTabReq(req));
+    let c = round(&out);
+    assert!(c.done);
+    let (attrs, _) = shoal_types::AttrSlice::parse(&c.rows).unwrap();
+    let cols: Vec<u16> = attrs.iter().map(|(col, _)| col).collect();
+    assert_eq!(cols, [0, 2]);
+    assert_eq!(c.count, 40);
+    assert_eq!(c.examined, 40);
+}
+
+#[test]
+fn a_scan_sees_committed_rows_only() {
+    let mut h = Harness::new(KernelConfig::default());
+    h.fill(0..5);
+    // Open: an insert of 9, an update of 1 and a delete of 2, uncommitted.
+    let ops = vec![
+        h.op(OpType::Insert, 9, 90, "new"),
+        h.op(OpType::Update, 1, 11, "changed"),
+        h.op(OpType::Delete, 2, 0, ""),
+    ];
+    let out = h.send(2, 1, ExecType::NoCommit, ops);
+    conf(&out);
+    let out = h.scan_signal(1, Signal::ScanTabReq(scan_req(1, 100, Vec::new())));
+    let c = round(&out);
+    assert_eq!(sorted(row_keys(&c)), [0, 1, 2, 3, 4]);
+    assert!(!String::from_utf8_lossy(&c.rows).contains("changed"));
+    // Committed: the next scan sees it all.
+    let out = h.send(2, 1, ExecType::Commit, Vec::new());
+    conf(&out);
+    let out = h.scan_signal(1, Signal::ScanTabReq(scan_req(2, 100, Vec::new())));
+    assert_eq!(sorted(row_keys(&round(&out))), [0, 1, 3, 4, 9]);
+}
+
+#[test]
+fn a_scan_closed_early_is_forgotten_and_bounds_give_clear_errors() {
+    let mut h = Harness::new(KernelConfig {
+        max_concurrent_scans: 2,
+        ..KernelConfig::default()
+    });
+    h.fill(0..10);
+    for trans in [1, 2] {
+        let c = round(&h.scan_signal(1, Signal::ScanTabReq(scan_req(trans, 2, Vec::new()))));
+        assert!(!c.done);
+    }
+    let out = h.scan_signal(1, Signal::ScanTabReq(scan_req(3, 2, Vec::new())));
+    assert_eq!(scan_refused(&out), ErrorCode::TooManyScans as u16);
+    // A close ends scan 1 (answered with no rows) and frees its place.
+    let c = round(&h.scan_signal(
+        1,
+        Signal::ScanNextReq(ScanNextReq {
+            trans: TransId(1),
+            request: 1,
+            close: true,
+        }),
+    ));
+    assert!(c.done && c.count == 0);
+    let c = round(&h.scan_signal(1, Signal::ScanTabReq(scan_req(3, 2, Vec::new()))));
+    assert!(!c.done);
+    // The client going away ends its scans.
+    h.node.client_disconnected(h.now, 1, &mut Vec::new());
+    let (keys, _) = h.scan_all(2, scan_req(1, 100, Vec::new()));
+    assert_eq!(keys.len(), 10);
+    let out = h.scan_signal(2, Signal::ScanTabReq(scan_req(2, 100, Vec::new())));
+    assert!(round(&out).done, "room for scans again");
+}
+
+#[test]
+fn bad_scan_requests_are_refused_and_the_node_goes_on() {
+    let mut h = Harness::new(KernelConfig::default());
+    h.fill(0..3);
+    let cases: Vec<(ScanTabReq, ErrorCode)> = vec![
+        (
+            ScanTabReq {
+                filter: vec![0x10, 9],
+                ..scan_req(1, 10, Vec::new())
+            },
+            ErrorCode::BadFilter,
+        ),
+        (
+            ScanTabReq {
+                filter: vec![0x20; 20_000],
+                ..scan_req(2, 10, Vec::new())
+            },
+            ErrorCode::BadFilter,
+        ),
+        (
+            ScanTabReq {
+                table: TableId(99),
+                ..scan_req(3, 10, Vec::new())
+            },
+            ErrorCode::NoSuchTable,
+        ),
+        (
+            ScanTabReq {
+                version: SchemaVersion(1),
+                ..scan_req(4, 10, Vec::new())
+            },
+            ErrorCode::InvalidSchemaVersion,
+        ),
+        (
+            ScanTabReq {
+                lock: LockMode::Exclusive,
+                ..scan_req(5, 10, Vec::new())
+            },
+            ErrorCode::BadRequest,
+        ),
+        (
+            ScanTabReq {
+                columns: vec![1, 0, 9, 0],
+                ..scan_req(6, 10, Vec::new())
+            },
+            ErrorCode::NoSuchColumn,
+        ),
+        (
+            ScanTabReq {
+                columns: vec![3, 0, 1, 0],
+                ..scan_req(7, 10, Vec::new())
+            },
+            ErrorCode::BadRequest,
+        ),
+    ];
+    for (req, code) in cases {
+        let out = h.scan_signal(1, Signal::ScanTabReq(req.clone()));
+        assert_eq!(scan_refused(&out), code as u16, "{req:?}");
+    }
+    // A next request out of order ends the scan with an error.
+    let c = round(&h.scan_signal(1, Signal::ScanTabReq(scan_req(10, 1, Vec::new()))));
+    assert!(!c.done);
+    let out = h.scan_signal(
+        1,
+        Signal::ScanNextReq(ScanNextReq {
+            trans: TransId(10),
+            request: 5,
+            close: false,
+        }),
+    );
+    assert_eq!(scan_refused(&out), ErrorCode::BadRequest as u16);
+    // Nothing leaked, and the rows are as they were.
+    let (keys, _) = h.scan_all(1, scan_req(11, 100, Vec::new()));
+    assert_eq!(sorted(keys), [0, 1, 2]);
+    assert_eq!(h.value(2), Some((20, Some("s2".into()))));
+}
