@@ -215,6 +215,9 @@ impl Options {
         let mut def = TableDef::new(self.table_name(), cols, &["COL0"])
             .expect("flexasynch table definition is valid");
         def.options.no_logging = self.temp;
+        // As NDB's flexAsynch creates its tables through the NDB API: the
+        // primary key by hash only, no ordered index to keep.
+        def.options.hash_only_primary_key = true;
         def
     }
 }

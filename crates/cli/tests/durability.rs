@@ -579,12 +579,28 @@ fn a_node_whose_checkpoint_is_damaged_drops_it_and_copies_every_row() {
         }
         std::thread::sleep(Duration::from_millis(200));
     };
+    // The log line comes as the record is handed to the writer: wait
+    // until the sysfile on disk names the checkpoint, or a restart would
+    // not read it at all.
+    let dir = cluster.data_dir().join("datanode-2");
+    let recorded = |dir: &std::path::Path| {
+        std::fs::read(dir.join("sysfile"))
+            .ok()
+            .and_then(|b| shoal_storage::sysfile::Sysfile::read(&b).ok().flatten())
+            .is_some_and(|s| s.lcp.first <= id && id <= s.lcp.last)
+    };
+    while !recorded(&dir) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "node 2's sysfile never named checkpoint {id}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let mut node2 = cluster.datanodes[1].take().expect("node 2 runs");
     node2.kill().expect("kill -9 node 2");
     node2.wait().expect("reap node 2");
     // One byte flipped past the first 8 MiB piece a start reads: it has
     // applied the rows before when it finds the damage.
-    let dir = cluster.data_dir().join("datanode-2");
     let path = dir.join(format!("lcp-{id:08}.ckpt"));
     let mut bytes = std::fs::read(&path).expect("read checkpoint");
     let at = (8 << 20) + 100_000;

@@ -622,7 +622,15 @@ impl Connection {
             let mut guard = lock(&self.state);
             let st = &mut *guard;
             if st.closed {
-                return Err(self.down(st));
+                // The scan was open on this connection: its coordinator
+                // is lost, not the whole cluster.
+                return Err(ShoalError::with_detail(
+                    ErrorCode::NodeFailureAbort,
+                    format!(
+                        "connection to data node {}, the scan's coordinator, is down: {}",
+                        self.node_id, st.close_reason
+                    ),
+                ));
             }
             let sig = Signal::ScanNextReq(ScanNextReq {
                 trans,
@@ -1267,6 +1275,9 @@ pub(crate) mod tests {
             batch_bytes: 1024,
             columns: vec![0xFF, 0xFF],
             filter: vec![0x01; filter_bytes],
+            index: shoal_wire::scan::SCAN_NO_INDEX,
+            flags: 0,
+            bounds: Vec::new(),
         }
     }
 
@@ -1371,9 +1382,10 @@ pub(crate) mod tests {
         let e = answer(&conn, slot).await.unwrap_err();
         assert_eq!(e.code, ErrorCode::NodeFailureAbort);
         assert_eq!(e.class(), shoal_types::ErrorClass::Temporary);
+        // The scan's own coordinator is lost, not the cluster.
         assert_eq!(
             conn.scan_next(trans, 1, false).unwrap_err().code,
-            ErrorCode::ClusterFailure
+            ErrorCode::NodeFailureAbort
         );
         // A close of a scan on a dead connection is a no-op.
         conn.send_scan_close(trans, 1);

@@ -28,6 +28,9 @@ pub struct Faults {
     /// A scan's batch that stops before its fragment's end resumes one row
     /// late (the row at the cursor is never looked at).
     pub scan_skips_row_at_batch_end: bool,
+    /// A committed update leaves the row's ordered-index entries under
+    /// their old keys.
+    pub index_update_keeps_old_key: bool,
 }
 
 #[derive(Clone, Debug)]

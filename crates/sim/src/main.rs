@@ -34,7 +34,8 @@ const USAGE: &str = "usage: shoal-sim [--seed N] [--seeds COUNT] [--txns PER_SEE
   --break WHAT    break a protocol on purpose (skip-takeover, ignore-dist-version,
                   arbitrator-grants-all, epoch-switch-without-hold,
                   lcp-redo-start-after-scan, copy-since-one-epoch-late,
-                  snapshot-without-logging, scan-skips-row-at-batch-end):
+                  snapshot-without-logging, scan-skips-row-at-batch-end,
+                  index-update-keeps-old-key):
                   the checks must catch it, so the run is expected to fail";
 
 struct Args {
@@ -93,6 +94,7 @@ fn parse_args() -> Result<Args, String> {
                 "lcp-redo-start-after-scan" => a.faults.lcp_redo_start_after_scan = true,
                 "copy-since-one-epoch-late" => a.faults.copy_since_one_epoch_late = true,
                 "snapshot-without-logging" => a.faults.snapshot_without_logging = true,
+                "index-update-keeps-old-key" => a.faults.index_update_keeps_old_key = true,
                 "scan-skips-row-at-batch-end" => {
                     a.faults.scan_skips_row_at_batch_end = true;
                     a.scans = true;

@@ -510,3 +510,16 @@ fn the_checker_catches_a_scan_that_skips_a_row() {
     let (seed, why) = caught.expect("scans skipped rows, and no check failed");
     assert!(why.contains("missed key"), "seed {seed:#x}: {why}");
 }
+
+/// The checker's self-test for ordered indexes: a committed update that
+/// leaves its entries under their old keys must fail the entry-by-entry
+/// check of every index after quiescence (no scans needed).
+#[test]
+fn the_checker_catches_an_index_entry_left_under_an_old_key() {
+    let caught = first_failing_seed(Faults {
+        index_update_keeps_old_key: true,
+        ..Faults::default()
+    });
+    let (seed, why) = caught.expect("index entries stayed under old keys, and no check failed");
+    assert!(why.contains("index"), "seed {seed:#x}: {why}");
+}

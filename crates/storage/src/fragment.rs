@@ -9,6 +9,7 @@
 //! - An operation that fails with `OutOfMemory` has changed nothing.
 
 use crate::changed::ChangedRows;
+use crate::frag_ordered::FragIndexes;
 use crate::index::HashIndex;
 use crate::key::KeyMatcher;
 use crate::locks::LockManager;
@@ -27,6 +28,8 @@ pub struct Fragment {
     /// Row ids whose committed contents changed since the local
     /// checkpoint last wrote them.
     changed: ChangedRows,
+    /// The table's ordered indexes: entries of committed rows only.
+    ordered: FragIndexes,
 }
 
 impl std::fmt::Debug for Fragment {
@@ -46,7 +49,9 @@ impl Fragment {
     pub fn new(layout: Arc<RowLayout>) -> Self {
         let rows = RowStore::new(layout.fixed_size, layout.var_handle_offset);
         let key = KeyMatcher::new(&layout);
+        let ordered = FragIndexes::new(&layout);
         Fragment {
+            ordered,
             layout,
             locks: LockManager::default(),
             rows,
@@ -198,12 +203,18 @@ impl Fragment {
         self.layout.key_of_row(fixed, var, out);
     }
 
-    /// Clears the tentative flag (the inserting transaction committed).
-    /// Committing a committed row is a no-op.
+    /// Clears the tentative flag (the inserting transaction committed)
+    /// and enters the row in the ordered indexes. Committing a committed
+    /// row is a no-op.
     #[inline]
-    pub fn commit_insert(&mut self, id: RowId) {
+    pub fn commit_insert(&mut self, mem: &mut Memory, id: RowId) {
+        let was_tentative = self.rows.is_tentative(id);
         self.rows.commit(id);
         self.changed.mark(id);
+        if was_tentative && !self.ordered.is_empty() {
+            let (fixed, var) = self.rows.row(id);
+            self.ordered.add(mem, &self.layout, id, fixed, var);
+        }
     }
 
     /// Replaces a row's image in place (an update committed). `var: None`
@@ -226,8 +237,17 @@ impl Fragment {
             self.layout.key_of_row(f, v, &mut key);
             key
         };
+        let indexed = !self.ordered.is_empty() && !self.rows.is_tentative(id);
+        if indexed {
+            let (f, v) = self.rows.row(id);
+            self.ordered.before_update(&self.layout, f, v);
+        }
         self.rows.replace(mem, id, fixed, var)?;
         self.changed.mark(id);
+        if indexed {
+            let (f, v) = self.rows.row(id);
+            self.ordered.after_update(mem, &self.layout, id, f, v);
+        }
         #[cfg(debug_assertions)]
         {
             let (f, v) = self.rows.row(id);
@@ -242,6 +262,10 @@ impl Fragment {
     /// Removes a row from the index and frees its memory (a delete
     /// committed, or a tentative insert aborted). `hash` is its key hash.
     pub fn remove(&mut self, mem: &mut Memory, hash: u64, id: RowId) {
+        if !self.ordered.is_empty() && !self.rows.is_tentative(id) {
+            let (fixed, var) = self.rows.row(id);
+            self.ordered.remove(mem, &self.layout, id, fixed, var);
+        }
         self.index.remove(mem, hash, id);
         self.rows.remove(mem, id);
         self.changed.mark(id);
@@ -265,16 +289,71 @@ impl Fragment {
     /// Frees everything this fragment holds (table dropped). The fragment
     /// is empty afterwards and may be used again.
     pub fn drop_all(&mut self, mem: &mut Memory) {
+        self.ordered.release_all(mem);
         self.index.release_all(mem);
         self.rows.release_all(mem);
         self.locks = LockManager::default();
         self.changed.clear();
     }
 
-    /// Bytes this fragment has charged to `Memory`: pages, var parts and
-    /// the hash index.
+    /// Bytes this fragment has charged to `Memory`: pages, var parts, the
+    /// hash index and the ordered indexes.
     pub fn charged_bytes(&self) -> usize {
-        self.rows.charged_bytes() + self.index.charged_bytes()
+        self.rows.charged_bytes() + self.index.charged_bytes() + self.ordered.charged_bytes()
+    }
+
+    /// Breaks index maintenance on purpose (the simulator's self-test
+    /// only): committed updates leave their entries under the old keys.
+    pub fn break_index_updates(&mut self) {
+        self.ordered.broken = true;
+    }
+
+    /// Bytes of the ordered indexes (part of `charged_bytes`).
+    pub fn ordered_bytes(&self) -> usize {
+        self.ordered.charged_bytes()
+    }
+
+    /// The table's ordered indexes (numbered as in its definition).
+    pub fn ordered_count(&self) -> usize {
+        self.ordered.count()
+    }
+
+    /// Entries of ordered index `index` (one per committed row).
+    pub fn ordered_entries(&self, index: usize) -> usize {
+        self.ordered.entries(index)
+    }
+
+    /// The key row `id`'s committed image has in ordered index `index`.
+    pub fn ordered_key_of(&self, index: usize, id: RowId, out: &mut Vec<u8>) {
+        let (fixed, var) = self.rows.row(id);
+        self.ordered.key_of(&self.layout, index, fixed, var, out)
+    }
+
+    /// Entries (key, row) of ordered index `index` from (`key`, `row`)
+    /// on, ascending (`key` empty, `row` 0: from the first).
+    pub fn ordered_from<'a>(
+        &'a self,
+        index: usize,
+        key: &[u8],
+        row: RowId,
+    ) -> impl Iterator<Item = (&'a [u8], RowId)> + 'a {
+        self.ordered.from(index, key, row)
+    }
+
+    /// Entries of ordered index `index` from (`key`, `row`) back,
+    /// descending.
+    pub fn ordered_back_from<'a>(
+        &'a self,
+        index: usize,
+        key: &[u8],
+        row: RowId,
+    ) -> impl Iterator<Item = (&'a [u8], RowId)> + 'a {
+        self.ordered.back_from(index, key, row)
+    }
+
+    /// Every entry of ordered index `index`, descending.
+    pub fn ordered_back_all(&self, index: usize) -> impl Iterator<Item = (&[u8], RowId)> + '_ {
+        self.ordered.back_all(index)
     }
 
     /// Bytes of the hash index's table (part of `charged_bytes`).
@@ -369,7 +448,7 @@ mod tests {
         assert_eq!(f.lookup(h, &key), Some(id));
         assert_eq!(f.lookup(h, &key[..3]), None);
         assert!(f.is_tentative(id));
-        f.commit_insert(id);
+        f.commit_insert(&mut mem, id);
         assert!(!f.is_tentative(id));
         assert_eq!(f.row(id), (&fixed[..], &[][..]));
         assert_eq!(f.row_count(), 1);
@@ -594,7 +673,7 @@ mod tests {
                         }
                     },
                     (4..=5, Some(row)) => {
-                        f.commit_insert(row.id);
+                        f.commit_insert(&mut mem, row.id);
                         row.tentative = false;
                     }
                     (6..=7, Some(row)) => {
@@ -669,7 +748,7 @@ mod tests {
             match model.get(&k).copied() {
                 None => {
                     if let Ok(id) = f.insert_tentative(&mut mem, h, &fixed, &[]) {
-                        f.commit_insert(id);
+                        f.commit_insert(&mut mem, id);
                         model.insert(k, (id, v));
                     }
                 }

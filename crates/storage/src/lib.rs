@@ -21,11 +21,13 @@
 
 mod changed;
 mod crc32c;
+mod frag_ordered;
 mod fragment;
 mod index;
 mod key;
 mod locks;
 mod memory;
+mod ordered;
 pub mod redo;
 mod row_epochs;
 mod rows;
@@ -36,5 +38,8 @@ pub use crc32c::{crc32c, crc32c_update};
 pub use fragment::Fragment;
 pub use locks::{LockManager, LockMode, LockOutcome, LockOwner, WaitToken};
 pub use memory::{Memory, OutOfMemory, PAGE_BYTES};
+pub use ordered::{
+    OrderedIndex, OrderedInsertError, OrderedIter, OrderedIterBack, ORDERED_KEY_BYTES_MAX,
+};
 pub use row_epochs::RowEpochs;
 pub use rows::RowId;

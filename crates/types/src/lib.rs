@@ -11,6 +11,7 @@ pub mod distribution;
 pub mod error;
 pub mod filter;
 pub mod ids;
+pub mod index_key;
 pub mod layout;
 pub mod schema;
 pub mod value;
@@ -18,7 +19,7 @@ pub mod value;
 pub use error::{ErrorClass, ErrorCode, ShoalError};
 pub use ids::{NodeId, SchemaVersion, TableId, TransId};
 pub use layout::{AttrSlice, RowLayout};
-pub use schema::{ColumnDef, ColumnType, TableDef, TableOptions};
+pub use schema::{ColumnDef, ColumnType, IndexDef, TableDef, TableOptions};
 pub use value::Value;
 
 /// Hash of an encoded key. The client and the data nodes use the same

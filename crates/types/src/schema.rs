@@ -11,6 +11,14 @@ use serde::{Deserialize, Serialize};
 pub const ROW_BYTES_MAX: usize = 30_000;
 /// Largest encoded primary key.
 pub const KEY_BYTES_MAX: usize = 3_072;
+/// Most ordered indexes on one table.
+pub const INDEXES_MAX: usize = 64;
+/// Most columns in one index.
+pub const INDEX_COLUMNS_MAX: usize = 16;
+/// Largest ordered-index key (`crate::index_key`'s encoding).
+pub const INDEX_KEY_BYTES_MAX: usize = 3_072;
+/// The name of the ordered index a table gets on its primary key.
+pub const PRIMARY_INDEX_NAME: &str = "PRIMARY";
 /// Most columns in one table.
 pub const COLUMNS_MAX: usize = 512;
 /// Longest table or column name.
@@ -138,10 +146,43 @@ pub struct TableOptions {
     /// whole key, so rows sharing them share a fragment; `None` = whole key.
     #[serde(default)]
     pub distribution_key_columns: Option<u16>,
+    /// The primary key is reachable by hash only: no ordered index on it
+    /// (NDB's `PRIMARY KEY ... USING HASH`), so key ranges scan the table.
+    #[serde(default)]
+    pub hash_only_primary_key: bool,
     /// Neither logged nor checkpointed (NDB's NOLOGGING): faster writes,
     /// and the table comes back empty after a restart of the cluster.
     #[serde(default)]
     pub no_logging: bool,
+}
+
+/// An ordered index of a table (NDB's ordered index, SQL's `KEY`): one
+/// per fragment on each replica, its entries kept at commit with the rows,
+/// ordered by the index columns' values (`crate::index_key`), NULLs first.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexDef {
+    pub name: String,
+    /// Column indexes, in key order.
+    pub columns: Vec<u16>,
+}
+
+impl IndexDef {
+    /// The most bytes a key of this index can take encoded.
+    pub fn key_bytes_max(&self, table: &TableDef) -> usize {
+        self.columns
+            .iter()
+            .filter_map(|&c| table.columns.get(c as usize))
+            .map(|c| {
+                1 + match c.ty {
+                    // Escaped bytes (each may double) and a terminator.
+                    ColumnType::Char(n) | ColumnType::VarChar(n) | ColumnType::VarBinary(n) => {
+                        2 * n as usize + 2
+                    }
+                    other => other.max_size(),
+                }
+            })
+            .sum()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -161,6 +202,11 @@ pub struct TableDef {
     /// fragment on the local node).
     #[serde(default)]
     pub distribution: Option<crate::distribution::DistributionSpec>,
+    /// Ordered indexes, by number (their position). mgmd puts the primary
+    /// key's first ([`PRIMARY_INDEX_NAME`]) unless the table asks for
+    /// hash only.
+    #[serde(default)]
+    pub indexes: Vec<IndexDef>,
 }
 
 fn bad(detail: String) -> ShoalError {
@@ -202,9 +248,51 @@ impl TableDef {
             primary_key: pk,
             options: TableOptions::default(),
             distribution: None,
+            indexes: Vec::new(),
         };
         def.validate()?;
         Ok(def)
+    }
+
+    /// Adds an ordered index on the named columns (in key order).
+    pub fn with_index(mut self, name: &str, columns: &[&str]) -> Result<Self, ShoalError> {
+        let mut cols = Vec::with_capacity(columns.len());
+        for c in columns {
+            cols.push(self.column_index(c).ok_or_else(|| {
+                bad(format!(
+                    "index {name:?} names column {c:?}, which is not a column"
+                ))
+            })?);
+        }
+        self.indexes.push(IndexDef {
+            name: name.to_string(),
+            columns: cols,
+        });
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// Puts the ordered index of the primary key first, unless the table
+    /// asks for hash only or has it already (mgmd calls this at create).
+    pub fn add_primary_index(&mut self) {
+        let has = self.indexes.iter().any(|i| i.name == PRIMARY_INDEX_NAME);
+        if !self.options.hash_only_primary_key && !has {
+            self.indexes.insert(
+                0,
+                IndexDef {
+                    name: PRIMARY_INDEX_NAME.to_string(),
+                    columns: self.primary_key.clone(),
+                },
+            );
+        }
+    }
+
+    /// The number of the index named `name`.
+    pub fn index_number(&self, name: &str) -> Option<u16> {
+        self.indexes
+            .iter()
+            .position(|i| i.name == name)
+            .map(|i| i as u16)
     }
 
     pub fn column_index(&self, name: &str) -> Option<u16> {
@@ -304,6 +392,52 @@ impl TableDef {
         if let Some(d) = &self.distribution {
             d.map()
                 .map_err(|e| bad(format!("distribution: {}", e.detail)))?;
+        }
+        self.validate_indexes()
+    }
+
+    fn validate_indexes(&self) -> Result<(), ShoalError> {
+        if self.indexes.len() > INDEXES_MAX {
+            return Err(bad(format!(
+                "a table has at most {INDEXES_MAX} indexes, got {}",
+                self.indexes.len()
+            )));
+        }
+        for (i, index) in self.indexes.iter().enumerate() {
+            if index.name != PRIMARY_INDEX_NAME {
+                check_name("index", &index.name)?;
+            }
+            if self.indexes[..i].iter().any(|o| o.name == index.name) {
+                return Err(bad(format!("index {:?} appears twice", index.name)));
+            }
+            if index.columns.is_empty() || index.columns.len() > INDEX_COLUMNS_MAX {
+                return Err(bad(format!(
+                    "index {:?} needs 1..={INDEX_COLUMNS_MAX} columns, got {}",
+                    index.name,
+                    index.columns.len()
+                )));
+            }
+            for (j, &c) in index.columns.iter().enumerate() {
+                if c as usize >= self.columns.len() {
+                    return Err(bad(format!(
+                        "index {:?} names column index {c}, which does not exist",
+                        index.name
+                    )));
+                }
+                if index.columns[..j].contains(&c) {
+                    return Err(bad(format!(
+                        "index {:?} names column {:?} twice",
+                        index.name, self.columns[c as usize].name
+                    )));
+                }
+            }
+            let key_bytes = index.key_bytes_max(self);
+            if key_bytes > INDEX_KEY_BYTES_MAX {
+                return Err(bad(format!(
+                    "index {:?} keys may take {key_bytes} bytes; the limit is {INDEX_KEY_BYTES_MAX}",
+                    index.name
+                )));
+            }
         }
         Ok(())
     }

@@ -12,7 +12,7 @@ mod fragment_rows;
 pub mod frame;
 pub mod handshake;
 pub mod node;
-mod scan;
+pub mod scan;
 pub mod signals;
 
 pub use frame::{

@@ -32,8 +32,14 @@ use crate::record::{Record, Table};
 use crate::replies::ReplySlot;
 use crate::row_buf::RowBuf;
 use shoal_types::filter::FilterExpr;
+use shoal_types::index_key::encode_key;
+use shoal_types::Value;
 use shoal_types::{ErrorCode, SchemaVersion, ShoalError, TableId, TransId};
+use shoal_wire::scan::{
+    encode_bounds, KeyRange, SCAN_DESCENDING, SCAN_NO_INDEX, SCAN_ORDERED, SCAN_RANGES_MAX,
+};
 use shoal_wire::{LockMode, ScanTabConf, ScanTabReq};
+use std::ops::Bound;
 use std::sync::Arc;
 
 /// Rows a round brings at most unless [`ScanBuilder::batch`] says
@@ -61,12 +67,17 @@ pub(crate) struct ScanRequest {
     pub columns: Vec<u8>,
     /// A compiled filter program; empty: every row.
     pub filter: Vec<u8>,
+    /// The ordered index scanned (`SCAN_NO_INDEX`: the table), its
+    /// `SCAN_*` flags and its encoded ranges.
+    pub index: u16,
+    pub flags: u8,
+    pub bounds: Vec<u8>,
 }
 
 impl ScanRequest {
     /// Bytes its `ScanTabReq` body may take at most.
     pub(crate) fn bytes_max(&self) -> usize {
-        SCAN_REQUEST_FIXED_BYTES_MAX + self.columns.len() + self.filter.len()
+        SCAN_REQUEST_FIXED_BYTES_MAX + self.columns.len() + self.filter.len() + self.bounds.len()
     }
 
     pub(crate) fn into_signal(self, trans: TransId) -> ScanTabReq {
@@ -75,6 +86,9 @@ impl ScanRequest {
             table: self.table,
             version: self.version,
             lock: self.lock,
+            flags: self.flags,
+            index: self.index,
+            bounds: self.bounds,
             batch_rows: self.batch_rows,
             batch_bytes: self.batch_bytes,
             columns: self.columns,
@@ -99,9 +113,17 @@ pub struct ScanBuilder {
     lock: LockMode,
     batch_rows: u32,
     batch_bytes: u32,
+    /// The ordered index scanned (`SCAN_NO_INDEX`: the table), its
+    /// `SCAN_*` flags, and its ranges as encoded keys.
+    index: u16,
+    flags: u8,
+    ranges: Vec<OwnedRange>,
     /// The first error met while building.
     error: Option<ShoalError>,
 }
+
+/// A range of an index scan: (encoded bound, inclusive) at each end.
+type OwnedRange = (Option<(Vec<u8>, bool)>, Option<(Vec<u8>, bool)>);
 
 impl std::fmt::Debug for ScanBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -131,7 +153,93 @@ impl ScanBuilder {
             lock: LockMode::CommittedRead,
             batch_rows: SCAN_BATCH_ROWS_DEFAULT,
             batch_bytes: SCAN_BATCH_BYTES_DEFAULT,
+            index: SCAN_NO_INDEX,
+            flags: 0,
+            ranges: Vec::new(),
             error: None,
+        }
+    }
+
+    /// Scans the table's ordered index `name` instead of the table: rows
+    /// come per fragment in the index's order (all of them in order with
+    /// [`ScanBuilder::ordered`]), and ranges ([`ScanBuilder::range`],
+    /// [`ScanBuilder::eq`]) bound what is read. `PRIMARY` is the primary
+    /// key's (unless the table was created hash only).
+    pub fn index(mut self, name: &str) -> Self {
+        match self.record.table().def().index_number(name) {
+            Some(i) => self.index = i,
+            None => self.keep_error(ShoalError::with_detail(
+                ErrorCode::NoSuchColumn,
+                format!(
+                    "table {:?} has no ordered index {name:?} (it has {:?})",
+                    self.record.table().name(),
+                    self.record
+                        .table()
+                        .def()
+                        .indexes
+                        .iter()
+                        .map(|i| i.name.as_str())
+                        .collect::<Vec<_>>()
+                ),
+            )),
+        }
+        self
+    }
+
+    /// Adds a range of the index: `low` and `high` give values for the
+    /// first columns of the index (a prefix: fewer values bound only
+    /// those columns). Give ranges in ascending order, not overlapping
+    /// (rows of overlapping ones may come twice).
+    pub fn range(mut self, low: Bound<&[Value]>, high: Bound<&[Value]>) -> Self {
+        let low = self.bound(low);
+        let high = self.bound(high);
+        if let (Some(low), Some(high)) = (low, high) {
+            self.ranges.push((low, high));
+        }
+        self
+    }
+
+    /// Adds a range of the rows whose first index columns equal `values`.
+    pub fn eq(self, values: &[Value]) -> Self {
+        self.range(Bound::Included(values), Bound::Included(values))
+    }
+
+    /// Rows in index order across every fragment (the coordinator merges
+    /// the fragments' streams). Without it, each fragment's rows come in
+    /// order but fragments interleave.
+    pub fn ordered(mut self) -> Self {
+        self.flags |= SCAN_ORDERED;
+        self
+    }
+
+    /// Walks the index from its high end down.
+    pub fn descending(mut self) -> Self {
+        self.flags |= SCAN_DESCENDING;
+        self
+    }
+
+    /// Encodes one end of a range; `None` if it failed (the error kept).
+    fn bound(&mut self, b: Bound<&[Value]>) -> Option<Option<(Vec<u8>, bool)>> {
+        if self.index == SCAN_NO_INDEX {
+            self.keep_error(bad_request(
+                "a range needs an index: call .index(name) first",
+            ));
+            return None;
+        }
+        let (values, inclusive) = match b {
+            Bound::Unbounded => return Some(None),
+            Bound::Included(v) => (v, true),
+            Bound::Excluded(v) => (v, false),
+        };
+        let def = self.record.table().def();
+        let columns = &def.indexes[usize::from(self.index)].columns;
+        let mut key = Vec::new();
+        match encode_key(def, columns, values, &mut key) {
+            Ok(()) => Some(Some((key, inclusive))),
+            Err(e) => {
+                self.keep_error(e);
+                None
+            }
         }
     }
 
@@ -221,6 +329,9 @@ impl ScanBuilder {
             lock,
             batch_rows,
             batch_bytes,
+            index,
+            flags,
+            ranges,
             error,
         } = self;
         if let Some(e) = error {
@@ -231,6 +342,28 @@ impl ScanBuilder {
                 "a scan's batch needs at least one row and one byte (got {batch_rows} rows, {batch_bytes} bytes)"
             )));
         }
+        let mut bounds = Vec::new();
+        if !ranges.is_empty() {
+            if ranges.len() > SCAN_RANGES_MAX {
+                return Err(bad_request(format!(
+                    "{} ranges; a scan takes at most {SCAN_RANGES_MAX}",
+                    ranges.len()
+                )));
+            }
+            let ranges: Vec<KeyRange> = ranges
+                .iter()
+                .map(|(low, high)| KeyRange {
+                    low: low.as_ref().map(|(b, i)| (&b[..], *i)),
+                    high: high.as_ref().map(|(b, i)| (&b[..], *i)),
+                })
+                .collect();
+            encode_bounds(&ranges, &mut bounds);
+        }
+        if flags != 0 && index == SCAN_NO_INDEX {
+            return Err(bad_request(
+                "ordered and descending scans need an index: call .index(name)",
+            ));
+        }
         let table = record.table();
         let request = ScanRequest {
             table: table.id(),
@@ -240,6 +373,9 @@ impl ScanBuilder {
             batch_bytes,
             columns: record.read_list().to_vec(),
             filter,
+            index,
+            flags,
+            bounds,
         };
         Ok((
             Opening {

@@ -75,6 +75,9 @@ fn the_builder_encodes_columns_filter_and_batch() {
             batch_bytes: 256 * 1024,
             columns: vec![0xFF, 0xFF],
             filter: Vec::new(),
+            index: shoal_wire::scan::SCAN_NO_INDEX,
+            flags: 0,
+            bounds: Vec::new(),
         }
     );
     let like = FilterExpr::Like {

@@ -53,7 +53,7 @@ pub(super) fn apply_pending(
     mem.release(p.reserved_bytes);
     match (p.kind, commit) {
         (PendingKind::Inserted, true) => {
-            entry.frag.commit_insert(row);
+            entry.frag.commit_insert(mem, row);
             Applied::Written
         }
         (PendingKind::Deleted, true) => {

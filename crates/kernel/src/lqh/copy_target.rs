@@ -248,7 +248,7 @@ fn put_copied(
                 e.requested_bytes, e.free_bytes
             )
         })?;
-    entry.frag.commit_insert(r);
+    entry.frag.commit_insert(mem, r);
     entry.epochs.set(r, img.epoch);
     entry.copy_bytes += size;
     entry.copy_rows += 1;

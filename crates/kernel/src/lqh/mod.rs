@@ -436,6 +436,62 @@ impl Lqh {
         Some(rows)
     }
 
+    /// Checks every ordered index of every local fragment entry by entry:
+    /// in order, one entry per committed row under the key its image has,
+    /// nothing else (the simulator's check after quiescence).
+    pub fn check_ordered_indexes(&self) -> Result<(), String> {
+        let mut key = Vec::new();
+        for (&(table, frag), entry) in &self.frags {
+            let committed = {
+                let mut n = 0;
+                let mut at = 0;
+                while let Some(id) = entry.frag.next_row(at) {
+                    n += usize::from(!entry.frag.is_tentative(id));
+                    at = id + 1;
+                }
+                n
+            };
+            for index in 0..entry.frag.ordered_count() {
+                let what = format!("table {table} fragment {frag} index {index}");
+                let mut last: Option<(Vec<u8>, RowId)> = None;
+                let mut entries = 0;
+                for (k, row) in entry.frag.ordered_from(index, &[], 0) {
+                    entries += 1;
+                    if last
+                        .as_ref()
+                        .is_some_and(|(lk, lr)| (&lk[..], *lr) >= (k, row))
+                    {
+                        return Err(format!("{what}: entry ({k:?}, {row}) out of order"));
+                    }
+                    if entry.frag.is_free(row) || entry.frag.is_tentative(row) {
+                        return Err(format!(
+                            "{what}: an entry for row {row}, which is {}",
+                            if entry.frag.is_free(row) {
+                                "gone"
+                            } else {
+                                "uncommitted"
+                            }
+                        ));
+                    }
+                    entry.frag.ordered_key_of(index, row, &mut key);
+                    if key != k {
+                        return Err(format!(
+                            "{what}: row {row} is under key {k:?}, its image's key is {key:?}"
+                        ));
+                    }
+                    last = Some((k.to_vec(), row));
+                }
+                if entries != committed || entry.frag.ordered_entries(index) != committed {
+                    return Err(format!(
+                        "{what}: {entries} entries ({} counted) for {committed} committed rows",
+                        entry.frag.ordered_entries(index)
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// A page of [`Lqh::fragment_image`]: committed rows from row id
     /// `from_row` on, about `max_bytes` of them (at least one), and where
     /// the next page starts (`None`: no more rows).
@@ -587,7 +643,13 @@ impl Lqh {
                 (def.id, f),
                 FragEntry {
                     version: def.version,
-                    frag: Fragment::new(layout.clone()),
+                    frag: {
+                        let mut f = Fragment::new(layout.clone());
+                        if self.cfg.faults.index_update_keeps_old_key {
+                            f.break_index_updates();
+                        }
+                        f
+                    },
                     layout: layout.clone(),
                     pending: new_map(self.cfg.hash_seed),
                     copy_cursor: 0,

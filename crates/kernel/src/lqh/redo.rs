@@ -508,7 +508,7 @@ fn put_row(
         .frag
         .insert_tentative_at(mem, hash, row, fixed, var)
         .map_err(|e| oom(row, e.requested_bytes, e.free_bytes))?;
-    entry.frag.commit_insert(row);
+    entry.frag.commit_insert(mem, row);
     Ok(())
 }
 

@@ -4,6 +4,11 @@
 //! the answer. Nothing is kept between batches: the cursor travels with
 //! the request, so a scan's coordinator failing leaves nothing here.
 //!
+//! An index scan walks one ordered index of the fragment instead, range
+//! by range, from a cursor of (range, key, row id): the index holds
+//! committed rows only (its entries change at commit with the rows), so
+//! every entry it yields is a committed row's.
+//!
 //! Why a row-id cursor is enough for a committed read (PROTOCOL.md §12):
 //! a row keeps its id from its insert to its delete, and the ids are the
 //! same on every replica, so a row committed before the scan began and
@@ -12,13 +17,15 @@
 //! seen is always its newest committed image at that moment.
 
 use super::body::{read_image_into, read_list, ReadList};
-use super::{err, Lqh};
+use super::{err, FragEntry, Lqh};
 use crate::dih::Dih;
 use crate::signal::{BlockSignal, ClusterSignal};
+use shoal_storage::RowId;
 use shoal_types::distribution::FragmentId;
 use shoal_types::filter::Filter;
-use shoal_types::{ErrorCode, SchemaVersion, ShoalError, TableId};
-use shoal_wire::node::{ScanSignal, SCAN_FRAG_END};
+use shoal_types::{ErrorCode, RowLayout, SchemaVersion, ShoalError, TableId};
+use shoal_wire::node::{ScanCursor, ScanSignal, SCAN_FRAG_END};
+use shoal_wire::scan::{decode_bounds, KeyRange, SCAN_DESCENDING, SCAN_NO_INDEX, SCAN_ORDERED};
 use std::collections::VecDeque;
 
 /// The fields of a `ScanFragReq` a batch reads.
@@ -27,19 +34,54 @@ struct ScanFragReq<'a> {
     version: SchemaVersion,
     frag: FragmentId,
     frag_version: u32,
-    from_row: u32,
+    index: u16,
+    flags: u8,
+    bounds: &'a [u8],
+    from: &'a ScanCursor,
     max_rows: u32,
     max_bytes: u32,
     columns: &'a [u8],
     filter: &'a [u8],
 }
 
-/// What one batch found.
-struct Batch {
+/// What one batch found, and its bounds.
+struct Batch<'a> {
+    layout: &'a RowLayout,
+    cols: ReadList<'a>,
+    filter: Filter<'a>,
+    match_all: bool,
+    /// Each row after its index key (an ordered scan).
+    with_keys: bool,
+    max_rows: u32,
+    max_bytes: usize,
+    examine_max: u32,
     rows: Vec<u8>,
     count: u32,
     examined: u32,
-    next_row: u32,
+}
+
+impl Batch<'_> {
+    /// No more rows go in (at least one always does: a scan moves on).
+    fn full(&self) -> bool {
+        self.count >= self.max_rows
+            || (self.count > 0 && self.rows.len() >= self.max_bytes)
+            || self.examined >= self.examine_max
+    }
+
+    /// Looks at a committed row; adds it if the filter keeps it.
+    fn offer(&mut self, key: &[u8], fixed: &[u8], var: &[u8]) {
+        self.examined += 1;
+        let layout = self.layout;
+        if self.match_all || self.filter.matches(|c| layout.column_bytes(fixed, var, c)) {
+            if self.with_keys {
+                self.rows
+                    .extend_from_slice(&(key.len() as u16).to_le_bytes());
+                self.rows.extend_from_slice(key);
+            }
+            read_image_into(layout, fixed, var, self.cols, &mut self.rows);
+            self.count += 1;
+        }
+    }
 }
 
 impl Lqh {
@@ -47,13 +89,16 @@ impl Lqh {
     pub(super) fn scan_frag(&self, sig: ScanSignal, dih: &Dih, out: &mut VecDeque<BlockSignal>) {
         let ScanSignal::FragReq {
             scan,
-            from: to,
+            tc: to,
             table,
             version,
             frag,
             batch,
             frag_version,
-            from_row,
+            index,
+            flags,
+            bounds,
+            from,
             max_rows,
             max_bytes,
             columns,
@@ -68,22 +113,25 @@ impl Lqh {
             version,
             frag,
             frag_version,
-            from_row,
+            index,
+            flags,
+            bounds: &bounds,
+            from: &from,
             max_rows,
             max_bytes,
             columns: &columns,
             filter: &filter,
         };
         let answer = match self.scan_batch(&req, dih) {
-            Ok(b) => ScanSignal::FragConf {
+            Ok((rows, count, examined, next)) => ScanSignal::FragConf {
                 to,
                 scan,
                 frag,
                 batch,
-                next_row: b.next_row,
-                examined: b.examined,
-                count: b.count,
-                rows: b.rows,
+                next,
+                examined,
+                count,
+                rows,
             },
             Err(e) => ScanSignal::FragRef {
                 to,
@@ -97,7 +145,64 @@ impl Lqh {
         out.push_back(BlockSignal::Cluster(ClusterSignal::Scan(answer)));
     }
 
-    fn scan_batch(&self, req: &ScanFragReq, dih: &Dih) -> Result<Batch, ShoalError> {
+    /// Checks the request against this replica, then walks it: (rows,
+    /// count, examined, where to go on).
+    fn scan_batch(
+        &self,
+        req: &ScanFragReq,
+        dih: &Dih,
+    ) -> Result<(Vec<u8>, u32, u32, ScanCursor), ShoalError> {
+        let entry = self.scan_entry(req, dih)?;
+        let layout = &*entry.layout;
+        let cols = read_list(req.columns)?;
+        if let ReadList::Columns(ids) = cols {
+            layout.check_column_ids(ReadList::Columns(ids).ids(layout))?;
+        }
+        let filter = Filter::verify(req.filter, &layout.table)?;
+        let mut batch = Batch {
+            layout,
+            cols,
+            match_all: filter.is_match_all(),
+            filter,
+            with_keys: req.index != SCAN_NO_INDEX && req.flags & SCAN_ORDERED != 0,
+            max_rows: req.max_rows.max(1),
+            max_bytes: req.max_bytes as usize,
+            examine_max: u32::try_from(self.cfg.scan_examine_rows_max)
+                .unwrap_or(u32::MAX)
+                .max(1),
+            rows: Vec::new(),
+            count: 0,
+            examined: 0,
+        };
+        let next = if req.index == SCAN_NO_INDEX {
+            self.table_walk(entry, req.from.row, &mut batch)
+        } else {
+            if usize::from(req.index) >= entry.frag.ordered_count() {
+                return Err(err(
+                    ErrorCode::BadRequest,
+                    format!(
+                        "table {} has no ordered index number {}",
+                        req.table, req.index
+                    ),
+                ));
+            }
+            let ranges = decode_bounds(req.bounds)
+                .map_err(|e| err(ErrorCode::BadRequest, format!("malformed scan bounds: {e}")))?;
+            let descending = req.flags & SCAN_DESCENDING != 0;
+            index_walk(
+                entry,
+                usize::from(req.index),
+                &ranges,
+                descending,
+                req.from,
+                &mut batch,
+            )
+        };
+        Ok((batch.rows, batch.count, batch.examined, next))
+    }
+
+    /// The fragment, if this replica may serve the scan's batch.
+    fn scan_entry(&self, req: &ScanFragReq, dih: &Dih) -> Result<&FragEntry, ShoalError> {
         let Some(entry) = self.frags.get(&(req.table, req.frag)) else {
             return Err(if self.tables.contains_key(&req.table) {
                 err(
@@ -136,66 +241,190 @@ impl Lqh {
         match dih.frag(req.table, req.frag) {
             Some(f)
                 if f.is_ready(own)
-                    && (f.version == req.frag_version || self.cfg.faults.ignore_dist_version) => {}
-            current => {
-                return Err(err(
-                    ErrorCode::DistributionChanged,
-                    format!(
-                        "fragment {} of table {}: the scan routed by distribution version {}, data node {own} is at {} (a replica failed or moved); retry the scan",
-                        req.frag,
-                        req.table,
-                        req.frag_version,
-                        current.map_or(0, |f| f.version)
-                    ),
-                ))
+                    && (f.version == req.frag_version || self.cfg.faults.ignore_dist_version) =>
+            {
+                Ok(entry)
             }
+            current => Err(err(
+                ErrorCode::DistributionChanged,
+                format!(
+                    "fragment {} of table {}: the scan routed by distribution version {}, data node {own} is at {} (a replica failed or moved); retry the scan",
+                    req.frag,
+                    req.table,
+                    req.frag_version,
+                    current.map_or(0, |f| f.version)
+                ),
+            )),
         }
-        let layout = &entry.layout;
-        let cols = read_list(req.columns)?;
-        if let ReadList::Columns(ids) = cols {
-            layout.check_column_ids(ReadList::Columns(ids).ids(layout))?;
-        }
-        let filter = Filter::verify(req.filter, &layout.table)?;
-        let match_all = filter.is_match_all();
-        let max_rows = req.max_rows.max(1);
-        let max_bytes = req.max_bytes as usize;
-        let examine_max = u32::try_from(self.cfg.scan_examine_rows_max)
-            .unwrap_or(u32::MAX)
-            .max(1);
-        let mut batch = Batch {
-            rows: Vec::new(),
-            count: 0,
-            examined: 0,
-            next_row: SCAN_FRAG_END,
-        };
-        let mut at = req.from_row;
+    }
+
+    /// A table scan's batch: rows in row-id order from `from`.
+    fn table_walk(&self, entry: &FragEntry, from: RowId, batch: &mut Batch) -> ScanCursor {
+        let mut at = from;
         while let Some(id) = entry.frag.next_row(at) {
-            // At least one row per batch, whatever its size: a scan always
-            // moves on.
-            let full =
-                batch.count >= max_rows || (batch.count > 0 && batch.rows.len() >= max_bytes);
-            if full || batch.examined >= examine_max {
-                batch.next_row = id;
+            if batch.full() {
+                let mut row = id;
                 if self.cfg.faults.scan_skips_row_at_batch_end {
-                    batch.next_row = id.saturating_add(1).min(SCAN_FRAG_END - 1);
+                    row = id.saturating_add(1).min(SCAN_FRAG_END - 1);
                 }
-                return Ok(batch);
+                return ScanCursor {
+                    range: 0,
+                    row,
+                    key: Vec::new(),
+                };
             }
-            batch.examined += 1;
             // Uncommitted inserts, and rows a copy has not confirmed, are
             // not there for a committed read.
             if !entry.frag.is_tentative(id) && !entry.is_unverified(id) {
                 let (fixed, var) = entry.frag.row(id);
-                if match_all || filter.matches(|c| layout.column_bytes(fixed, var, c)) {
-                    read_image_into(layout, fixed, var, cols, &mut batch.rows);
-                    batch.count += 1;
-                }
+                batch.offer(&[], fixed, var);
+            } else {
+                batch.examined += 1;
             }
             at = match id.checked_add(1) {
                 Some(next) if next != SCAN_FRAG_END => next,
                 _ => break,
             };
         }
-        Ok(batch)
+        ScanCursor::end()
     }
+}
+
+/// An index scan's batch: the ranges in scan order from `from`, each
+/// walked in the index's order (or backwards).
+fn index_walk(
+    entry: &FragEntry,
+    index: usize,
+    ranges: &[KeyRange],
+    descending: bool,
+    from: &ScanCursor,
+    batch: &mut Batch,
+) -> ScanCursor {
+    let n = ranges.len();
+    let mut range_no = usize::from(from.range);
+    let mut resume = (!from.key.is_empty()).then_some((&from.key[..], from.row));
+    while range_no < n {
+        let range = if descending {
+            &ranges[n - 1 - range_no]
+        } else {
+            &ranges[range_no]
+        };
+        let frag = &entry.frag;
+        let stopped = match (descending, resume) {
+            (false, Some((key, row))) => walk(
+                frag.ordered_from(index, key, row),
+                resume,
+                range,
+                false,
+                entry,
+                batch,
+            ),
+            (false, None) => match range.low {
+                Some((low, _)) => walk(
+                    frag.ordered_from(index, low, 0),
+                    None,
+                    range,
+                    false,
+                    entry,
+                    batch,
+                ),
+                None => walk(
+                    frag.ordered_from(index, &[], 0),
+                    None,
+                    range,
+                    false,
+                    entry,
+                    batch,
+                ),
+            },
+            (true, Some((key, row))) => walk(
+                frag.ordered_back_from(index, key, row),
+                resume,
+                range,
+                true,
+                entry,
+                batch,
+            ),
+            (true, None) => match range.high.and_then(|(high, _)| prefix_successor(high)) {
+                Some(past) => walk(
+                    frag.ordered_back_from(index, &past, 0),
+                    None,
+                    range,
+                    true,
+                    entry,
+                    batch,
+                ),
+                None => walk(
+                    frag.ordered_back_all(index),
+                    None,
+                    range,
+                    true,
+                    entry,
+                    batch,
+                ),
+            },
+        };
+        if let Some((key, row)) = stopped {
+            return ScanCursor {
+                range: range_no as u16,
+                row,
+                key,
+            };
+        }
+        range_no += 1;
+        resume = None;
+    }
+    ScanCursor::end()
+}
+
+/// Walks one range from an iterator positioned at (or before) its start;
+/// `skip`: the entry the last batch ended on (not looked at again).
+/// Returns where it stopped, if it stopped before the range's end.
+fn walk<'a>(
+    entries: impl Iterator<Item = (&'a [u8], RowId)>,
+    skip: Option<(&[u8], RowId)>,
+    range: &KeyRange,
+    descending: bool,
+    entry: &'a FragEntry,
+    batch: &mut Batch,
+) -> Option<(Vec<u8>, RowId)> {
+    // The last entry looked at, kept by reference (no copy per entry).
+    let mut last: Option<(&'a [u8], RowId)> = None;
+    for (key, row) in entries {
+        if skip.is_some_and(|(k, r)| k == key && r == row) {
+            continue;
+        }
+        let (before_start, past_end) = if descending {
+            (!range.below_high(key), !range.above_low(key))
+        } else {
+            (!range.above_low(key), !range.below_high(key))
+        };
+        if past_end {
+            return None;
+        }
+        if batch.full() {
+            return Some(match last.or(skip) {
+                Some((k, r)) => (k.to_vec(), r),
+                // Nothing of this range looked at yet: from its start.
+                None => (Vec::new(), 0),
+            });
+        }
+        if before_start || entry.is_unverified(row) {
+            batch.examined += 1;
+        } else {
+            let (fixed, var) = entry.frag.row(row);
+            batch.offer(key, fixed, var);
+        }
+        last = Some((key, row));
+    }
+    None
+}
+
+/// The smallest byte string greater than every string that starts with
+/// `prefix`, if any (`None`: the prefix is all 0xFF bytes, or empty).
+fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let end = prefix.iter().rposition(|&b| b != 0xFF)?;
+    let mut next = prefix[..=end].to_vec();
+    next[end] += 1;
+    Some(next)
 }

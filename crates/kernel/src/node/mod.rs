@@ -510,6 +510,12 @@ impl DataNode {
         self.lqh.fragment_image(table, frag)
     }
 
+    /// Checks every ordered index entry by entry against the rows (see
+    /// `Lqh::check_ordered_indexes`).
+    pub fn check_ordered_indexes(&self) -> Result<(), String> {
+        self.lqh.check_ordered_indexes()
+    }
+
     pub fn stats(&self) -> NodeStats {
         NodeStats {
             data_memory_used_bytes: self.lqh.memory().used_bytes() as u64,

@@ -50,6 +50,7 @@ mod epochs;
 mod failure;
 mod request;
 mod scan;
+mod scan_merge;
 
 use crate::config::KernelConfig;
 use crate::detmap::{new_map, DetHashMap};

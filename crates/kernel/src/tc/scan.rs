@@ -18,6 +18,7 @@
 //!   at most one batch at a time; answers of a scan that ended, or for a
 //!   fragment not asked, are dropped.
 
+use super::scan_merge::Buffered;
 use super::Tc;
 use crate::dih::Dih;
 use crate::node::{ConnId, Output};
@@ -26,7 +27,8 @@ use shoal_types::distribution::FragmentId;
 use shoal_types::filter::Filter;
 use shoal_types::schema::{COLUMNS_MAX, ROW_BYTES_MAX};
 use shoal_types::{ErrorCode, SchemaVersion, ShoalError, TableId, TransId};
-use shoal_wire::node::{ScanSignal, SCAN_FRAG_END};
+use shoal_wire::node::{ScanCursor, ScanSignal};
+use shoal_wire::scan::{decode_bounds, SCAN_DESCENDING, SCAN_NO_INDEX, SCAN_ORDERED};
 use shoal_wire::{LockMode, ScanNextReq, ScanTabConf, ScanTabRef, ScanTabReq, Signal};
 use std::collections::{BTreeMap, VecDeque};
 
@@ -44,8 +46,10 @@ struct FragCursor {
     /// The replica asked, and the distribution version that route is of.
     node: u16,
     version: u32,
-    next_row: u32,
+    next: ScanCursor,
     done: bool,
+    /// An ordered scan's rows of it not handed out yet (index order).
+    buffered: Buffered,
     /// A batch is asked of it and not answered yet.
     asked: bool,
     /// The number of its latest batch asked (answers echo it).
@@ -61,6 +65,9 @@ struct ScanRec {
     version: SchemaVersion,
     columns: Vec<u8>,
     filter: Vec<u8>,
+    index: u16,
+    flags: u8,
+    bounds: Vec<u8>,
     frags: Vec<FragCursor>,
     /// Fragments asked per round, at most, and where the next round
     /// starts looking for unfinished ones.
@@ -170,8 +177,10 @@ impl Tc {
             return Err(error(
                 ErrorCode::TooManyScans,
                 format!(
-                    "data node {} runs {} scans, max_concurrent_scans",
-                    self.cfg.node_id, self.cfg.max_concurrent_scans
+                    "data node {} runs {} scans already (max_concurrent_scans = {}); close scans or retry",
+                    self.cfg.node_id,
+                    self.scans.len(),
+                    self.cfg.max_concurrent_scans
                 ),
             ));
         }
@@ -203,6 +212,28 @@ impl Tc {
         // Checked here once, so a bad program fails before any fragment
         // is asked (each replica checks it again: it trusts no peer).
         Filter::verify(&req.filter, def)?;
+        if req.index == SCAN_NO_INDEX {
+            if req.flags != 0 || !req.bounds.is_empty() {
+                return Err(error(
+                    ErrorCode::BadRequest,
+                    "order, direction and bounds need an index to scan",
+                ));
+            }
+        } else {
+            if usize::from(req.index) >= def.indexes.len() {
+                return Err(error(
+                    ErrorCode::BadRequest,
+                    format!(
+                        "table {:?} has {} ordered indexes; there is no index number {}",
+                        def.name,
+                        def.indexes.len(),
+                        req.index
+                    ),
+                ));
+            }
+            decode_bounds(&req.bounds)
+                .map_err(|e| error(ErrorCode::BadRequest, format!("malformed scan bounds: {e}")))?;
+        }
         let own = self.cfg.node_id;
         let mut frags = Vec::with_capacity(route.frags.len());
         for (i, f) in route.frags.iter().enumerate() {
@@ -220,8 +251,9 @@ impl Tc {
                 frag,
                 node: chain[0],
                 version: f.version,
-                next_row: 0,
+                next: ScanCursor::default(),
                 done: false,
+                buffered: Buffered::default(),
                 asked: false,
                 batch: 0,
             });
@@ -229,7 +261,13 @@ impl Tc {
         // Half an answer for the rows asked, the other half for the one
         // row each batch may bring past its share.
         let half = self.cfg.max_answer_bytes.saturating_sub(CONF_FIXED_BYTES) / 2;
-        let parallel = frags.len().clamp(1, (half / ROW_ANSWER_BYTES_MAX).max(1));
+        // An ordered scan merges every fragment's stream, so it asks them
+        // all each round (its answer is bounded when merged instead).
+        let parallel = if req.flags & SCAN_ORDERED != 0 {
+            frags.len().max(1)
+        } else {
+            frags.len().clamp(1, (half / ROW_ANSWER_BYTES_MAX).max(1))
+        };
         let budget = (req.batch_bytes as usize).clamp(1, half.max(1));
         let scan = self.scans.next;
         self.scans.next += 1;
@@ -245,6 +283,9 @@ impl Tc {
                 version: req.version,
                 columns: req.columns,
                 filter: req.filter,
+                index: req.index,
+                flags: req.flags,
+                bounds: req.bounds,
                 frags,
                 parallel,
                 next_pick: 0,
@@ -282,7 +323,7 @@ impl Tc {
         while asked < rec.parallel && looked < n {
             let i = (rec.next_pick + looked) % n;
             looked += 1;
-            if rec.frags[i].done {
+            if rec.frags[i].done || !rec.frags[i].buffered.is_empty() {
                 continue;
             }
             if let Err(e) = route_still_holds(rec, i, dih) {
@@ -294,7 +335,7 @@ impl Tc {
         }
         rec.next_pick = (rec.next_pick + looked) % n.max(1);
         if asked == 0 {
-            // Every fragment is done: the round is the end.
+            // Every fragment is done, or has rows waiting to be merged.
             self.answer_round(scan, out);
         }
     }
@@ -332,13 +373,23 @@ impl Tc {
         rec.frags[i].asked = false;
         match sig {
             ScanSignal::FragConf {
-                next_row,
+                next,
                 examined,
                 count,
                 rows,
                 ..
             } => {
-                if rec.rows.len() + rows.len() + CONF_FIXED_BYTES > max_answer {
+                let ordered = rec.flags & SCAN_ORDERED != 0;
+                let held: usize = if ordered {
+                    rec.frags.iter().map(|f| f.buffered.bytes()).sum()
+                } else {
+                    rec.rows.len()
+                };
+                // An ordered scan holds up to every fragment's batch plus
+                // one row each (merged into answers of at most one
+                // frame); a plain one hands the round out whole.
+                let bound = if ordered { 2 * max_answer } else { max_answer };
+                if held + rows.len() + CONF_FIXED_BYTES > bound {
                     // Only a replica breaking its bounds gets here.
                     let e = error(
                         ErrorCode::Internal,
@@ -349,12 +400,22 @@ impl Tc {
                     );
                     return self.end_scan(scan, Some(e), out);
                 }
-                rec.rows.extend_from_slice(&rows);
-                rec.count += count;
+                if ordered {
+                    if let Err(e) = rec.frags[i].buffered.take(&rows, count) {
+                        let e = error(
+                            ErrorCode::Internal,
+                            format!("fragment {frag}: a malformed ordered batch: {e}"),
+                        );
+                        return self.end_scan(scan, Some(e), out);
+                    }
+                } else {
+                    rec.rows.extend_from_slice(&rows);
+                    rec.count += count;
+                }
                 rec.examined += u64::from(examined);
                 let cursor = &mut rec.frags[i];
-                cursor.next_row = next_row;
-                cursor.done = next_row == SCAN_FRAG_END;
+                cursor.done = next.is_end();
+                cursor.next = next;
                 if count == 0 && !cursor.done {
                     // Its batch looked at its most rows and kept none: ask
                     // on, so a round brings rows or the end.
@@ -384,8 +445,19 @@ impl Tc {
     /// The round is whole: to the client; the scan ends with it if every
     /// fragment is done.
     fn answer_round(&mut self, scan: TxnRef, out: &mut Vec<Output>) {
+        let max_answer = self.cfg.max_answer_bytes.saturating_sub(CONF_FIXED_BYTES);
         let rec = self.scans.recs.get_mut(&scan).expect("answered scan");
-        let done = rec.frags.iter().all(|f| f.done);
+        if rec.flags & SCAN_ORDERED != 0 {
+            let descending = rec.flags & SCAN_DESCENDING != 0;
+            let mut streams: Vec<(bool, &mut Buffered)> = rec
+                .frags
+                .iter_mut()
+                .map(|f| (f.done, &mut f.buffered))
+                .collect();
+            rec.count +=
+                super::scan_merge::merge(&mut streams, descending, max_answer, &mut rec.rows);
+        }
+        let done = rec.frags.iter().all(|f| f.done && f.buffered.is_empty());
         let conf = ScanTabConf {
             trans: rec.trans,
             request: rec.request,
@@ -443,6 +515,7 @@ impl Tc {
             rec.examined = 0;
             for f in &mut rec.frags {
                 f.done = true;
+                f.buffered = Buffered::default();
             }
             rec.outstanding = 0;
             return self.answer_round(scan, out);
@@ -569,13 +642,16 @@ fn ask_batch(own: u16, scan: TxnRef, rec: &mut ScanRec, i: usize, q: &mut VecDeq
         ScanSignal::FragReq {
             to: f.node,
             scan,
-            from: own,
+            tc: own,
             table: rec.table,
             version: rec.version,
             frag: f.frag,
             batch: f.batch,
             frag_version: f.version,
-            from_row: f.next_row,
+            index: rec.index,
+            flags: rec.flags,
+            bounds: rec.bounds.clone(),
+            from: f.next.clone(),
             max_rows: rec.rows_per_frag,
             max_bytes: rec.bytes_per_frag,
             columns: rec.columns.clone(),

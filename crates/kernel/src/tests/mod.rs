@@ -49,7 +49,10 @@ struct Harness {
 
 impl Harness {
     fn new(cfg: KernelConfig) -> Harness {
-        let def = table();
+        Harness::with_table(cfg, table())
+    }
+
+    fn with_table(cfg: KernelConfig, def: TableDef) -> Harness {
         let mut node = DataNode::new(cfg, 0);
         node.create_table(&def);
         // Alone, the node forms its cluster at its first tick.

@@ -11,6 +11,9 @@ fn scan_req(trans: u64, batch_rows: u32, filter: Vec<u8>) -> ScanTabReq {
         table: T,
         version: V,
         lock: LockMode::CommittedRead,
+        flags: 0,
+        index: shoal_wire::scan::SCAN_NO_INDEX,
+        bounds: Vec::new(),
         batch_rows,
         batch_bytes: 1 << 20,
         columns: ALL_COLUMNS.to_le_bytes().to_vec(),
@@ -295,4 +298,117 @@ fn bad_scan_requests_are_refused_and_the_node_goes_on() {
     let (keys, _) = h.scan_all(1, scan_req(11, 100, Vec::new()));
     assert_eq!(sorted(keys), [0, 1, 2]);
     assert_eq!(h.value(2), Some((20, Some("s2".into()))));
+}
+
+/// The test table with ordered indexes on its key and on `v`.
+fn indexed_table() -> TableDef {
+    let mut def = table().with_index("by_v", &["v"]).unwrap();
+    def.add_primary_index();
+    def
+}
+
+fn v_key(h: &Harness, v: i64) -> Vec<u8> {
+    let mut key = Vec::new();
+    shoal_types::index_key::encode_key(&h.def, &[1], &[Value::Int(v)], &mut key).unwrap();
+    key
+}
+
+fn index_req(
+    trans: u64,
+    index: u16,
+    flags: u8,
+    ranges: &[shoal_wire::scan::KeyRange],
+) -> ScanTabReq {
+    let mut bounds = Vec::new();
+    if !ranges.is_empty() {
+        shoal_wire::scan::encode_bounds(ranges, &mut bounds);
+    }
+    ScanTabReq {
+        index,
+        flags,
+        bounds,
+        ..scan_req(trans, 3, Vec::new())
+    }
+}
+
+#[test]
+fn an_index_scan_reads_its_ranges_in_order_and_follows_changes() {
+    use shoal_wire::scan::{KeyRange, SCAN_DESCENDING, SCAN_ORDERED};
+    let mut h = Harness::with_table(KernelConfig::default(), indexed_table());
+    // v = key * 10 for keys 0..40, inserted in a scrambled order.
+    for k in (0..40).map(|i| (i * 7) % 40) {
+        let op = h.op(OpType::Insert, k, i64::from(k) * 10, "x");
+        h.commit(vec![op]);
+    }
+    let (lo, hi) = (v_key(&h, 100), v_key(&h, 200));
+    let range = KeyRange {
+        low: Some((&lo, true)),
+        high: Some((&hi, false)),
+    };
+    let by_v = 1;
+    let (keys, _) = h.scan_all(1, index_req(1, by_v, SCAN_ORDERED, &[range]));
+    assert_eq!(keys, (10..20).collect::<Vec<_>>(), "[100, 200) ascending");
+    let (keys, _) = h.scan_all(
+        1,
+        index_req(2, by_v, SCAN_ORDERED | SCAN_DESCENDING, &[range]),
+    );
+    assert_eq!(keys, (10..20).rev().collect::<Vec<_>>(), "descending");
+    // Two ranges, exclusive low.
+    let (a, b, c) = (v_key(&h, 50), v_key(&h, 70), v_key(&h, 380));
+    let ranges = [
+        KeyRange {
+            low: Some((&a, false)),
+            high: Some((&b, true)),
+        },
+        KeyRange {
+            low: Some((&c, true)),
+            high: None,
+        },
+    ];
+    let (keys, _) = h.scan_all(1, index_req(3, by_v, SCAN_ORDERED, &ranges));
+    assert_eq!(keys, [6, 7, 38, 39]);
+    let (keys, _) = h.scan_all(
+        1,
+        index_req(4, by_v, SCAN_ORDERED | SCAN_DESCENDING, &ranges),
+    );
+    assert_eq!(keys, [39, 38, 7, 6]);
+    // An update moves its entry; a delete takes it out; an uncommitted
+    // insert is not there.
+    let up = h.op(OpType::Update, 12, 1000, "moved");
+    h.commit(vec![up]);
+    let del = h.op(OpType::Delete, 13, 0, "");
+    h.commit(vec![del]);
+    let ins = h.op(OpType::Insert, 99, 150, "open");
+    conf(&h.send(2, 1, ExecType::NoCommit, vec![ins]));
+    let (keys, _) = h.scan_all(1, index_req(5, by_v, SCAN_ORDERED, &[range]));
+    assert_eq!(keys, [10, 11, 14, 15, 16, 17, 18, 19]);
+    let (keys, _) = h.scan_all(1, index_req(6, by_v, SCAN_ORDERED, &[]));
+    assert_eq!(keys.len(), 39);
+    assert_eq!(keys.last(), Some(&12), "v = 1000 is the largest");
+    // The primary key's index: keys in order.
+    let (keys, _) = h.scan_all(1, index_req(7, 0, SCAN_ORDERED, &[]));
+    let mut want: Vec<u32> = (0..40).filter(|&k| k != 13).collect();
+    want.sort_unstable();
+    assert_eq!(keys, want);
+    conf(&h.send(2, 1, ExecType::Rollback, Vec::new()));
+    h.node.check_ordered_indexes().unwrap();
+    // Bad index requests: an index the table lacks, bounds without one.
+    let out = h.scan_signal(1, Signal::ScanTabReq(index_req(8, 9, 0, &[])));
+    assert_eq!(scan_refused(&out), ErrorCode::BadRequest as u16);
+    let out = h.scan_signal(
+        1,
+        Signal::ScanTabReq(ScanTabReq {
+            flags: SCAN_ORDERED,
+            ..scan_req(9, 3, Vec::new())
+        }),
+    );
+    assert_eq!(scan_refused(&out), ErrorCode::BadRequest as u16);
+    let out = h.scan_signal(
+        1,
+        Signal::ScanTabReq(ScanTabReq {
+            bounds: vec![9, 9, 9],
+            ..index_req(10, by_v, 0, &[])
+        }),
+    );
+    assert_eq!(scan_refused(&out), ErrorCode::BadRequest as u16);
 }

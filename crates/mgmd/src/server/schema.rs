@@ -65,6 +65,7 @@ impl Shared {
     pub(super) async fn create_table(&self, mut def: TableDef) -> Result<TableDef, ShoalError> {
         // Where the table lives is mgmd's decision, not the client's.
         def.distribution = Some(self.config.table_distribution(def.options.fragment_count)?);
+        def.add_primary_index();
         def.validate()?;
         let _op = self.schema_op.lock().await;
         let file = {

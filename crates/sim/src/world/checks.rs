@@ -327,6 +327,13 @@ impl World {
             ));
         }
 
+        // Every ordered index holds exactly its rows' entries.
+        for n in 1..=self.opts.data_nodes {
+            self.node_ref(n)
+                .expect("healed")
+                .check_ordered_indexes()
+                .map_err(|e| format!("node {n}: {e}"))?;
+        }
         // Every replica of every fragment holds the same rows under the
         // same row ids, and together they hold exactly what the model says.
         let mut found: BTreeMap<u32, Vec<u8>> = BTreeMap::new();

@@ -396,6 +396,10 @@ impl World {
                 files.sys.lcp
             ));
         }
+        // A start from files rebuilds the ordered indexes with the rows.
+        scratch
+            .check_ordered_indexes()
+            .map_err(|e| format!("node {node}: a start from its files: {e}"))?;
         for frag in 0..self.map.fragments.len() as u32 {
             if !self.map.replicas(frag).contains(&node) {
                 continue;

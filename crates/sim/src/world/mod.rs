@@ -139,7 +139,7 @@ pub fn run(opts: &SimOptions) -> Result<SimReport, SimFailure> {
 
 /// The simulated table, distributed over `groups`.
 pub fn table_def(groups: Vec<Vec<u16>>, read_backup: bool) -> TableDef {
-    let mut def = TableDef::new(
+    let def = TableDef::new(
         "sim",
         vec![
             ColumnDef::new("k", ColumnType::Int { unsigned: true }),
@@ -149,6 +149,13 @@ pub fn table_def(groups: Vec<Vec<u16>>, read_backup: bool) -> TableDef {
         &["k"],
     )
     .expect("valid table");
+    // Ordered indexes: the primary key's, one on a signed column, and one
+    // of two columns led by a nullable string (entries move on updates).
+    let mut def = def
+        .with_index("by_v", &["v"])
+        .and_then(|d| d.with_index("by_s_v", &["s", "v"]))
+        .expect("valid indexes");
+    def.add_primary_index();
     def.id = TABLE;
     def.version = VERSION;
     def.options.read_backup = read_backup;

@@ -260,7 +260,7 @@ impl SimFailure {
     pub fn replay_command(&self) -> String {
         let o = &self.opts;
         format!(
-            "cargo run --release -p shoal-sim -- --seed {} --txns {} --nodes {} --replicas {}{}{}{}{}{}{}{}{}{}{}{}{}{}",
+            "cargo run --release -p shoal-sim -- --seed {} --txns {} --nodes {} --replicas {}{}{}{}{}{}{}{}{}{}{}{}{}{}{}",
             o.seed,
             o.transactions,
             o.data_nodes,
@@ -301,6 +301,11 @@ impl SimFailure {
             },
             if o.faults.scan_skips_row_at_batch_end {
                 " --break scan-skips-row-at-batch-end"
+            } else {
+                ""
+            },
+            if o.faults.index_update_keeps_old_key {
+                " --break index-update-keeps-old-key"
             } else {
                 ""
             },

@@ -16,14 +16,41 @@
 use rand::Rng;
 use shoal_kernel::ConnId;
 use shoal_types::filter::{CmpOp, FilterExpr};
+use shoal_types::index_key::encode_key;
 use shoal_types::value::decode_value;
 use shoal_types::{AttrSlice, ErrorClass, ErrorCode, TransId, Value};
+use shoal_wire::scan::{encode_bounds, KeyRange, SCAN_DESCENDING, SCAN_NO_INDEX, SCAN_ORDERED};
 use shoal_wire::{LockMode, ScanNextReq, ScanTabConf, ScanTabReq, Signal, ALL_COLUMNS};
 use std::collections::BTreeSet;
 
 use super::net::random_delay;
 use super::{Event, Lane, World, TABLE, VERSION};
 use crate::model::Row;
+
+/// A range of an index scan: (bound, inclusive) at each end.
+type OwnedRange = (Option<(Vec<u8>, bool)>, Option<(Vec<u8>, bool)>);
+
+/// What an index scan asked.
+pub(super) struct IndexScan {
+    index: u16,
+    ranges: Vec<OwnedRange>,
+    ordered: bool,
+    descending: bool,
+    /// The key of the last row returned (an ordered scan's come in order).
+    last_key: Option<Vec<u8>>,
+}
+
+impl IndexScan {
+    fn in_ranges(&self, key: &[u8]) -> bool {
+        self.ranges.iter().any(|(low, high)| {
+            let r = KeyRange {
+                low: low.as_ref().map(|(b, i)| (&b[..], *i)),
+                high: high.as_ref().map(|(b, i)| (&b[..], *i)),
+            };
+            r.above_low(key) && r.below_high(key)
+        })
+    }
+}
 
 /// One scan a client runs.
 pub(super) struct SimScan {
@@ -41,6 +68,8 @@ pub(super) struct SimScan {
     close_after: Option<u32>,
     rounds: u32,
     closing: bool,
+    /// An index scan's index, ranges and order (`None`: the table).
+    index: Option<IndexScan>,
 }
 
 impl World {
@@ -93,6 +122,31 @@ impl World {
             .rng
             .random_bool(0.15)
             .then(|| self.rng.random_range(0..4));
+        let index = self
+            .rng
+            .random_bool(0.5)
+            .then(|| self.random_index_scan())
+            .transpose()?;
+        let (index_no, flags, bounds) = match &index {
+            None => (SCAN_NO_INDEX, 0, Vec::new()),
+            Some(ix) => {
+                let ranges: Vec<KeyRange> = ix
+                    .ranges
+                    .iter()
+                    .map(|(low, high)| KeyRange {
+                        low: low.as_ref().map(|(b, i)| (&b[..], *i)),
+                        high: high.as_ref().map(|(b, i)| (&b[..], *i)),
+                    })
+                    .collect();
+                let mut bounds = Vec::new();
+                if !(ranges.len() == 1 && ranges[0] == KeyRange::ALL) || self.rng.random_bool(0.5) {
+                    encode_bounds(&ranges, &mut bounds);
+                }
+                let flags = if ix.ordered { SCAN_ORDERED } else { 0 }
+                    | if ix.descending { SCAN_DESCENDING } else { 0 };
+                (ix.index, flags, bounds)
+            }
+        };
         // Commits still in progress may not be whole on every replica yet.
         let since = self
             .in_progress
@@ -112,12 +166,13 @@ impl World {
                 close_after,
                 rounds: 0,
                 closing: false,
+                index,
             },
         );
         self.report.scans += 1;
         if self.trace {
             eprintln!(
-                "{:>8} ms client {client} conn {conn} scan {} begins after commit #{since}",
+                "{:>8} ms client {client} conn {conn} scan {} begins after commit #{since}: index {index_no} flags {flags} bounds {bounds:?} batch {batch_rows} rows {batch_bytes} bytes",
                 self.now, trans.0
             );
         }
@@ -126,6 +181,9 @@ impl World {
             table: TABLE,
             version: VERSION,
             lock: LockMode::CommittedRead,
+            flags,
+            index: index_no,
+            bounds,
             batch_rows,
             batch_bytes,
             columns: ALL_COLUMNS.to_le_bytes().to_vec(),
@@ -133,6 +191,70 @@ impl World {
         });
         self.send(Lane::ToNode(conn), Event::ScanToNode { conn, signal });
         Ok(())
+    }
+
+    /// A random index scan: an index of the table (`PRIMARY` on `k`,
+    /// `by_v`, `by_s_v`), one to three disjoint ranges in ascending order
+    /// (or the whole index), ordered or not, either direction.
+    fn random_index_scan(&mut self) -> Result<IndexScan, String> {
+        let index = self.rng.random_range(0..self.def.indexes.len()) as u16;
+        let columns = self.def.indexes[index as usize].columns.clone();
+        let first = columns[0];
+        // Ascending points on the first column, then ranges between them.
+        let mut points: Vec<Value> = (0..self.rng.random_range(0..=6))
+            .map(|_| match first {
+                0 => Value::UInt(u64::from(self.rng.random_range(0..self.load.keys))),
+                1 => Value::Int(self.rng.random_range(-1000..1000)),
+                _ => match self.rng.random_range(0..4) {
+                    0 => Value::Null,
+                    1 => Value::Str(String::new()),
+                    2 => Value::Str("m".into()),
+                    _ => Value::Str(((b'a' + self.rng.random_range(0..26u8)) as char).to_string()),
+                },
+            })
+            .collect();
+        let mut keyed: Vec<(Vec<u8>, Value)> = Vec::new();
+        for v in points.drain(..) {
+            let mut key = Vec::new();
+            encode_key(&self.def, &columns[..1], std::slice::from_ref(&v), &mut key)
+                .map_err(|e| format!("the simulator built a bound the index refuses: {e}"))?;
+            keyed.push((key, v));
+        }
+        keyed.sort_by(|a, b| a.0.cmp(&b.0));
+        keyed.dedup_by(|a, b| a.0 == b.0);
+        let bounds: Vec<Vec<u8>> = keyed.into_iter().map(|(k, _)| k).collect();
+        let mut ranges: Vec<OwnedRange> = Vec::new();
+        let mut i = 0;
+        // Pairs of points: [a, b] with either end open, none overlapping
+        // (b < next a, since the points are distinct and sorted).
+        while i + 1 < bounds.len() && ranges.len() < 3 {
+            // Only the first range may be open below, and only the last
+            // above: the ranges stay disjoint.
+            let low = (i > 0 || self.rng.random_bool(0.7))
+                .then(|| (bounds[i].clone(), self.rng.random_bool(0.5)));
+            let high = (self.rng.random_bool(0.8) || i + 2 < bounds.len())
+                .then(|| (bounds[i + 1].clone(), self.rng.random_bool(0.5)));
+            ranges.push((low, high));
+            i += 2;
+            if ranges.last().is_some_and(|r| r.1.is_none()) {
+                break;
+            }
+        }
+        if ranges.is_empty() {
+            if let Some(point) = bounds.first() {
+                // An equality on the first column.
+                ranges.push((Some((point.clone(), true)), Some((point.clone(), true))));
+            } else {
+                ranges.push((None, None));
+            }
+        }
+        Ok(IndexScan {
+            index,
+            ranges,
+            ordered: self.rng.random_bool(0.5),
+            descending: self.rng.random_bool(0.5),
+            last_key: None,
+        })
     }
 
     /// A random filter over the table's columns `k`, `v`, `s`.
@@ -297,6 +419,40 @@ impl World {
                     self.model.history(k)
                 ));
             }
+            if let Some(ix) = &mut scan.index {
+                let columns = &self.def.indexes[ix.index as usize].columns;
+                let mut key = Vec::new();
+                let of_row: Vec<Value> = columns
+                    .iter()
+                    .map(|&c| values[c as usize].clone())
+                    .collect();
+                encode_key(&self.def, columns, &of_row, &mut key)
+                    .map_err(|e| format!("scan {}: a row's index key: {e}", c.trans.0))?;
+                if !ix.in_ranges(&key) {
+                    return Err(format!(
+                        "scan {} of index {} returned key {k} as {values:?}, outside its ranges",
+                        c.trans.0, ix.index
+                    ));
+                }
+                if ix.ordered {
+                    if let Some(last) = &ix.last_key {
+                        let in_order = if ix.descending {
+                            key <= *last
+                        } else {
+                            key >= *last
+                        };
+                        if !in_order {
+                            return Err(format!(
+                                "ordered scan {} of index {} ({}) returned key {k} as {values:?} out of order",
+                                c.trans.0,
+                                ix.index,
+                                if ix.descending { "descending" } else { "ascending" }
+                            ));
+                        }
+                    }
+                    ix.last_key = Some(key);
+                }
+            }
             if scan.filter.eval_values(&self.def, &values) != Some(true) {
                 return Err(format!(
                     "scan {} returned key {k} as {values:?}, which its filter {:?} drops",
@@ -360,7 +516,21 @@ impl World {
                 Value::Int(row.v),
                 row.s.clone().map_or(Value::Null, Value::Str),
             ];
-            if scan.filter.eval_values(&self.def, &values) == Some(true) {
+            let in_ranges = match &scan.index {
+                None => true,
+                Some(ix) => {
+                    let columns = &self.def.indexes[ix.index as usize].columns;
+                    let of_row: Vec<Value> = columns
+                        .iter()
+                        .map(|&c| values[c as usize].clone())
+                        .collect();
+                    let mut key = Vec::new();
+                    encode_key(&self.def, columns, &of_row, &mut key)
+                        .map_err(|e| format!("a row's index key: {e}"))?;
+                    ix.in_ranges(&key)
+                }
+            };
+            if in_ranges && scan.filter.eval_values(&self.def, &values) == Some(true) {
                 return Err(format!(
                     "scan {} missed key {k} ({row:?}): it was there before the scan began and untouched until it ended, and the filter {:?} keeps it",
                     key.1 .0, scan.filter

@@ -19,7 +19,7 @@ pub use cluster::{
     ClusterSignal, CopyRow, FilesState, FragReplicaState, JoinRefusal, Member, View,
 };
 pub use epoch::EpochSignal;
-pub use scan::{ScanSignal, SCAN_FRAG_END};
+pub use scan::{ScanCursor, ScanSignal, SCAN_FRAG_END};
 
 use shoal_types::distribution::FragmentId;
 use shoal_types::{ErrorCode, ShoalError, TableId, TransId};

@@ -20,8 +20,53 @@ pub const GSN_SCAN_FRAG_REF: u16 = 65;
 /// The last scan GSN.
 pub const GSN_SCAN_LAST: u16 = GSN_SCAN_FRAG_REF;
 
-/// [`ScanSignal::FragConf`]'s `next_row` when the fragment has no more rows.
+/// [`ScanCursor::row`] when the fragment has no more rows.
 pub const SCAN_FRAG_END: u32 = u32::MAX;
+
+/// Where a fragment's scan goes on. A table scan: at row id `row` (`range`
+/// 0, `key` empty). An index scan: in range number `range` of its bounds,
+/// from the range's start if `key` is empty, else just past the entry
+/// (`key`, `row`) in the scan's direction. `row` [`SCAN_FRAG_END`]: the
+/// fragment is done.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScanCursor {
+    pub range: u16,
+    pub row: u32,
+    pub key: Vec<u8>,
+}
+
+impl ScanCursor {
+    pub fn is_end(&self) -> bool {
+        self.row == SCAN_FRAG_END
+    }
+
+    pub fn end() -> ScanCursor {
+        ScanCursor {
+            range: 0,
+            row: SCAN_FRAG_END,
+            key: Vec::new(),
+        }
+    }
+
+    fn encoded_len(&self) -> usize {
+        2 + 4 + 2 + self.key.len()
+    }
+
+    fn encode(&self, out: &mut Vec<u8>) {
+        put_u16(out, self.range);
+        put_u32(out, self.row);
+        put_u16(out, self.key.len() as u16);
+        out.extend_from_slice(&self.key);
+    }
+
+    fn decode(r: &mut Reader<'_>) -> Result<ScanCursor, WireError> {
+        let range = r.u16("range")?;
+        let row = r.u32("row")?;
+        let len = usize::from(r.u16("key_len")?);
+        let key = r.bytes(len, "key")?.to_vec();
+        Ok(ScanCursor { range, row, key })
+    }
+}
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ScanSignal {
@@ -30,9 +75,9 @@ pub enum ScanSignal {
     FragReq {
         to: u16,
         /// The scan, as its coordinator numbers it; answers go to the
-        /// node that sent this (`from`).
+        /// coordinator's node, `tc`.
         scan: TxnRef,
-        from: u16,
+        tc: u16,
         table: TableId,
         version: SchemaVersion,
         frag: FragmentId,
@@ -42,7 +87,13 @@ pub enum ScanSignal {
         /// The distribution version the coordinator routed by: a replica
         /// at another version refuses (the primary moved).
         frag_version: u32,
-        from_row: u32,
+        /// An ordered index's number, or [`crate::scan::SCAN_NO_INDEX`].
+        index: u16,
+        /// `crate::scan::SCAN_*` flags.
+        flags: u8,
+        /// The index scan's ranges (`crate::scan::encode_bounds`).
+        bounds: Vec<u8>,
+        from: ScanCursor,
         /// Rows and bytes of rows to return at most (at least one row, if
         /// any is left, whatever its size).
         max_rows: u32,
@@ -52,14 +103,15 @@ pub enum ScanSignal {
         filter: Vec<u8>,
     },
     /// The primary → the coordinator: `count` rows (attribute lists back
-    /// to back) of the `examined` rows looked at; the scan goes on at
-    /// `next_row` ([`SCAN_FRAG_END`]: the fragment is done).
+    /// to back; for an ordered scan each after `u16 key_len | key`, its
+    /// index key) of the `examined` rows looked at; the scan goes on at
+    /// `next`.
     FragConf {
         to: u16,
         scan: TxnRef,
         frag: FragmentId,
         batch: u32,
-        next_row: u32,
+        next: ScanCursor,
         examined: u32,
         count: u32,
         rows: Vec<u8>,
@@ -105,9 +157,34 @@ impl ScanSignal {
     pub(crate) fn body_len(&self) -> usize {
         match self {
             ScanSignal::FragReq {
-                columns, filter, ..
-            } => 8 + 2 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + 4 + columns.len() + 4 + filter.len(),
-            ScanSignal::FragConf { rows, .. } => 8 + 4 + 4 + 4 + 4 + 4 + 4 + rows.len(),
+                columns,
+                filter,
+                bounds,
+                from,
+                ..
+            } => {
+                8 + 2
+                    + 4
+                    + 4
+                    + 4
+                    + 4
+                    + 4
+                    + 2
+                    + 1
+                    + 1
+                    + 4
+                    + bounds.len()
+                    + from.encoded_len()
+                    + 4
+                    + 4
+                    + 4
+                    + columns.len()
+                    + 4
+                    + filter.len()
+            }
+            ScanSignal::FragConf { rows, next, .. } => {
+                8 + 4 + 4 + next.encoded_len() + 4 + 4 + 4 + rows.len()
+            }
             ScanSignal::FragRef { detail, .. } => 8 + 4 + 4 + 2 + 2 + detail_prefix(detail).len(),
         }
     }
@@ -117,13 +194,16 @@ impl ScanSignal {
         match self {
             ScanSignal::FragReq {
                 scan,
-                from,
+                tc,
                 table,
                 version,
                 frag,
                 batch,
                 frag_version,
-                from_row,
+                index,
+                flags,
+                bounds,
+                from,
                 max_rows,
                 max_bytes,
                 columns,
@@ -131,13 +211,18 @@ impl ScanSignal {
                 ..
             } => {
                 put_u64(out, *scan);
-                put_u16(out, *from);
+                put_u16(out, *tc);
                 put_u32(out, table.0);
                 put_u32(out, version.0);
                 put_u32(out, *frag);
                 put_u32(out, *batch);
                 put_u32(out, *frag_version);
-                put_u32(out, *from_row);
+                put_u16(out, *index);
+                out.push(*flags);
+                out.push(0);
+                put_u32(out, bounds.len() as u32);
+                out.extend_from_slice(bounds);
+                from.encode(out);
                 put_u32(out, *max_rows);
                 put_u32(out, *max_bytes);
                 put_u32(out, columns.len() as u32);
@@ -149,7 +234,7 @@ impl ScanSignal {
                 scan,
                 frag,
                 batch,
-                next_row,
+                next,
                 examined,
                 count,
                 rows,
@@ -158,7 +243,7 @@ impl ScanSignal {
                 put_u64(out, *scan);
                 put_u32(out, *frag);
                 put_u32(out, *batch);
-                put_u32(out, *next_row);
+                next.encode(out);
                 put_u32(out, *examined);
                 put_u32(out, *count);
                 put_u32(out, rows.len() as u32);
@@ -191,13 +276,18 @@ impl ScanSignal {
         Ok(Some(match gsn {
             GSN_SCAN_FRAG_REQ => {
                 let scan = r.u64("scan")?;
-                let from = r.u16("from")?;
+                let tc = r.u16("tc")?;
                 let table = TableId(r.u32("table")?);
                 let version = SchemaVersion(r.u32("version")?);
                 let frag = r.u32("frag")?;
                 let batch = r.u32("batch")?;
                 let frag_version = r.u32("frag_version")?;
-                let from_row = r.u32("from_row")?;
+                let index = r.u16("index")?;
+                let flags = r.u8("flags")?;
+                r.reserved_u8("reserved")?;
+                let len = r.u32("bounds_len")? as usize;
+                let bounds = r.bytes(len, "bounds")?.to_vec();
+                let from = ScanCursor::decode(r)?;
                 let max_rows = r.u32("max_rows")?;
                 let max_bytes = r.u32("max_bytes")?;
                 let len = r.u32("columns_len")? as usize;
@@ -207,13 +297,16 @@ impl ScanSignal {
                 ScanSignal::FragReq {
                     to,
                     scan,
-                    from,
+                    tc,
                     table,
                     version,
                     frag,
                     batch,
                     frag_version,
-                    from_row,
+                    index,
+                    flags,
+                    bounds,
+                    from,
                     max_rows,
                     max_bytes,
                     columns,
@@ -224,7 +317,7 @@ impl ScanSignal {
                 let scan = r.u64("scan")?;
                 let frag = r.u32("frag")?;
                 let batch = r.u32("batch")?;
-                let next_row = r.u32("next_row")?;
+                let next = ScanCursor::decode(r)?;
                 let examined = r.u32("examined")?;
                 let count_at = r.pos;
                 let count = r.u32("count")?;
@@ -241,7 +334,7 @@ impl ScanSignal {
                     scan,
                     frag,
                     batch,
-                    next_row,
+                    next,
                     examined,
                     count,
                     rows,
@@ -273,13 +366,20 @@ pub(crate) fn samples() -> Vec<ScanSignal> {
         ScanSignal::FragReq {
             to: 2,
             scan: 1 << 50,
-            from: 1,
+            tc: 1,
             table: TableId(4),
             version: SchemaVersion(3),
             frag: 5,
             batch: 3,
             frag_version: 9,
-            from_row: 0,
+            index: 2,
+            flags: 3,
+            bounds: vec![1, 0, 0],
+            from: ScanCursor {
+                range: 1,
+                row: 7,
+                key: vec![1, 2, 3],
+            },
             max_rows: 64,
             max_bytes: 1 << 20,
             columns: vec![0xFF, 0xFF],
@@ -290,7 +390,7 @@ pub(crate) fn samples() -> Vec<ScanSignal> {
             scan: 7,
             frag: 5,
             batch: 3,
-            next_row: SCAN_FRAG_END,
+            next: ScanCursor::end(),
             examined: 100,
             count: 1,
             rows: vec![0, 0],
