@@ -36,18 +36,69 @@ impl CpuSample {
     /// What happened between `self` and `later`, for `ops` operations:
     /// e.g. "cores busy 98 % 77 %; this process 1,234 ns CPU per op".
     pub fn report_until(&self, later: &CpuSample, ops: u64) -> String {
-        let mut out = String::from("cores busy");
-        for (a, b) in self.cores.iter().zip(&later.cores) {
-            let busy = b.0.saturating_sub(a.0) as f64;
-            let all = b.1.saturating_sub(a.1).max(1) as f64;
-            let _ = write!(out, " {:.0} %", 100.0 * busy / all);
+        let mut span = CpuTotals::default();
+        span.add(self, later);
+        span.report(ops)
+    }
+}
+
+/// Counters added up over several intervals: one benchmark case timed
+/// once per iteration, with other work in between that must not count.
+#[derive(Clone, Debug, Default)]
+pub struct CpuTotals {
+    /// Per core: (busy ticks, all ticks).
+    cores: Vec<(u64, u64)>,
+    /// This process's user + system ticks.
+    process_ticks: u64,
+}
+
+impl CpuTotals {
+    /// Adds the interval from `from` to `to`.
+    pub fn add(&mut self, from: &CpuSample, to: &CpuSample) {
+        if self.cores.len() < from.cores.len() {
+            self.cores.resize(from.cores.len(), (0, 0));
         }
-        let secs = later.process_ticks.saturating_sub(self.process_ticks) as f64 / TICKS_PER_SEC;
+        for (sum, (a, b)) in self.cores.iter_mut().zip(from.cores.iter().zip(&to.cores)) {
+            sum.0 += b.0.saturating_sub(a.0);
+            sum.1 += b.1.saturating_sub(a.1);
+        }
+        self.process_ticks += to.process_ticks.saturating_sub(from.process_ticks);
+    }
+
+    /// Ticks each core counted, on average: `TICKS_PER_SEC` per second of
+    /// wall time measured. Fewer than a handful say nothing (a busy share
+    /// is then a guess at the tick boundaries).
+    pub fn ticks_per_core(&self) -> f64 {
+        if self.cores.is_empty() {
+            return 0.0;
+        }
+        self.cores.iter().map(|c| c.1 as f64).sum::<f64>() / self.cores.len() as f64
+    }
+
+    /// How busy each core was, in percent.
+    pub fn busy_pct(&self) -> Vec<f64> {
+        self.cores
+            .iter()
+            .map(|&(busy, all)| 100.0 * busy as f64 / all.max(1) as f64)
+            .collect()
+    }
+
+    /// This process's CPU time per operation, in nanoseconds.
+    pub fn process_ns_per_op(&self, ops: u64) -> f64 {
+        self.process_ticks as f64 / TICKS_PER_SEC * 1e9 / ops.max(1) as f64
+    }
+
+    /// E.g. "cores busy 98 % 77 %; this process 1,234 ns CPU per op".
+    pub fn report(&self, ops: u64) -> String {
+        let mut out = String::from("cores busy");
+        for busy in self.busy_pct() {
+            let _ = write!(out, " {busy:.0} %");
+        }
         if ops > 0 {
             let _ = write!(
                 out,
                 "; this process {:.0} ns CPU per op",
-                secs * 1e9 / ops as f64
+                self.process_ns_per_op(ops)
             );
         }
         out
@@ -106,6 +157,22 @@ mod tests {
             a.report_until(&b, 1_000_000),
             "cores busy 90 % 40 %; this process 1000 ns CPU per op"
         );
+    }
+
+    #[test]
+    fn totals_add_intervals() {
+        let sample = |busy: u64, all: u64, own: u64| CpuSample {
+            cores: vec![(busy, all), (busy / 2, all)],
+            process_ticks: own,
+        };
+        let mut t = CpuTotals::default();
+        assert_eq!(t.ticks_per_core(), 0.0);
+        t.add(&sample(0, 0, 0), &sample(10, 20, 5));
+        // Time between the intervals does not count.
+        t.add(&sample(1000, 5000, 700), &sample(1030, 5020, 705));
+        assert_eq!(t.busy_pct(), vec![100.0, 50.0]);
+        assert_eq!(t.ticks_per_core(), 40.0);
+        assert_eq!(t.process_ns_per_op(100), 1e6);
     }
 
     #[test]

@@ -51,6 +51,8 @@ usage: shoal bench flexasynch [flags]
   -temp       a table that is neither logged nor checkpointed (NDB's NOLOGGING):
               comes back empty after a restart of the whole cluster
   -ndbrecord  accepted for compatibility (the API always uses records)
+  --ordered-index  the table also has ordered indexes, PRIMARY (on COL0) and
+              IDX_COL1 (on COL1), kept at every write (its name ends in _OI)
   --connect HOST:PORT   mgmd (default 127.0.0.1:1186)
   --latency   also record per-transaction latency (p50/p99 in µs)
   --json      print the results as one JSON object instead of lines
@@ -75,6 +77,9 @@ pub struct Options {
     pub temp: bool,
     /// `-durable`: writes ask for durable commits.
     pub durable: bool,
+    /// `--ordered-index`: the table has the PRIMARY ordered index and one
+    /// on COL1, to measure what keeping them costs writes.
+    pub ordered_index: bool,
     pub connect: String,
     pub latency: bool,
     pub json: bool,
@@ -96,6 +101,7 @@ impl Default for Options {
             dirty_reads: false,
             temp: false,
             durable: false,
+            ordered_index: false,
             connect: "127.0.0.1:1186".into(),
             latency: false,
             json: false,
@@ -143,6 +149,7 @@ impl Options {
                 "-simple" => o.dirty_reads = false,
                 "-temp" => o.temp = true,
                 "-durable" => o.durable = true,
+                "--ordered-index" | "-ordered_index" => o.ordered_index = true,
                 "-ndbrecord" => {}
                 "--connect" | "-connect" => {
                     o.connect = it
@@ -195,10 +202,11 @@ impl Options {
 
     fn table_name(&self) -> String {
         format!(
-            "FLEXASYNCH_A{}_S{}{}",
+            "FLEXASYNCH_A{}_S{}{}{}",
             self.attributes,
             self.attribute_words,
-            if self.temp { "_TEMP" } else { "" }
+            if self.temp { "_TEMP" } else { "" },
+            if self.ordered_index { "_OI" } else { "" }
         )
     }
 
@@ -215,6 +223,12 @@ impl Options {
         let mut def = TableDef::new(self.table_name(), cols, &["COL0"])
             .expect("flexasynch table definition is valid");
         def.options.no_logging = self.temp;
+        if self.ordered_index {
+            // As a SQL table with a secondary key: mgmd adds PRIMARY.
+            return def
+                .with_index("IDX_COL1", &["COL1"])
+                .expect("flexasynch index definition is valid");
+        }
         // As NDB's flexAsynch creates its tables through the NDB API: the
         // primary key by hash only, no ordered index to keep.
         def.options.hash_only_primary_key = true;
@@ -900,6 +914,14 @@ mod tests {
         assert!(logged.durable && !logged.temp);
         assert_eq!(logged.table_name(), "FLEXASYNCH_A2_S1");
         assert!(!logged.table_def().options.no_logging);
+        assert!(logged.table_def().options.hash_only_primary_key);
+        assert!(logged.table_def().indexes.is_empty());
+        let indexed = Options::parse(&args("-a 2 -temp --ordered-index")).unwrap();
+        assert_eq!(indexed.table_name(), "FLEXASYNCH_A2_S1_TEMP_OI");
+        let def = indexed.table_def();
+        assert!(!def.options.hash_only_primary_key);
+        assert_eq!(def.index_number("IDX_COL1"), Some(0));
+        assert_eq!(def.indexes[0].columns, vec![1]);
     }
 
     #[test]

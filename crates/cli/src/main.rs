@@ -60,9 +60,10 @@ enum Command {
         connect: String,
     },
     /// Benchmarks: `shoal bench flexasynch -t 1 -p 256 ...` (NDB's flags),
+    /// `shoal bench readperf -c -d -s 1000000 -r 1000` (NDB's testReadPerf),
     /// `shoal bench bank --accounts 1000 --threads 8 --duration-secs 10`.
     Bench {
-        /// The benchmark: flexasynch or bank.
+        /// The benchmark: flexasynch, readperf or bank.
         name: String,
         /// The benchmark's own flags.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
@@ -107,9 +108,10 @@ fn main() -> ExitCode {
         Command::Verify { connect } => verify(&connect),
         Command::Bench { name, args } => match name.as_str() {
             "flexasynch" | "flexAsynch" => shoal_bench::flexasynch::main(&args),
+            "readperf" | "testReadPerf" => shoal_bench::readperf::main(&args),
             "bank" => shoal_bench::bank::main(&args),
             other => Err(format!(
-                "unknown benchmark {other:?}; available: flexasynch, bank"
+                "unknown benchmark {other:?}; available: flexasynch, readperf, bank"
             )),
         },
     };

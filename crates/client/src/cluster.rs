@@ -287,6 +287,37 @@ impl Cluster {
         with_mgm!(self, |s| s.drop_table(name))
     }
 
+    /// Adds an ordered index `index` on `columns` (in key order) to
+    /// table `table`, which may hold rows and take writes meanwhile:
+    /// every data node builds it, and the call returns once all have.
+    /// Returns the table with the index (the cache holds it too).
+    pub async fn create_index(
+        &self,
+        table: &str,
+        index: &str,
+        columns: &[&str],
+    ) -> Result<Table, ShoalError> {
+        let current = self.table(table).await?;
+        // Checked here first, for an error naming the column.
+        let def = current.def().clone().with_index(index, columns)?;
+        let wanted = def.indexes.last().expect("just added").clone();
+        self.cache().remove(table);
+        let changed = with_mgm!(self, |s| s.create_index(table, wanted.clone()))?;
+        let t = Table::new(changed);
+        self.cache().insert(table.to_string(), t.clone());
+        Ok(t)
+    }
+
+    /// Drops ordered index `index` of table `table`; scans of it fail
+    /// from then on. Returns the table without it.
+    pub async fn drop_index(&self, table: &str, index: &str) -> Result<Table, ShoalError> {
+        self.cache().remove(table);
+        let changed = with_mgm!(self, |s| s.drop_index(table, index))?;
+        let t = Table::new(changed);
+        self.cache().insert(table.to_string(), t.clone());
+        Ok(t)
+    }
+
     /// The table called `name`, from the cache or else from mgmd.
     pub async fn table(&self, name: &str) -> Result<Table, ShoalError> {
         if let Some(t) = self.cache().get(name) {

@@ -31,6 +31,9 @@ pub struct Faults {
     /// A committed update leaves the row's ordered-index entries under
     /// their old keys.
     pub index_update_keeps_old_key: bool,
+    /// While an ordered index is built, writes to rows the build passed
+    /// leave it as it is.
+    pub index_build_ignores_writes: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -66,6 +69,10 @@ pub struct KernelConfig {
     pub copy_batch_rows: usize,
     /// Bytes of a restarted node's snapshot logged per tick at most.
     pub snapshot_step_bytes: usize,
+    /// Rows an ordered index being built indexes per tick, per table (a
+    /// few ms of work; the simulator takes a few rows, so writes meet a
+    /// build half done).
+    pub index_build_rows_per_tick: usize,
     /// Scans this node coordinates at once, at most (more: error 488).
     pub max_concurrent_scans: usize,
     /// Rows one batch of a scan looks at, at most (a filter that keeps
@@ -114,6 +121,7 @@ impl Default for KernelConfig {
             max_answer_bytes: (8 << 20) - 64,
             copy_batch_rows: 512,
             snapshot_step_bytes: 4 << 20,
+            index_build_rows_per_tick: 64 * 1024,
             max_concurrent_scans: 256,
             scan_examine_rows_max: 16_384,
             epoch_interval_ms: 0,

@@ -308,6 +308,14 @@ impl Dih {
         self.tables.insert(def.id, t);
     }
 
+    /// The table's definition changed without changing its rows (an
+    /// ordered index added or dropped): routes stay, the layout is new.
+    pub fn alter_table(&mut self, def: &TableDef) {
+        if let Some(t) = self.tables.get_mut(&def.id) {
+            t.layout = Arc::new(RowLayout::new(def));
+        }
+    }
+
     pub fn drop_table(&mut self, id: TableId) {
         self.tables.remove(&id);
         self.starting.retain(|(t, _), _| *t != id);

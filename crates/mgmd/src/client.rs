@@ -512,6 +512,47 @@ impl ApiSession {
         }
     }
 
+    /// Adds an ordered index to `table`; answers once every data node
+    /// built it.
+    pub async fn create_index(
+        &mut self,
+        table: &str,
+        index: shoal_types::IndexDef,
+    ) -> Result<TableDef, ShoalError> {
+        match self
+            .conn
+            .request(
+                Request::CreateIndex {
+                    table: table.to_string(),
+                    index,
+                },
+                SCHEMA_REQUEST_TIMEOUT,
+            )
+            .await?
+        {
+            Response::Table(t) => Ok(t),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Drops ordered index `index` of `table`.
+    pub async fn drop_index(&mut self, table: &str, index: &str) -> Result<TableDef, ShoalError> {
+        match self
+            .conn
+            .request(
+                Request::DropIndex {
+                    table: table.to_string(),
+                    index: index.to_string(),
+                },
+                SCHEMA_REQUEST_TIMEOUT,
+            )
+            .await?
+        {
+            Response::Table(t) => Ok(t),
+            other => Err(unexpected(&other)),
+        }
+    }
+
     pub async fn get_table(&mut self, name: &str) -> Result<TableDef, ShoalError> {
         match self
             .conn

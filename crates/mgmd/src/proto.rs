@@ -96,6 +96,9 @@ pub enum MgmEvent {
     TableDropped {
         id: shoal_types::TableId,
     },
+    /// The table's ordered indexes changed (one added, which the node
+    /// builds before it acks, or one dropped); same columns and version.
+    IndexesChanged(shoal_types::TableDef),
     /// mgmd asks the node to stop.
     Shutdown,
 }
@@ -220,6 +223,14 @@ pub enum Request {
     CreateTable { def: TableDef },
     /// API node only. Answer: `Response::Ok`.
     DropTable { name: String },
+    /// API node only: add an ordered index to a table (built online on
+    /// every data node before the answer). Answer: `Response::Table`.
+    CreateIndex {
+        table: String,
+        index: shoal_types::IndexDef,
+    },
+    /// API node only: drop an ordered index. Answer: `Response::Table`.
+    DropIndex { table: String, index: String },
     /// Any connection. Answer: `Response::Table`.
     GetTable { name: String },
     /// Any connection. Answer: `Response::Tables`.

@@ -65,6 +65,7 @@ fn kernel_config(node_id: u16, incarnation: u32, cfg: &DataNodeConfig) -> Kernel
         max_answer_bytes,
         copy_batch_rows: 512,
         snapshot_step_bytes: 4 << 20,
+        index_build_rows_per_tick: 64 * 1024,
         max_concurrent_scans: cfg.max_concurrent_scans as usize,
         scan_examine_rows_max: 16_384,
         epoch_interval_ms: if cfg.diskless {
@@ -435,11 +436,17 @@ pub fn run_datanode(opts: DataNodeOptions) -> Result<(), ShoalError> {
                     while let Ok(ev) = link.events.try_recv() {
                         match ev {
                             LinkEvent::Schema { event_id, event } => {
-                                let result = el.schema_event(event, &cfg.cluster_data_nodes);
+                                let result =
+                                    el.schema_event(event, &cfg.cluster_data_nodes, Some(event_id));
                                 if let Err(e) = &result {
                                     tracing::error!("{e}");
                                 }
-                                let _ = link.requests.send(LinkRequest::Ack { event_id, result });
+                                // An index build acks when it is done.
+                                if !matches!(result, Ok(true)) {
+                                    let result = result.map(|_| ());
+                                    let _ =
+                                        link.requests.send(LinkRequest::Ack { event_id, result });
+                                }
                             }
                             LinkEvent::Shutdown(why) => {
                                 tracing::info!("data node {node_id} stopping: {why}");
@@ -460,15 +467,26 @@ pub fn run_datanode(opts: DataNodeOptions) -> Result<(), ShoalError> {
                                 let mut created = 0;
                                 for id in &dropped {
                                     let drop = MgmEvent::TableDropped { id: *id };
-                                    let _ = el.schema_event(drop, &cfg.cluster_data_nodes);
+                                    let _ = el.schema_event(drop, &cfg.cluster_data_nodes, None);
                                 }
                                 for def in tables {
-                                    if el.node.dih().has_table(def.id) {
+                                    if let Some(t) = el.node.dih().table(def.id) {
+                                        // Indexes added or dropped meanwhile.
+                                        if t.layout.table.indexes != def.indexes {
+                                            let change = MgmEvent::IndexesChanged(def);
+                                            if let Err(e) = el.schema_event(
+                                                change,
+                                                &cfg.cluster_data_nodes,
+                                                None,
+                                            ) {
+                                                tracing::error!("{e}");
+                                            }
+                                        }
                                         continue;
                                     }
                                     let create = MgmEvent::TableCreated(def);
-                                    match el.schema_event(create, &cfg.cluster_data_nodes) {
-                                        Ok(()) => created += 1,
+                                    match el.schema_event(create, &cfg.cluster_data_nodes, None) {
+                                        Ok(_) => created += 1,
                                         Err(e) => {
                                             tracing::error!("{e}");
                                             eprintln!("data node {node_id}: {e}");
@@ -524,7 +542,15 @@ pub fn run_datanode(opts: DataNodeOptions) -> Result<(), ShoalError> {
 }
 
 impl EventLoop {
-    fn schema_event(&mut self, event: MgmEvent, data_nodes: &[u16]) -> Result<(), ShoalError> {
+    /// Applies mgmd's schema change. `Ok(true)`: an index build is under
+    /// way, and `event_id` (if any) is acked when it ends
+    /// (`Output::IndexesBuilt`); otherwise ack now.
+    fn schema_event(
+        &mut self,
+        event: MgmEvent,
+        data_nodes: &[u16],
+        event_id: Option<u64>,
+    ) -> Result<bool, ShoalError> {
         let now = self.now_ms();
         match event {
             MgmEvent::TableCreated(def) => {
@@ -532,8 +558,17 @@ impl EventLoop {
                 self.node.create_table(&def);
             }
             MgmEvent::TableDropped { id } => self.node.drop_table(now, id, &mut self.outputs),
+            MgmEvent::IndexesChanged(def) => {
+                check_table(&def, data_nodes)?;
+                if self.node.alter_indexes(&def)? {
+                    if let Some(event_id) = event_id {
+                        self.index_acks.entry(def.id).or_default().push(event_id);
+                        return Ok(true);
+                    }
+                }
+            }
             MgmEvent::Shutdown => {}
         }
-        Ok(())
+        Ok(false)
     }
 }

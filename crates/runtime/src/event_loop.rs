@@ -86,6 +86,8 @@ pub(crate) struct EventLoop {
     overloaded_peers: BTreeSet<u16>,
     /// The redo log and sysfile writer (none when diskless).
     pub files: Option<node_files::Writer>,
+    /// mgmd's index changes whose ack waits for a build, by table.
+    pub index_acks: BTreeMap<shoal_types::TableId, Vec<u64>>,
 }
 
 impl EventLoop {
@@ -109,6 +111,7 @@ impl EventLoop {
             dirty: Vec::new(),
             overloaded_peers: BTreeSet::new(),
             files: None,
+            index_acks: BTreeMap::new(),
             unread: Vec::new(),
             start,
             node_id,
@@ -581,6 +584,28 @@ impl EventLoop {
                     continue;
                 }
                 Output::SnapshotDone { .. } => continue, // logged with its line
+                Output::IndexesBuilt { table, error } => {
+                    let result = match error {
+                        None => {
+                            tracing::info!("ordered indexes of table {table} built");
+                            Ok(())
+                        }
+                        Some(why) => {
+                            tracing::error!("{why}");
+                            Err(shoal_types::ShoalError::with_detail(
+                                shoal_types::ErrorCode::OutOfDataMemory,
+                                why,
+                            ))
+                        }
+                    };
+                    for event_id in self.index_acks.remove(&table).unwrap_or_default() {
+                        let _ = self.mgm.send(crate::mgm_link::LinkRequest::Ack {
+                            event_id,
+                            result: result.clone(),
+                        });
+                    }
+                    continue;
+                }
                 Output::CommitPoint { .. }
                 | Output::ReplicaCommitted { .. }
                 | Output::AbortDecided { .. }

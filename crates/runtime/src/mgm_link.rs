@@ -198,6 +198,7 @@ impl Link {
                     MgmEvent::TableDropped { id } => {
                         self.known_tables.remove(id);
                     }
+                    MgmEvent::IndexesChanged(_) => {}
                     MgmEvent::Shutdown => {}
                 }
                 let event_id = self.next_forward_id;

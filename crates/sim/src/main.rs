@@ -35,7 +35,7 @@ const USAGE: &str = "usage: shoal-sim [--seed N] [--seeds COUNT] [--txns PER_SEE
                   arbitrator-grants-all, epoch-switch-without-hold,
                   lcp-redo-start-after-scan, copy-since-one-epoch-late,
                   snapshot-without-logging, scan-skips-row-at-batch-end,
-                  index-update-keeps-old-key):
+                  index-update-keeps-old-key, index-build-ignores-writes):
                   the checks must catch it, so the run is expected to fail";
 
 struct Args {
@@ -95,6 +95,10 @@ fn parse_args() -> Result<Args, String> {
                 "copy-since-one-epoch-late" => a.faults.copy_since_one_epoch_late = true,
                 "snapshot-without-logging" => a.faults.snapshot_without_logging = true,
                 "index-update-keeps-old-key" => a.faults.index_update_keeps_old_key = true,
+                "index-build-ignores-writes" => {
+                    a.faults.index_build_ignores_writes = true;
+                    a.scans = true;
+                }
                 "scan-skips-row-at-batch-end" => {
                     a.faults.scan_skips_row_at_batch_end = true;
                     a.scans = true;

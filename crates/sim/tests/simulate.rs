@@ -148,6 +148,8 @@ fn add_up(totals: &mut SimReport, report: SimReport) {
     totals.scans_closed += report.scans_closed;
     totals.scans_abandoned += report.scans_abandoned;
     totals.scan_rows += report.scan_rows;
+    totals.indexes_added += report.indexes_added;
+    totals.index_builds += report.index_builds;
     for (code, n) in report.scans_failed {
         *totals.scans_failed.entry(code).or_default() += n;
     }
@@ -490,6 +492,10 @@ fn scans_match_the_model() {
         !totals.scans_failed.is_empty(),
         "no scan met a failure: {totals:?}"
     );
+    assert!(
+        totals.indexes_added > 0 && totals.index_builds > 0,
+        "no index was added and built while the load ran: {totals:?}"
+    );
 }
 
 /// The checker's self-test for scans: a batch that stops early and
@@ -522,4 +528,24 @@ fn the_checker_catches_an_index_entry_left_under_an_old_key() {
     });
     let (seed, why) = caught.expect("index entries stayed under old keys, and no check failed");
     assert!(why.contains("index"), "seed {seed:#x}: {why}");
+}
+
+/// The checker's self-test for online index builds: a build that ignores
+/// writes to rows it already passed leaves entries behind the rows,
+/// which scans of the index or the check after quiescence must catch.
+#[test]
+fn the_checker_catches_an_index_build_that_misses_writes() {
+    let caught = (0..12).find_map(|i| {
+        let opts = SimOptions {
+            scans: true,
+            faults: Faults {
+                index_build_ignores_writes: true,
+                ..Faults::default()
+            },
+            ..SimOptions::shape_for_seed(FIRST_SEED + i, 2000)
+        };
+        run(&opts).err().map(|f| (opts.seed, f.to_string()))
+    });
+    let (seed, why) = caught.expect("an index build ignored writes, and no check failed");
+    eprintln!("seed {seed:#x} caught it: {why}");
 }

@@ -5,21 +5,56 @@
 //! columns, and goes out when a delete commits — so an entry never names
 //! an uncommitted or deleted row.
 //!
+//! An index added to a table that has rows is built in steps while writes
+//! go on: rows below its build cursor are indexed and kept like any
+//! other; rows at or above it are left to the build, which reads their
+//! image as it is when it reaches them. A dropped index keeps its number
+//! and holds nothing.
+//!
 //! Memory: entries are charged to `Memory` like rows. A commit must not
 //! fail, so commit-time changes may take the index past `data_memory` by
 //! what the committing operations' entries need (prepare-time charges of
-//! their rows are what refuses new work once memory is full).
+//! their rows are what refuses new work once memory is full). A build
+//! that runs out of memory fails instead.
 
-use crate::memory::Memory;
-use crate::ordered::OrderedIndex;
-use crate::rows::RowId;
+use crate::memory::{Memory, OutOfMemory};
+use crate::ordered::{OrderedIndex, OrderedInsertError};
+use crate::rows::{RowId, RowStore};
 use shoal_types::index_key::encode_column;
-use shoal_types::{ColumnType, RowLayout};
+use shoal_types::{ColumnType, IndexDef, RowLayout, TableDef};
+
+/// `FragIndex::built_below` of an index whose build is done.
+const BUILT: RowId = RowId::MAX;
 
 struct FragIndex {
     /// (column, type), in key order.
     columns: Vec<(u16, ColumnType)>,
     tree: OrderedIndex,
+    /// Rows below this id are indexed ([`BUILT`]: every row).
+    built_below: RowId,
+    dropped: bool,
+}
+
+impl FragIndex {
+    fn new(table: &TableDef, def: &IndexDef, built_below: RowId) -> FragIndex {
+        FragIndex {
+            columns: def
+                .columns
+                .iter()
+                .map(|&c| (c, table.columns[c as usize].ty))
+                .collect(),
+            tree: OrderedIndex::new(),
+            built_below: if def.dropped { BUILT } else { built_below },
+            dropped: def.dropped,
+        }
+    }
+
+    /// Row `id`'s entries are kept with it (`broken_build`: the
+    /// self-test's fault, a build keeps none of its rows' changes).
+    #[inline]
+    fn keeps(&self, id: RowId, broken_build: bool) -> bool {
+        !self.dropped && id < self.built_below && !(broken_build && self.built_below != BUILT)
+    }
 }
 
 /// The ordered indexes of one fragment.
@@ -31,27 +66,108 @@ pub(crate) struct FragIndexes {
     /// Broken on purpose (the simulator's self-test): a committed update
     /// leaves its entries under their old keys.
     pub(crate) broken: bool,
+    /// Broken on purpose (the simulator's self-test): while an index is
+    /// being built, writes to rows it passed do not change it.
+    pub(crate) broken_build: bool,
 }
 
 impl FragIndexes {
+    /// The indexes of a new, empty fragment: built (there is nothing to
+    /// build).
     pub(crate) fn new(layout: &RowLayout) -> FragIndexes {
         let table = &layout.table;
         FragIndexes {
             indexes: table
                 .indexes
                 .iter()
-                .map(|i| FragIndex {
-                    columns: i
-                        .columns
-                        .iter()
-                        .map(|&c| (c, table.columns[c as usize].ty))
-                        .collect(),
-                    tree: OrderedIndex::new(),
-                })
+                .map(|i| FragIndex::new(table, i, BUILT))
                 .collect(),
             key: Vec::new(),
             old_keys: Vec::new(),
             broken: false,
+            broken_build: false,
+        }
+    }
+
+    /// Takes the table's indexes as they are now: a new one starts its
+    /// build at row 0, a dropped one gives its memory back. Returns
+    /// whether a build is under way.
+    pub(crate) fn sync(&mut self, mem: &mut Memory, table: &TableDef) -> bool {
+        for (i, def) in table.indexes.iter().enumerate() {
+            match self.indexes.get_mut(i) {
+                None => self.indexes.push(FragIndex::new(table, def, 0)),
+                Some(index) if def.dropped && !index.dropped => {
+                    index.tree.release_all(mem);
+                    index.dropped = true;
+                    index.built_below = BUILT;
+                }
+                Some(_) => {}
+            }
+        }
+        self.building()
+    }
+
+    /// Some index is still being built.
+    pub(crate) fn building(&self) -> bool {
+        self.indexes.iter().any(|i| i.built_below != BUILT)
+    }
+
+    /// Index `index` holds every committed row (built and not dropped).
+    pub(crate) fn ready(&self, index: usize) -> bool {
+        self.indexes
+            .get(index)
+            .is_some_and(|i| !i.dropped && i.built_below == BUILT)
+    }
+
+    /// Builds on: indexes up to `budget` more rows of `rows`. Returns
+    /// whether a build is still under way; out of memory, the builds
+    /// under way stop and their entries go (the index cannot be had).
+    pub(crate) fn build_step(
+        &mut self,
+        mem: &mut Memory,
+        layout: &RowLayout,
+        rows: &RowStore,
+        budget: usize,
+    ) -> Result<bool, OutOfMemory> {
+        let mut left = budget.max(1);
+        for index in &mut self.indexes {
+            while index.built_below != BUILT && left > 0 {
+                let Some(id) = rows.next_row(index.built_below) else {
+                    index.built_below = BUILT;
+                    break;
+                };
+                left -= 1;
+                if !rows.is_tentative(id) {
+                    let (fixed, var) = rows.row(id);
+                    Self::build_key(layout, index, fixed, var, &mut self.key);
+                    match index.tree.insert(mem, &self.key, id) {
+                        Ok(_) => {}
+                        Err(OrderedInsertError::OutOfMemory(e)) => {
+                            self.abandon_builds(mem);
+                            return Err(e);
+                        }
+                        Err(OrderedInsertError::KeyTooLong { key_bytes }) => {
+                            unreachable!("schema bounds index keys; got {key_bytes} bytes")
+                        }
+                    }
+                }
+                index.built_below = match id.checked_add(1) {
+                    Some(next) if next != BUILT => next,
+                    _ => BUILT,
+                };
+            }
+        }
+        Ok(self.building())
+    }
+
+    /// Drops every index still being built (its build cannot finish).
+    pub(crate) fn abandon_builds(&mut self, mem: &mut Memory) {
+        for i in &mut self.indexes {
+            if i.built_below != BUILT {
+                i.tree.release_all(mem);
+                i.built_below = BUILT;
+                i.dropped = true;
+            }
         }
     }
 
@@ -59,8 +175,9 @@ impl FragIndexes {
         self.indexes.len()
     }
 
+    /// No index keeps entries (nothing to maintain).
     pub(crate) fn is_empty(&self) -> bool {
-        self.indexes.is_empty()
+        self.indexes.iter().all(|i| i.dropped)
     }
 
     /// Entries of index `index`.
@@ -103,7 +220,7 @@ impl FragIndexes {
         Self::build_key(layout, &self.indexes[index], fixed, var, out)
     }
 
-    /// A committed row appears: its entry in every index.
+    /// A committed row appears: its entry in every index that keeps it.
     pub(crate) fn add(
         &mut self,
         mem: &mut Memory,
@@ -113,13 +230,16 @@ impl FragIndexes {
         var: &[u8],
     ) {
         for index in &mut self.indexes {
+            if !index.keeps(id, self.broken_build) {
+                continue;
+            }
             Self::build_key(layout, index, fixed, var, &mut self.key);
             let added = index.tree.insert_committed(mem, &self.key, id);
             debug_assert!(added || self.broken, "row {id} indexed twice");
         }
     }
 
-    /// A committed row goes: its entry out of every index.
+    /// A committed row goes: its entry out of every index that keeps it.
     pub(crate) fn remove(
         &mut self,
         mem: &mut Memory,
@@ -129,6 +249,9 @@ impl FragIndexes {
         var: &[u8],
     ) {
         for index in &mut self.indexes {
+            if !index.keeps(id, self.broken_build) {
+                continue;
+            }
             Self::build_key(layout, index, fixed, var, &mut self.key);
             let removed = index.tree.remove(mem, &self.key, id);
             debug_assert!(removed || self.broken, "row {id} was not indexed");
@@ -139,7 +262,9 @@ impl FragIndexes {
     pub(crate) fn before_update(&mut self, layout: &RowLayout, fixed: &[u8], var: &[u8]) {
         self.old_keys.resize_with(self.indexes.len(), Vec::new);
         for (index, old) in self.indexes.iter().zip(&mut self.old_keys) {
-            Self::build_key(layout, index, fixed, var, old);
+            if !index.dropped {
+                Self::build_key(layout, index, fixed, var, old);
+            }
         }
     }
 
@@ -156,6 +281,9 @@ impl FragIndexes {
             return;
         }
         for (index, old) in self.indexes.iter_mut().zip(&self.old_keys) {
+            if !index.keeps(id, self.broken_build) {
+                continue;
+            }
             Self::build_key(layout, index, fixed, var, &mut self.key);
             if self.key != *old {
                 let removed = index.tree.remove(mem, old, id);

@@ -302,10 +302,49 @@ impl Fragment {
         self.rows.charged_bytes() + self.index.charged_bytes() + self.ordered.charged_bytes()
     }
 
+    /// Takes the table's ordered indexes as `layout` has them now (the
+    /// columns are the same): a new index starts its build, a dropped one
+    /// gives its memory back. Returns whether a build is under way (go on
+    /// with [`Fragment::build_indexes`]).
+    pub fn sync_indexes(&mut self, mem: &mut Memory, layout: Arc<RowLayout>) -> bool {
+        debug_assert_eq!(
+            layout.table.columns, self.layout.table.columns,
+            "an index change keeps the columns"
+        );
+        self.layout = layout;
+        self.ordered.sync(mem, &self.layout.table)
+    }
+
+    /// Builds the indexes under way on, over up to `budget` rows. Returns
+    /// whether a build is still under way; out of memory, the builds stop
+    /// and those indexes are dropped here.
+    pub fn build_indexes(&mut self, mem: &mut Memory, budget: usize) -> Result<bool, OutOfMemory> {
+        self.ordered
+            .build_step(mem, &self.layout, &self.rows, budget)
+    }
+
+    /// Drops every index still being built here (the build failed on
+    /// another fragment of the table).
+    pub fn abandon_index_builds(&mut self, mem: &mut Memory) {
+        self.ordered.abandon_builds(mem);
+    }
+
+    /// Ordered index `index` holds every committed row (it exists, is
+    /// built and not dropped).
+    pub fn ordered_ready(&self, index: usize) -> bool {
+        self.ordered.ready(index)
+    }
+
     /// Breaks index maintenance on purpose (the simulator's self-test
     /// only): committed updates leave their entries under the old keys.
     pub fn break_index_updates(&mut self) {
         self.ordered.broken = true;
+    }
+
+    /// Breaks index builds on purpose (the simulator's self-test only):
+    /// while an index is built, writes to rows it passed leave it as is.
+    pub fn break_index_builds(&mut self) {
+        self.ordered.broken_build = true;
     }
 
     /// Bytes of the ordered indexes (part of `charged_bytes`).

@@ -164,6 +164,10 @@ pub struct IndexDef {
     pub name: String,
     /// Column indexes, in key order.
     pub columns: Vec<u16>,
+    /// Dropped: the index keeps its number (scans name indexes by
+    /// number), holds no entries, and its name may be used again.
+    #[serde(default)]
+    pub dropped: bool,
 }
 
 impl IndexDef {
@@ -267,6 +271,7 @@ impl TableDef {
         self.indexes.push(IndexDef {
             name: name.to_string(),
             columns: cols,
+            dropped: false,
         });
         self.validate()?;
         Ok(self)
@@ -275,23 +280,27 @@ impl TableDef {
     /// Puts the ordered index of the primary key first, unless the table
     /// asks for hash only or has it already (mgmd calls this at create).
     pub fn add_primary_index(&mut self) {
-        let has = self.indexes.iter().any(|i| i.name == PRIMARY_INDEX_NAME);
+        let has = self
+            .indexes
+            .iter()
+            .any(|i| i.name == PRIMARY_INDEX_NAME && !i.dropped);
         if !self.options.hash_only_primary_key && !has {
             self.indexes.insert(
                 0,
                 IndexDef {
                     name: PRIMARY_INDEX_NAME.to_string(),
                     columns: self.primary_key.clone(),
+                    dropped: false,
                 },
             );
         }
     }
 
-    /// The number of the index named `name`.
+    /// The number of the (not dropped) index named `name`.
     pub fn index_number(&self, name: &str) -> Option<u16> {
         self.indexes
             .iter()
-            .position(|i| i.name == name)
+            .position(|i| i.name == name && !i.dropped)
             .map(|i| i as u16)
     }
 
@@ -407,7 +416,11 @@ impl TableDef {
             if index.name != PRIMARY_INDEX_NAME {
                 check_name("index", &index.name)?;
             }
-            if self.indexes[..i].iter().any(|o| o.name == index.name) {
+            if !index.dropped
+                && self.indexes[..i]
+                    .iter()
+                    .any(|o| o.name == index.name && !o.dropped)
+            {
                 return Err(bad(format!("index {:?} appears twice", index.name)));
             }
             if index.columns.is_empty() || index.columns.len() > INDEX_COLUMNS_MAX {

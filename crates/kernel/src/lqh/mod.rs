@@ -46,6 +46,7 @@ mod commit;
 mod copy;
 mod copy_target;
 mod exec;
+mod index_build;
 mod lcp;
 mod op;
 mod redo;
@@ -71,6 +72,7 @@ use std::sync::Arc;
 
 use commit::last_replica_decides;
 pub use copy::CopyStats;
+pub use index_build::IndexBuildDone;
 pub use lcp::{check_lcp_file, LcpCounts, LcpFileError};
 pub use redo::{whole_lcp_files, LcpPieces, RestoreError, RestoreStats};
 pub use snapshot::VOID_SNAPSHOT_EPOCH;
@@ -319,6 +321,8 @@ pub struct Lqh {
     /// Writes to logged tables are refused (why): the redo log is short
     /// of space until a checkpoint frees some.
     redo_full: Option<String>,
+    /// Tables with an ordered index being built here (`index_build`).
+    index_builds: std::collections::BTreeSet<TableId>,
     /// The key of the row a restore is putting back (one buffer for all).
     restore_key: Vec<u8>,
     /// The epoch restored rows stamped 0 stand for (a checkpoint's or a
@@ -387,6 +391,7 @@ impl Lqh {
             restore_tail: Vec::new(),
             lcp: None,
             redo_full: None,
+            index_builds: Default::default(),
             restore_key: Vec::new(),
             restore_floor: 0,
             snapshot: None,
@@ -453,6 +458,15 @@ impl Lqh {
             };
             for index in 0..entry.frag.ordered_count() {
                 let what = format!("table {table} fragment {frag} index {index}");
+                if !entry.frag.ordered_ready(index) {
+                    // Dropped (it must hold nothing), or still building.
+                    if entry.layout.table.indexes[index].dropped
+                        && entry.frag.ordered_entries(index) != 0
+                    {
+                        return Err(format!("{what}: dropped, yet it holds entries"));
+                    }
+                    continue;
+                }
                 let mut last: Option<(Vec<u8>, RowId)> = None;
                 let mut entries = 0;
                 for (k, row) in entry.frag.ordered_from(index, &[], 0) {
@@ -648,6 +662,9 @@ impl Lqh {
                         if self.cfg.faults.index_update_keeps_old_key {
                             f.break_index_updates();
                         }
+                        if self.cfg.faults.index_build_ignores_writes {
+                            f.break_index_builds();
+                        }
                         f
                     },
                     layout: layout.clone(),
@@ -671,6 +688,7 @@ impl Lqh {
 
     /// Drops a table: frees its rows and fails every operation waiting on it.
     pub fn drop_table(&mut self, id: TableId, out: &mut VecDeque<BlockSignal>) {
+        self.index_builds.remove(&id);
         let Some(fragments) = self.tables.remove(&id) else {
             return;
         };

@@ -177,12 +177,22 @@ impl Lqh {
         let next = if req.index == SCAN_NO_INDEX {
             self.table_walk(entry, req.from.row, &mut batch)
         } else {
-            if usize::from(req.index) >= entry.frag.ordered_count() {
+            let index = usize::from(req.index);
+            if index >= entry.frag.ordered_count() || layout.table.indexes[index].dropped {
                 return Err(err(
                     ErrorCode::BadRequest,
                     format!(
                         "table {} has no ordered index number {}",
                         req.table, req.index
+                    ),
+                ));
+            }
+            if !entry.frag.ordered_ready(index) {
+                return Err(err(
+                    ErrorCode::NodeNotReady,
+                    format!(
+                        "ordered index {:?} of table {} is still being built on data node {}; retry",
+                        layout.table.indexes[index].name, req.table, self.cfg.node_id
                     ),
                 ));
             }

@@ -88,6 +88,12 @@ pub enum Output {
     /// The node brought its rows to the end of `epoch`, the epoch the
     /// cluster restarts from (after every node stopped); it serves now.
     Restored { epoch: u64 },
+    /// Every local fragment of `table` has built the ordered indexes an
+    /// index change gave it (`error`: it could not, and dropped them).
+    IndexesBuilt {
+        table: TableId,
+        error: Option<String>,
+    },
     /// A restarted node's snapshot of its rows is whole in its log (not
     /// synced yet): its files restore `epoch` and later ones once they
     /// are durable.
@@ -312,6 +318,16 @@ impl DataNode {
         }
     }
 
+    /// The table's ordered indexes changed (mgmd's index change: same
+    /// columns and version). A new index is built over the next ticks;
+    /// `Ok(true)`: a build is under way, and [`Output::IndexesBuilt`]
+    /// will say when it ends. `Ok(false)`: done already (a drop).
+    pub fn alter_indexes(&mut self, def: &TableDef) -> Result<bool, ShoalError> {
+        let building = self.lqh.alter_indexes(def)?;
+        self.dih.alter_table(def);
+        Ok(building)
+    }
+
     pub fn drop_table(&mut self, now_ms: u64, id: TableId, out: &mut Vec<Output>) {
         self.dih.drop_table(id);
         self.lqh.drop_table(id, &mut self.queue);
@@ -478,6 +494,17 @@ impl DataNode {
             self.run(now_ms, out);
         }
         self.tc.tick(now_ms, &mut self.queue, out);
+        for done in self.lqh.index_build_tick() {
+            out.push(match done {
+                crate::lqh::IndexBuildDone::Built(table) => {
+                    Output::IndexesBuilt { table, error: None }
+                }
+                crate::lqh::IndexBuildDone::Failed(table, why) => Output::IndexesBuilt {
+                    table,
+                    error: Some(why),
+                },
+            });
+        }
         self.qmgr.note_dist_version(self.dih.dist_version());
         let mut events = Vec::new();
         self.qmgr.tick(now_ms, &mut self.queue, &mut events);

@@ -220,14 +220,18 @@ impl Tc {
                 ));
             }
         } else {
-            if usize::from(req.index) >= def.indexes.len() {
+            if def
+                .indexes
+                .get(usize::from(req.index))
+                .is_none_or(|i| i.dropped)
+            {
                 return Err(error(
                     ErrorCode::BadRequest,
                     format!(
-                        "table {:?} has {} ordered indexes; there is no index number {}",
+                        "table {:?} has no ordered index number {} (dropped, or never made; it has {} numbers)",
                         def.name,
-                        def.indexes.len(),
-                        req.index
+                        req.index,
+                        def.indexes.len()
                     ),
                 ));
             }

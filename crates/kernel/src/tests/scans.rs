@@ -412,3 +412,64 @@ fn an_index_scan_reads_its_ranges_in_order_and_follows_changes() {
     );
     assert_eq!(scan_refused(&out), ErrorCode::BadRequest as u16);
 }
+
+#[test]
+fn an_index_added_to_a_table_with_rows_is_built_while_writes_go_on_and_can_be_dropped() {
+    use shoal_wire::scan::SCAN_ORDERED;
+    let mut h = Harness::with_table(
+        KernelConfig {
+            index_build_rows_per_tick: 3,
+            ..KernelConfig::default()
+        },
+        table(),
+    );
+    h.fill(0..40);
+    let def = table().with_index("by_v", &["v"]).unwrap();
+    assert!(h.node.alter_indexes(&def).unwrap(), "a build is under way");
+    let by_v = 0;
+    // Scans of it wait until it is built (a temporary error).
+    let out = h.scan_signal(1, Signal::ScanTabReq(index_req(1, by_v, SCAN_ORDERED, &[])));
+    assert_eq!(scan_refused(&out), ErrorCode::NodeNotReady as u16);
+    // Writes at both ends while the build walks the rows, a tick at a time.
+    let mut built = false;
+    for step in 0..40u32 {
+        let out = h.tick(10);
+        built |= out
+            .iter()
+            .any(|o| matches!(o, Output::IndexesBuilt { error: None, .. }));
+        let low = step % 8;
+        let high = 39 - step % 8;
+        let ops = vec![
+            h.op(OpType::Update, low, 1000 - i64::from(step), "u"),
+            h.op(OpType::Write, high, -i64::from(step), "w"),
+        ];
+        h.commit(ops);
+        if step == 5 {
+            let del = h.op(OpType::Delete, 20, 0, "");
+            h.commit(vec![del]);
+            let ins = h.op(OpType::Insert, 77, 5, "new");
+            h.commit(vec![ins]);
+        }
+    }
+    assert!(built, "the build ended and said so");
+    h.node.check_ordered_indexes().unwrap();
+    let (keys, _) = h.scan_all(1, index_req(2, by_v, SCAN_ORDERED, &[]));
+    assert_eq!(keys.len(), 40, "39 rows left of 40, plus key 77");
+    // v in key order matches the rows' current values.
+    let mut want: Vec<(i64, u32)> = keys
+        .iter()
+        .map(|&k| (h.value(k).expect("row").0, k))
+        .collect();
+    want.sort_unstable();
+    assert_eq!(keys, want.iter().map(|&(_, k)| k).collect::<Vec<_>>());
+    // Dropped: scans of it are refused, its entries are gone.
+    let mut dropped = def.clone();
+    dropped.indexes[0].dropped = true;
+    assert!(!h.node.alter_indexes(&dropped).unwrap());
+    let out = h.scan_signal(1, Signal::ScanTabReq(index_req(3, by_v, SCAN_ORDERED, &[])));
+    assert_eq!(scan_refused(&out), ErrorCode::BadRequest as u16);
+    h.node.check_ordered_indexes().unwrap();
+    let ins = h.op(OpType::Insert, 78, 1, "after");
+    h.commit(vec![ins]);
+    h.node.check_ordered_indexes().unwrap();
+}

@@ -327,6 +327,23 @@ impl Connection {
                 };
                 self.respond_result(id, result).await
             }
+            Request::CreateIndex { table, index } => {
+                let result = match self.require_api() {
+                    Ok(_) => shared
+                        .create_index(&table, index)
+                        .await
+                        .map(Response::Table),
+                    Err(e) => Err(e),
+                };
+                self.respond_result(id, result).await
+            }
+            Request::DropIndex { table, index } => {
+                let result = match self.require_api() {
+                    Ok(_) => shared.drop_index(&table, &index).await.map(Response::Table),
+                    Err(e) => Err(e),
+                };
+                self.respond_result(id, result).await
+            }
             Request::StopNode { node_id } => {
                 let result = match self.require_api() {
                     Ok(_) => shared.stop_node(node_id).await.map(|()| Response::Ok),

@@ -154,6 +154,102 @@ impl Shared {
         acks
     }
 
+    /// Adds an ordered index to a table: on disk first, then built by
+    /// every data node (each acks once its build is done); if one fails,
+    /// the index is dropped again everywhere.
+    pub(super) async fn create_index(
+        &self,
+        table: &str,
+        mut index: shoal_types::IndexDef,
+    ) -> Result<TableDef, ShoalError> {
+        let _op = self.schema_op.lock().await;
+        index.dropped = false;
+        let def = {
+            let st = self.lock();
+            let mut def = st
+                .tables
+                .get(table)
+                .cloned()
+                .ok_or_else(|| no_such_table(table))?;
+            if def.index_number(&index.name).is_some() {
+                return Err(ShoalError::with_detail(
+                    ErrorCode::TableExists,
+                    format!("table `{table}` has an index `{}` already", index.name),
+                ));
+            }
+            def.indexes.push(index.clone());
+            def.validate()?;
+            def
+        };
+        let what = format!("building index `{}` of table `{table}`", index.name);
+        match self.change_indexes(def.clone(), &what).await {
+            Ok(()) => {
+                info!(table, index = %index.name, "index created");
+                Ok(def)
+            }
+            Err(e) => {
+                warn!(table, index = %index.name, "index build failed, dropping it: {e}");
+                let mut undo = def;
+                if let Some(last) = undo.indexes.last_mut() {
+                    last.dropped = true;
+                }
+                let again = format!("dropping index `{}` of table `{table}` again", index.name);
+                if let Err(re) = self.change_indexes(undo, &again).await {
+                    warn!("{re}");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Drops an ordered index (its number stays taken).
+    pub(super) async fn drop_index(
+        &self,
+        table: &str,
+        index: &str,
+    ) -> Result<TableDef, ShoalError> {
+        let _op = self.schema_op.lock().await;
+        let def = {
+            let st = self.lock();
+            let mut def = st
+                .tables
+                .get(table)
+                .cloned()
+                .ok_or_else(|| no_such_table(table))?;
+            let i = def.index_number(index).ok_or_else(|| {
+                ShoalError::with_detail(
+                    ErrorCode::NoSuchColumn,
+                    format!("table `{table}` has no index `{index}`"),
+                )
+            })?;
+            def.indexes[usize::from(i)].dropped = true;
+            def
+        };
+        self.change_indexes(
+            def.clone(),
+            &format!("dropping index `{index}` of table `{table}`"),
+        )
+        .await?;
+        info!(table, index, "index dropped");
+        Ok(def)
+    }
+
+    /// Stores the table's new definition, then pushes it to every data
+    /// node and waits for their acks.
+    async fn change_indexes(&self, def: TableDef, what: &str) -> Result<(), ShoalError> {
+        let file = {
+            let mut st = self.lock();
+            st.tables.insert(def.name.clone(), def.clone());
+            st.schema_file(self.config.cluster_id)
+        };
+        // Durable before any node hears of it, as for a new table.
+        self.store.save_schema(file).await?;
+        let waits = self
+            .lock()
+            .push_to_all_data_nodes(&MgmEvent::IndexesChanged(def));
+        self.await_acks(waits, what).await
+    }
+
     pub(super) fn get_table(&self, name: &str) -> Result<TableDef, ShoalError> {
         let st = self.lock();
         if st.creating.as_deref() == Some(name) {

@@ -229,6 +229,9 @@ enum Event {
         incarnation: u32,
         granted: bool,
     },
+    /// mgmd adds an ordered index to the table while it has rows
+    /// (`--scans`).
+    AddIndex,
     /// A client begins a scan (`--scans`).
     ScanStart {
         client: usize,
@@ -594,7 +597,9 @@ impl World {
             // A few rows a tick: changes land among the snapshot's rows.
             snapshot_step_bytes: 256,
             // Below the clients' scans at once: some meet the bound (488).
-            max_concurrent_scans: (self.load.clients / 2).max(2),
+            max_concurrent_scans: self.load.clients.saturating_sub(1).max(2),
+            // A row or two a tick: writes meet an index build half done.
+            index_build_rows_per_tick: 1 + (self.opts.seed >> 6) as usize % 2,
             // From the seed: batches that look at one row, a few, or all.
             scan_examine_rows_max: [1, 3, 16, 16_384][(self.opts.seed >> 4) as usize % 4],
             // Different per node and start, the same on every run of the seed.
@@ -635,6 +640,14 @@ impl World {
         match &mut self.nodes.get_mut(id as usize - 1)?.state {
             NodeState::Running(n) => Some(n),
             _ => None,
+        }
+    }
+
+    /// Data node `id` if it exists (running or frozen), to change.
+    fn node_mut(&mut self, id: u16) -> Option<&mut DataNode> {
+        match &mut self.nodes.get_mut(id as usize - 1)?.state {
+            NodeState::Running(n) | NodeState::Frozen { node: n, .. } => Some(n),
+            NodeState::Down => None,
         }
     }
 
@@ -725,6 +738,7 @@ impl World {
             } => self.deliver_to_client(conn, trans, request, repeat),
             Event::ReportToClient { conn, signal } => self.deliver_report(conn, signal),
             Event::ScanStart { client } => self.scan_start(client),
+            Event::AddIndex => self.add_index(),
             Event::ScanToNode { conn, signal } => self.scan_to_node(conn, signal),
             Event::ScanToClient { conn, signal } => self.scan_to_client(conn, signal),
             Event::Connect { client, node } => self.connect(client, node),

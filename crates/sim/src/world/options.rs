@@ -127,6 +127,10 @@ pub struct SimReport {
     pub scans_abandoned: u64,
     pub scans_failed: BTreeMap<u16, u64>,
     pub scan_rows: u64,
+    /// Ordered indexes added to the table while it had rows, and the
+    /// nodes' builds of them that finished.
+    pub indexes_added: u64,
+    pub index_builds: u64,
     /// Data nodes that stopped themselves (declared failed, lost a split).
     pub shutdowns: u64,
     /// Data nodes restarted, and restarts that completed (the node copied
@@ -229,13 +233,15 @@ impl fmt::Display for SimReport {
                 .collect();
             write!(
                 f,
-                "; {} scans ({} read to the end, {} closed early, {} abandoned, failed [{}]), {} rows scanned",
+                "; {} scans ({} read to the end, {} closed early, {} abandoned, failed [{}]), {} rows scanned, {} indexes added online ({} node builds)",
                 self.scans,
                 self.scans_complete,
                 self.scans_closed,
                 self.scans_abandoned,
                 failed.join(" "),
-                self.scan_rows
+                self.scan_rows,
+                self.indexes_added,
+                self.index_builds
             )?;
         }
         write!(
@@ -260,7 +266,7 @@ impl SimFailure {
     pub fn replay_command(&self) -> String {
         let o = &self.opts;
         format!(
-            "cargo run --release -p shoal-sim -- --seed {} --txns {} --nodes {} --replicas {}{}{}{}{}{}{}{}{}{}{}{}{}{}{}",
+            "cargo run --release -p shoal-sim -- --seed {} --txns {} --nodes {} --replicas {}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}",
             o.seed,
             o.transactions,
             o.data_nodes,
@@ -306,6 +312,11 @@ impl SimFailure {
             },
             if o.faults.index_update_keeps_old_key {
                 " --break index-update-keeps-old-key"
+            } else {
+                ""
+            },
+            if o.faults.index_build_ignores_writes {
+                " --break index-build-ignores-writes"
             } else {
                 ""
             },

@@ -134,6 +134,14 @@ impl World {
                     survivors,
                 } => self.arbitrate(from, view, newest, survivors),
                 Output::CloseLink { node } => self.close_link(from, node),
+                Output::IndexesBuilt { table, error } => {
+                    if let Some(why) = error {
+                        return Err(format!(
+                            "node {from}: an index build of table {table} failed: {why}"
+                        ));
+                    }
+                    self.report.index_builds += 1;
+                }
                 Output::ShutDown { reason } => self.node_stopped(from, &reason),
                 Output::Log(line) => {
                     if self.trace {

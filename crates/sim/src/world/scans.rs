@@ -73,11 +73,15 @@ pub(super) struct SimScan {
 }
 
 impl World {
-    /// Each client's first scan, a little after the load begins.
+    /// Each client's first scan, a little after the load begins, and an
+    /// index added while the load runs.
     pub(super) fn start_scans(&mut self) {
         if !self.opts.scans {
             return;
         }
+        // From the seed, not the RNG: somewhere in the first seconds.
+        let at = self.now + 200 + self.opts.seed % 3000;
+        self.schedule(at, Event::AddIndex);
         for client in 0..self.clients.len() {
             let at = self.now + 1 + random_delay(&mut self.rng, 100);
             self.schedule(at, Event::ScanStart { client });
@@ -255,6 +259,29 @@ impl World {
             descending: self.rng.random_bool(0.5),
             last_key: None,
         })
+    }
+
+    /// mgmd adds an ordered index on (`v`, `k`) to the table, as every
+    /// node hears it (a node down now creates the table with it when it
+    /// starts). Each node builds it over its next ticks while writes go
+    /// on; scans of it are refused (temporarily) until built there.
+    pub(super) fn add_index(&mut self) -> Result<(), String> {
+        let def = self
+            .def
+            .clone()
+            .with_index("by_v_k", &["v", "k"])
+            .map_err(|e| format!("the simulator's index is refused: {e}"))?;
+        self.def = def;
+        self.report.indexes_added += 1;
+        for id in 1..=self.opts.data_nodes {
+            let def = self.def.clone();
+            let Some(n) = self.node_mut(id) else {
+                continue;
+            };
+            n.alter_indexes(&def)
+                .map_err(|e| format!("node {id} refused an index change: {e}"))?;
+        }
+        Ok(())
     }
 
     /// A random filter over the table's columns `k`, `v`, `s`.
