@@ -82,6 +82,11 @@ impl TableDist {
         }
     }
 
+    /// The fragment of a distribution key's hash.
+    pub fn fragment_of_dist_key(&self, hash: u64) -> FragmentId {
+        self.map.fragment_of(hash)
+    }
+
     /// Where a committed read of `frag` goes when TC runs on `own`: a
     /// ready local replica if the table reads from backups, else the
     /// primary.

@@ -58,6 +58,9 @@ struct Batch<'a> {
     rows: Vec<u8>,
     count: u32,
     examined: u32,
+    /// An index entry named a row that is not there (a bug): the batch
+    /// fails rather than read it.
+    corrupt: Option<String>,
 }
 
 impl Batch<'_> {
@@ -173,6 +176,7 @@ impl Lqh {
             rows: Vec::new(),
             count: 0,
             examined: 0,
+            corrupt: None,
         };
         let next = if req.index == SCAN_NO_INDEX {
             self.table_walk(entry, req.from.row, &mut batch)
@@ -208,6 +212,9 @@ impl Lqh {
                 &mut batch,
             )
         };
+        if let Some(why) = batch.corrupt {
+            return Err(err(ErrorCode::Internal, why));
+        }
         Ok((batch.rows, batch.count, batch.examined, next))
     }
 
@@ -374,6 +381,9 @@ fn index_walk(
                 ),
             },
         };
+        if batch.corrupt.is_some() {
+            return ScanCursor::end();
+        }
         if let Some((key, row)) = stopped {
             return ScanCursor {
                 range: range_no as u16,
@@ -418,6 +428,12 @@ fn walk<'a>(
                 // Nothing of this range looked at yet: from its start.
                 None => (Vec::new(), 0),
             });
+        }
+        if entry.frag.is_free(row) || entry.frag.is_tentative(row) {
+            batch.corrupt = Some(format!(
+                "ordered index entry {key:?} names row {row}, which holds no committed row"
+            ));
+            return None;
         }
         if before_start || entry.is_unverified(row) {
             batch.examined += 1;

@@ -51,6 +51,7 @@ mod failure;
 mod request;
 mod scan;
 mod scan_merge;
+mod scan_prune;
 
 use crate::config::KernelConfig;
 use crate::detmap::{new_map, DetHashMap};

@@ -238,10 +238,20 @@ impl Tc {
             decode_bounds(&req.bounds)
                 .map_err(|e| error(ErrorCode::BadRequest, format!("malformed scan bounds: {e}")))?;
         }
+        // Bounds that fix the distribution key name the fragments to ask.
+        let pruned = if req.index == SCAN_NO_INDEX || req.bounds.is_empty() {
+            None
+        } else {
+            let ranges = decode_bounds(&req.bounds).expect("checked above");
+            super::scan_prune::fragments_of_ranges(route, def, usize::from(req.index), &ranges)
+        };
         let own = self.cfg.node_id;
         let mut frags = Vec::with_capacity(route.frags.len());
         for (i, f) in route.frags.iter().enumerate() {
             let frag = i as FragmentId;
+            if pruned.as_ref().is_some_and(|p| !p.contains(&frag)) {
+                continue;
+            }
             let Some(chain) = route.committed_read_chain(frag, own) else {
                 return Err(error(
                     ErrorCode::NodeFailed,

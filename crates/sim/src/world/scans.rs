@@ -228,7 +228,15 @@ impl World {
         keyed.dedup_by(|a, b| a.0 == b.0);
         let bounds: Vec<Vec<u8>> = keyed.into_iter().map(|(k, _)| k).collect();
         let mut ranges: Vec<OwnedRange> = Vec::new();
-        let mut i = 0;
+        if !bounds.is_empty() && self.rng.random_bool(0.3) {
+            // Points: an equality per bound (on the primary key's index,
+            // the coordinator asks only the fragments they hash to).
+            ranges = bounds
+                .iter()
+                .map(|b| (Some((b.clone(), true)), Some((b.clone(), true))))
+                .collect();
+        }
+        let mut i = if ranges.is_empty() { 0 } else { bounds.len() };
         // Pairs of points: [a, b] with either end open, none overlapping
         // (b < next a, since the points are distinct and sorted).
         while i + 1 < bounds.len() && ranges.len() < 3 {
