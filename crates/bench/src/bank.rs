@@ -251,6 +251,7 @@ async fn run_async(opts: &Options) -> Result<Report, String> {
     });
 
     let mut totals = Vec::new();
+    let mut check_seconds = 0.0;
     let mut last_check = Instant::now();
     let mut last_report = (Instant::now(), 0u64, 0u64);
     while started.elapsed() < opts.duration {
@@ -274,11 +275,13 @@ async fn run_async(opts: &Options) -> Result<Report, String> {
         }
         if let Some(every) = opts.check_every {
             if last_check.elapsed() >= every {
+                let check_began = Instant::now();
                 let total: i64 = balances(&cluster, &tables.accounts, opts.accounts, opts.retry)
                     .await
                     .map_err(|e| format!("{e} ({})", counters.describe()))?
                     .iter()
                     .sum();
+                check_seconds += check_began.elapsed().as_secs_f64();
                 eprintln!("bank: check: total {total} (expected {expected_total})");
                 totals.push(total);
                 last_check = Instant::now();
@@ -326,6 +329,9 @@ async fn run_async(opts: &Options) -> Result<Report, String> {
         seconds,
         transfers,
         transfers_per_sec: transfers as f64 / seconds,
+        transfers_per_sec_excluding_checks: transfers as f64
+            / (seconds - check_seconds).max(seconds / 1000.0).max(1e-9),
+        check_seconds,
         aborts,
         aborts_per_sec: aborts as f64 / seconds,
         checks: totals.len() as u64,

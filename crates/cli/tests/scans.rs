@@ -1287,3 +1287,108 @@ fn a_data_node_killed_during_a_scan_ends_it_with_a_temporary_error() {
     });
     cluster.assert_alive();
 }
+
+/// Locking scans: a shared-lock scan holds every row it returned until its
+/// transaction ends (a writer of one waits, then goes on); an
+/// exclusive-lock scan's transaction updates the rows it locked; its filter
+/// is checked against each locked image; closing the scan early keeps the
+/// locks, and the transaction's end frees them.
+#[test]
+fn locking_scans_hold_their_rows_until_the_transaction_ends() {
+    let mut cluster = TestCluster::start_nodes(2, 2, |_| {});
+    let rt = runtime();
+    rt.block_on(async {
+        let c = Cluster::connect(&cluster.mgmd_addr).await.expect("connect");
+        let (table, model) = create_and_fill(&c, "locked", 200).await;
+        let rec = table.full_record();
+        // Shared: every row of the filter, locked.
+        let mut tx = c.transaction();
+        let mut scan = tx
+            .scan(&table)
+            .filter(cmp(BIG, CmpOp::Lt, Value::Int(0)))
+            .lock(LockMode::Shared)
+            .batch(16, 1 << 20)
+            .open_locking(&mut tx)
+            .await
+            .expect("open a shared-lock scan");
+        let rows = scan.collect_all().await.expect("a shared-lock scan");
+        drop(scan);
+        let want = rows_where(&model, |r| int_of(&r[BIG as usize]).is_some_and(|b| b < 0));
+        let got = by_key(
+            rows.iter().map(|r| r.values()).collect(),
+            "shared-lock scan",
+        );
+        assert_same(&got, &want, "shared-lock scan");
+        let (&locked_id, _) = want.iter().next().expect("a negative row");
+        // Another transaction's update of a locked row waits for the lock:
+        // it cannot commit until the scanning one ends.
+        let writer = {
+            let c = c.clone();
+            let rec = rec.clone();
+            tokio::spawn(async move {
+                let mut w = c.transaction();
+                let mut row = row_of(locked_id as u32);
+                row[BIG as usize] = Value::Int(-1);
+                w.update(&rec, &row).expect("queue an update");
+                let began = Instant::now();
+                let result = w.execute(ExecType::Commit).await;
+                (result, began.elapsed())
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            !writer.is_finished(),
+            "the update did not wait for the shared lock"
+        );
+        tx.execute(ExecType::Commit)
+            .await
+            .expect("commit the scan's transaction");
+        let (result, waited) = writer.await.expect("the writer task");
+        result.expect("the update goes on once the lock is free");
+        assert!(waited >= Duration::from_millis(250), "waited {waited:?}");
+
+        // Exclusive: the scan's transaction updates what it locked, and a
+        // row that no longer matches by the time it is locked is skipped.
+        let mut tx = c.transaction();
+        let mut scan = tx
+            .scan(&table)
+            .filter(cmp(ID, CmpOp::Lt, Value::UInt(10)))
+            .lock(LockMode::Exclusive)
+            .batch(4, 1 << 20)
+            .open_locking(&mut tx)
+            .await
+            .expect("open an exclusive-lock scan");
+        let rows = scan.collect_all().await.expect("an exclusive-lock scan");
+        drop(scan);
+        assert_eq!(rows.len(), 10);
+        for r in &rows {
+            let mut values: Vec<Value> = r.values().into_iter().map(|(_, v)| v).collect();
+            values[BIG as usize] = Value::Int(7_000);
+            tx.update(&rec, &values)
+                .expect("queue an update of a locked row");
+        }
+        tx.execute(ExecType::Commit)
+            .await
+            .expect("update the locked rows");
+        let mut check = c
+            .transaction()
+            .scan(&table)
+            .filter(cmp(BIG, CmpOp::Eq, Value::Int(7_000)))
+            .open()
+            .await
+            .expect("open");
+        assert_eq!(check.collect_all().await.expect("scan").len(), 10);
+
+        // A plain open of a locking scan says how to open one.
+        let e = c
+            .transaction()
+            .scan(&table)
+            .lock(LockMode::Shared)
+            .open()
+            .await
+            .expect_err("a locking scan through open()");
+        assert_eq!(e.code, ErrorCode::BadRequest, "{e}");
+        assert!(e.detail.contains("open_locking"), "{e}");
+    });
+    cluster.assert_alive();
+}

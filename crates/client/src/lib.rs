@@ -80,7 +80,7 @@ pub use error::{ErrorClass, ErrorCode, ShoalError};
 pub use record::{Record, Table};
 pub use row::Row;
 pub use row_buf::RowBuf;
-pub use scan::{Scan, ScanBuilder};
+pub use scan::{LockingScan, Scan, ScanBuilder};
 pub use transaction::{OpId, TableRef, Transaction, TransactionState};
 pub use verify::ReplicaReport;
 

@@ -158,8 +158,10 @@ async fn transfer(
         .map_err(Failure::AtCommit)
 }
 
-/// Every balance, read with shared locks in one transaction: a consistent
-/// snapshot even while transfers run. Retries temporary errors (deadlock
+/// Every balance, read by a shared-lock scan in one transaction (NDB's
+/// bank checks by scan): a consistent snapshot even while transfers run,
+/// since every row stays locked once read until the transaction ends.
+/// Every account must be there. Retries temporary errors (deadlock
 /// timeouts, node failures) for up to `retry`.
 pub(super) async fn balances(
     cluster: &Cluster,
@@ -169,20 +171,8 @@ pub(super) async fn balances(
 ) -> Result<Vec<i64>, String> {
     let deadline = Instant::now() + retry;
     loop {
-        let mut tx = cluster.transaction();
-        let ops: Vec<_> = (0..accounts)
-            .map(|id| {
-                tx.read(rec, &[Value::UInt(id)], LockMode::Shared)
-                    .expect("values fit")
-            })
-            .collect();
-        match tx.execute(ExecType::Commit).await {
-            Ok(()) => {
-                return ops
-                    .into_iter()
-                    .map(|op| balance_of(&tx, op).map_err(|e| e.to_string()))
-                    .collect();
-            }
+        match scan_balances(cluster, rec, accounts).await {
+            Ok(balances) => return Ok(balances),
             Err(e) if e.class() == ErrorClass::Permanent => {
                 return Err(format!("summing the balances: {e}"))
             }
@@ -196,6 +186,62 @@ pub(super) async fn balances(
             Err(_) => tokio::time::sleep(CHECK_BACKOFF).await,
         }
     }
+}
+
+/// One try of [`balances`].
+async fn scan_balances(
+    cluster: &Cluster,
+    rec: &Record,
+    accounts: u64,
+) -> Result<Vec<i64>, ShoalError> {
+    let mut tx = cluster.transaction();
+    let mut found: Vec<Option<i64>> = vec![None; accounts as usize];
+    {
+        let mut scan = tx
+            .scan_record(rec)
+            .lock(LockMode::Shared)
+            .batch(1024, 1 << 20)
+            .open_locking(&mut tx)
+            .await?;
+        while let Some(row) = scan.next_row().await? {
+            let (Some(Value::UInt(id)), Some(Value::Int(balance))) =
+                (row.get("id"), row.get("balance"))
+            else {
+                return Err(ShoalError::with_detail(
+                    ErrorCode::Internal,
+                    format!("an account row read as {:?}", row.values()),
+                ));
+            };
+            match found.get_mut(id as usize) {
+                Some(slot @ None) => *slot = Some(balance),
+                Some(Some(_)) => {
+                    return Err(ShoalError::with_detail(
+                        ErrorCode::Internal,
+                        format!("account {id} came twice from one scan"),
+                    ))
+                }
+                None => {
+                    return Err(ShoalError::with_detail(
+                        ErrorCode::Internal,
+                        format!("account {id} exists, beyond the {accounts} accounts"),
+                    ))
+                }
+            }
+        }
+    }
+    tx.execute(ExecType::Commit).await?;
+    found
+        .into_iter()
+        .enumerate()
+        .map(|(id, b)| {
+            b.ok_or_else(|| {
+                ShoalError::with_detail(
+                    ErrorCode::Internal,
+                    format!("account {id} is missing: its row is gone"),
+                )
+            })
+        })
+        .collect()
 }
 #[cfg(test)]
 mod tests {

@@ -110,6 +110,10 @@ pub struct ScanBuilder {
     conn: Option<Arc<Connection>>,
     record: Record,
     filter: Vec<u8>,
+    /// The filter as built, for a locking scan's check of each locked row
+    /// (`None`: none, or a raw program).
+    filter_expr: Option<FilterExpr>,
+    raw_filter: bool,
     lock: LockMode,
     batch_rows: u32,
     batch_bytes: u32,
@@ -150,6 +154,8 @@ impl ScanBuilder {
             conn,
             record,
             filter: Vec::new(),
+            filter_expr: None,
+            raw_filter: false,
             lock: LockMode::CommittedRead,
             batch_rows: SCAN_BATCH_ROWS_DEFAULT,
             batch_bytes: SCAN_BATCH_BYTES_DEFAULT,
@@ -265,7 +271,11 @@ impl ScanBuilder {
     /// table's columns ([`Table::column_id`]). Replaces any earlier filter.
     pub fn filter(mut self, filter: FilterExpr) -> Self {
         match filter.compile(self.record.table().def()) {
-            Ok(program) => self.filter = program,
+            Ok(program) => {
+                self.filter = program;
+                self.filter_expr = Some(filter);
+                self.raw_filter = false;
+            }
             Err(e) => self.keep_error(e),
         }
         self
@@ -293,6 +303,8 @@ impl ScanBuilder {
     /// [`ScanBuilder::filter`]. Empty: every row.
     pub fn filter_program(mut self, program: Vec<u8>) -> Self {
         self.filter = program;
+        self.filter_expr = None;
+        self.raw_filter = true;
         self
     }
 
@@ -307,12 +319,41 @@ impl ScanBuilder {
         self
     }
 
-    /// The lock mode of the scan. Only `CommittedRead` (the default: the
-    /// newest committed image of each row, no locks) is served today; the
-    /// data node refuses the others.
+    /// The lock mode of the scan: `CommittedRead` (the default: the
+    /// newest committed image of each row, no locks), or `Shared` /
+    /// `Exclusive`, which lock each row returned until its transaction
+    /// ends — open those with [`ScanBuilder::open_locking`].
     pub fn lock(mut self, lock: LockMode) -> Self {
         self.lock = lock;
         self
+    }
+
+    /// Opens a scan that locks every row it returns in `txn` (`Shared`
+    /// or `Exclusive`, as [`ScanBuilder::lock`] said), held until `txn`
+    /// commits or rolls back; `txn` may update or delete them meanwhile.
+    /// Rows come with every column. See [`LockingScan`].
+    pub async fn open_locking(
+        mut self,
+        txn: &mut crate::Transaction,
+    ) -> Result<LockingScan<'_>, ShoalError> {
+        let lock = self.lock;
+        if lock == LockMode::CommittedRead {
+            return Err(bad_request(
+                "a locking scan needs .lock(Shared) or .lock(Exclusive); open a committed-read scan with .open()",
+            ));
+        }
+        if self.raw_filter {
+            return Err(bad_request(
+                "a locking scan checks each locked row against its filter: give it with .filter(), not as a raw program",
+            ));
+        }
+        let filter = self.filter_expr.take();
+        let full = self.record.table().full_record();
+        let batch = self.batch_rows.clamp(1, LOCK_BATCH_ROWS_MAX) as usize;
+        self.record = full.clone();
+        self.lock = LockMode::CommittedRead;
+        let scan = self.open().await?;
+        Ok(LockingScan::new(scan, txn, full, lock, filter, batch))
     }
 
     fn keep_error(&mut self, e: ShoalError) {
@@ -333,6 +374,7 @@ impl ScanBuilder {
             flags,
             ranges,
             error,
+            ..
         } = self;
         if let Some(e) = error {
             return Err(e);
@@ -397,6 +439,12 @@ impl ScanBuilder {
     /// a lock mode it does not serve, ...); a connection failure
     /// (`NodeFailureAbort`, `ClusterFailure`, `ReceiveTimeout`: retry).
     pub async fn open(self) -> Result<Scan, ShoalError> {
+        if self.lock != LockMode::CommittedRead {
+            return Err(bad_request(format!(
+                "a {:?} scan locks its rows in a transaction: open it with .open_locking(&mut txn), or scan with CommittedRead",
+                self.lock
+            )));
+        }
         let (opening, request) = self.into_request()?;
         let Opening {
             cluster,
@@ -759,3 +807,6 @@ fn unexpected(reply: &Reply) -> ShoalError {
 
 #[cfg(test)]
 mod tests;
+
+mod locking;
+pub use locking::{LockingScan, LOCK_BATCH_ROWS_MAX};

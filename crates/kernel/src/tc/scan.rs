@@ -168,7 +168,7 @@ impl Tc {
             return Err(error(
                 ErrorCode::BadRequest,
                 format!(
-                    "{:?} scans are not supported yet; scan with CommittedRead",
+                    "{:?} scans are run by the client (a committed-read scan, then locking key reads in the transaction: ScanBuilder::open_locking); a data node scans with CommittedRead",
                     req.lock
                 ),
             ));
