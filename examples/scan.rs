@@ -1,6 +1,8 @@
-//! Full-table scans with the native API: read every row of a table a round
-//! at a time, let the data nodes filter rows before they cross the
-//! network, and stop a scan early.
+//! Scans with the native API: read every row of a table a round at a
+//! time, let the data nodes filter rows before they cross the network,
+//! stop a scan early, add an ordered index to a table with rows and scan a
+//! range of it in order, find a key through the primary key's index, and
+//! lock what a scan returns.
 //!
 //! Start a cluster first (`cargo run --release -p shoal -- up`), then:
 //!
@@ -8,9 +10,11 @@
 //! cargo run --release -p shoal-client --example scan [MGMD_HOST:PORT]
 //! ```
 
+use std::ops::Bound;
+
 use shoal_client::{
-    Cluster, CmpOp, ColumnDef, ColumnType, ErrorCode, ExecType, FilterExpr, RowBuf, ShoalError,
-    TableDef, Value,
+    Cluster, CmpOp, ColumnDef, ColumnType, ErrorCode, ExecType, FilterExpr, LockMode, RowBuf,
+    ShoalError, TableDef, Value,
 };
 
 const NAMES: [&str; 10] = [
@@ -127,6 +131,64 @@ async fn run(addr: &str) -> Result<(), ShoalError> {
         println!("first name found: {:?}", row.get("name"));
     }
     scan.close().await?;
+
+    // An ordered index on `balance`, added to the table while it has rows
+    // (built online by every data node), then an ordered range scan of
+    // it: 50 <= balance < 200, largest first.
+    let table = match table.def().index_number("by_balance") {
+        Some(_) => table,
+        None => {
+            cluster
+                .create_index("scan_example", "by_balance", &["balance"])
+                .await?
+        }
+    };
+    let tx = cluster.transaction();
+    let mut scan = tx
+        .scan(&table)
+        .index("by_balance")
+        .range(
+            Bound::Included(&[Value::Int(50)]),
+            Bound::Excluded(&[Value::Int(200)]),
+        )
+        .ordered()
+        .descending()
+        .open()
+        .await?;
+    println!("50 <= balance < 200, by balance, descending:");
+    while let Some(row) = scan.next_row().await? {
+        print_row(row);
+    }
+    // The primary key's ordered index: one key, found by an equality
+    // bound (the scan asks only the fragment that key hashes to).
+    let mut scan = tx
+        .scan(&table)
+        .index("PRIMARY")
+        .eq(&[Value::UInt(2)])
+        .open()
+        .await?;
+    for row in scan.collect_all().await? {
+        println!("id 2 by its index:");
+        print_row(&row);
+    }
+
+    // A shared-lock scan: every row it returns stays locked in `tx` until
+    // it commits, so the sum below cannot move under it.
+    let mut tx = cluster.transaction();
+    let mut scan = tx
+        .scan(&table)
+        .lock(LockMode::Shared)
+        .open_locking(&mut tx)
+        .await?;
+    let mut total = 0;
+    while let Some(row) = scan.next_row().await? {
+        if let Some(Value::Int(b)) = row.get("balance") {
+            total += b;
+        }
+    }
+    drop(scan);
+    tx.execute(ExecType::Commit).await?;
+    println!("total balance, under shared locks: {total}");
 
     // Building errors surface at `open`, before anything is sent.
     match tx.scan(&table).columns(&["nope"]).open().await {

@@ -65,7 +65,8 @@ fn kernel_config(node_id: u16, incarnation: u32, cfg: &DataNodeConfig) -> Kernel
         max_answer_bytes,
         copy_batch_rows: 512,
         snapshot_step_bytes: 4 << 20,
-        index_build_rows_per_tick: 64 * 1024,
+        // About 10 ms of work a tick: other traffic waits at most that.
+        index_build_rows_per_tick: 16 * 1024,
         max_concurrent_scans: cfg.max_concurrent_scans as usize,
         scan_examine_rows_max: 16_384,
         epoch_interval_ms: if cfg.diskless {
@@ -557,7 +558,17 @@ impl EventLoop {
                 check_table(&def, data_nodes)?;
                 self.node.create_table(&def);
             }
-            MgmEvent::TableDropped { id } => self.node.drop_table(now, id, &mut self.outputs),
+            MgmEvent::TableDropped { id } => {
+                self.node.drop_table(now, id, &mut self.outputs);
+                // Index changes of it waiting for a build: nothing to
+                // build any more.
+                for event_id in self.index_acks.remove(&id).unwrap_or_default() {
+                    let _ = self.mgm.send(crate::mgm_link::LinkRequest::Ack {
+                        event_id,
+                        result: Ok(()),
+                    });
+                }
+            }
             MgmEvent::IndexesChanged(def) => {
                 check_table(&def, data_nodes)?;
                 if self.node.alter_indexes(&def)? {

@@ -30,6 +30,9 @@ struct FragIndex {
     /// (column, type), in key order.
     columns: Vec<(u16, ColumnType)>,
     tree: OrderedIndex,
+    /// Every column is a primary-key column: an update (which never
+    /// changes the key) never moves its entry.
+    key_only: bool,
     /// Rows below this id are indexed ([`BUILT`]: every row).
     built_below: RowId,
     dropped: bool,
@@ -44,6 +47,7 @@ impl FragIndex {
                 .map(|&c| (c, table.columns[c as usize].ty))
                 .collect(),
             tree: OrderedIndex::new(),
+            key_only: def.columns.iter().all(|c| table.primary_key.contains(c)),
             built_below: if def.dropped { BUILT } else { built_below },
             dropped: def.dropped,
         }
@@ -91,11 +95,16 @@ impl FragIndexes {
 
     /// Takes the table's indexes as they are now: a new one starts its
     /// build at row 0, a dropped one gives its memory back. Returns
-    /// whether a build is under way.
+    /// whether this change started a build.
     pub(crate) fn sync(&mut self, mem: &mut Memory, table: &TableDef) -> bool {
+        let mut started = false;
         for (i, def) in table.indexes.iter().enumerate() {
             match self.indexes.get_mut(i) {
-                None => self.indexes.push(FragIndex::new(table, def, 0)),
+                None => {
+                    let index = FragIndex::new(table, def, 0);
+                    started |= index.built_below != BUILT;
+                    self.indexes.push(index);
+                }
                 Some(index) if def.dropped && !index.dropped => {
                     index.tree.release_all(mem);
                     index.dropped = true;
@@ -104,7 +113,7 @@ impl FragIndexes {
                 Some(_) => {}
             }
         }
-        self.building()
+        started
     }
 
     /// Some index is still being built.
@@ -262,7 +271,7 @@ impl FragIndexes {
     pub(crate) fn before_update(&mut self, layout: &RowLayout, fixed: &[u8], var: &[u8]) {
         self.old_keys.resize_with(self.indexes.len(), Vec::new);
         for (index, old) in self.indexes.iter().zip(&mut self.old_keys) {
-            if !index.dropped {
+            if !index.dropped && !index.key_only {
                 Self::build_key(layout, index, fixed, var, old);
             }
         }
@@ -281,7 +290,7 @@ impl FragIndexes {
             return;
         }
         for (index, old) in self.indexes.iter_mut().zip(&self.old_keys) {
-            if !index.keeps(id, self.broken_build) {
+            if index.key_only || !index.keeps(id, self.broken_build) {
                 continue;
             }
             Self::build_key(layout, index, fixed, var, &mut self.key);

@@ -304,8 +304,8 @@ impl Fragment {
 
     /// Takes the table's ordered indexes as `layout` has them now (the
     /// columns are the same): a new index starts its build, a dropped one
-    /// gives its memory back. Returns whether a build is under way (go on
-    /// with [`Fragment::build_indexes`]).
+    /// gives its memory back. Returns whether this change started a build
+    /// (go on with [`Fragment::build_indexes`]).
     pub fn sync_indexes(&mut self, mem: &mut Memory, layout: Arc<RowLayout>) -> bool {
         debug_assert_eq!(
             layout.table.columns, self.layout.table.columns,

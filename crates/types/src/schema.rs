@@ -284,15 +284,16 @@ impl TableDef {
             .indexes
             .iter()
             .any(|i| i.name == PRIMARY_INDEX_NAME && !i.dropped);
-        if !self.options.hash_only_primary_key && !has {
-            self.indexes.insert(
-                0,
-                IndexDef {
-                    name: PRIMARY_INDEX_NAME.to_string(),
-                    columns: self.primary_key.clone(),
-                    dropped: false,
-                },
-            );
+        let primary = IndexDef {
+            name: PRIMARY_INDEX_NAME.to_string(),
+            columns: self.primary_key.clone(),
+            dropped: false,
+        };
+        // A key too long for an ordered index (a long VARCHAR) keeps the
+        // table hash only, as it could be before ordered indexes.
+        let fits = primary.key_bytes_max(self) <= INDEX_KEY_BYTES_MAX;
+        if !self.options.hash_only_primary_key && !has && fits {
+            self.indexes.insert(0, primary);
         }
     }
 

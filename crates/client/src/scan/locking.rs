@@ -3,9 +3,11 @@
 //! primary key with the lock asked for (NDB takes the lock inside the
 //! scan; here the key reads take it, with every rule of key locking: lock
 //! waits, the deadlock timeout, the bound on operations per transaction).
-//! Each locked image is checked against the filter again, since the row
-//! may have changed between the scan's read and the lock; a row deleted
-//! meanwhile is skipped. The locks are the transaction's: they stay until
+//! Each locked image is checked against the filter (and an index scan's
+//! ranges) again, since the row may have changed between the scan's read
+//! and the lock; a row deleted meanwhile is skipped. Rows come in the
+//! order the scan found them (an ordered index scan's order holds for
+//! rows whose index columns did not change meanwhile). The locks are the transaction's: they stay until
 //! it commits or rolls back, closing the scan early frees only the scan,
 //! and the transaction may update or delete the rows it locked.
 //!
@@ -19,7 +21,9 @@ use crate::record::Record;
 use crate::row_buf::RowBuf;
 use crate::transaction::{OpId, Transaction};
 use shoal_types::filter::FilterExpr;
+use shoal_types::index_key::encode_key;
 use shoal_types::{ErrorCode, ShoalError, Value};
+use shoal_wire::scan::KeyRange;
 use shoal_wire::{ExecType, LockMode};
 use std::collections::VecDeque;
 
@@ -34,6 +38,8 @@ pub struct LockingScan<'t> {
     record: Record,
     lock: LockMode,
     filter: Option<FilterExpr>,
+    /// An index scan's index columns and ranges (encoded keys).
+    bounds: Option<(Vec<u16>, Vec<super::OwnedRange>)>,
     batch: usize,
     locked: VecDeque<RowBuf>,
     current: Option<RowBuf>,
@@ -58,6 +64,7 @@ impl<'t> LockingScan<'t> {
         record: Record,
         lock: LockMode,
         filter: Option<FilterExpr>,
+        bounds: Option<(Vec<u16>, Vec<super::OwnedRange>)>,
         batch: usize,
     ) -> Self {
         LockingScan {
@@ -66,6 +73,7 @@ impl<'t> LockingScan<'t> {
             record,
             lock,
             filter,
+            bounds,
             batch,
             locked: VecDeque::new(),
             current: None,
@@ -155,16 +163,29 @@ impl<'t> LockingScan<'t> {
             let Some(row) = self.txn.take_row(op) else {
                 continue;
             };
-            let keep = match &self.filter {
-                None => true,
-                Some(f) => {
-                    let mut values = vec![Value::Null; def.columns.len()];
-                    for (c, v) in row.values() {
-                        values[usize::from(c)] = v;
-                    }
-                    f.eval_values(&def, &values) == Some(true)
-                }
-            };
+            let mut values = vec![Value::Null; def.columns.len()];
+            for (c, v) in row.values() {
+                values[usize::from(c)] = v;
+            }
+            let mut keep = self
+                .filter
+                .as_ref()
+                .is_none_or(|f| f.eval_values(&def, &values) == Some(true));
+            if let (true, Some((columns, ranges))) = (keep, &self.bounds) {
+                let of_row: Vec<Value> = columns
+                    .iter()
+                    .map(|&c| values[usize::from(c)].clone())
+                    .collect();
+                let mut key = Vec::new();
+                encode_key(&def, columns, &of_row, &mut key)?;
+                keep = ranges.iter().any(|(low, high)| {
+                    let r = KeyRange {
+                        low: low.as_ref().map(|(b, i)| (&b[..], *i)),
+                        high: high.as_ref().map(|(b, i)| (&b[..], *i)),
+                    };
+                    r.above_low(&key) && r.below_high(&key)
+                });
+            }
             if keep {
                 self.locked.push_back(row);
             }

@@ -127,7 +127,7 @@ pub struct ScanBuilder {
 }
 
 /// A range of an index scan: (encoded bound, inclusive) at each end.
-type OwnedRange = (Option<(Vec<u8>, bool)>, Option<(Vec<u8>, bool)>);
+pub(crate) type OwnedRange = (Option<(Vec<u8>, bool)>, Option<(Vec<u8>, bool)>);
 
 impl std::fmt::Debug for ScanBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -350,10 +350,20 @@ impl ScanBuilder {
         let filter = self.filter_expr.take();
         let full = self.record.table().full_record();
         let batch = self.batch_rows.clamp(1, LOCK_BATCH_ROWS_MAX) as usize;
+        // An index scan's rows are checked against its ranges again too.
+        let bounds = (self.index != SCAN_NO_INDEX && !self.ranges.is_empty()).then(|| {
+            let def = self.record.table().def();
+            (
+                def.indexes[usize::from(self.index)].columns.clone(),
+                self.ranges.clone(),
+            )
+        });
         self.record = full.clone();
         self.lock = LockMode::CommittedRead;
         let scan = self.open().await?;
-        Ok(LockingScan::new(scan, txn, full, lock, filter, batch))
+        Ok(LockingScan::new(
+            scan, txn, full, lock, filter, bounds, batch,
+        ))
     }
 
     fn keep_error(&mut self, e: ShoalError) {

@@ -20,8 +20,8 @@ pub enum IndexBuildDone {
 
 impl Lqh {
     /// Takes `def`'s indexes for table `def.id` (same columns, same
-    /// version). Returns whether a build is under way (it finishes at a
-    /// later [`Lqh::index_build_tick`]).
+    /// version). Returns whether it started a build (it finishes at a
+    /// later [`Lqh::index_build_tick`]; a change that only drops is done).
     pub fn alter_indexes(&mut self, def: &TableDef) -> Result<bool, ShoalError> {
         let Some(frags) = self.tables.get(&def.id) else {
             return Err(err(

@@ -28,6 +28,10 @@ use shoal_wire::node::{ScanCursor, ScanSignal, SCAN_FRAG_END};
 use shoal_wire::scan::{decode_bounds, KeyRange, SCAN_DESCENDING, SCAN_NO_INDEX, SCAN_ORDERED};
 use std::collections::VecDeque;
 
+/// The worst-case filter work one batch may do, in byte comparisons
+/// (some ms): a batch looks at fewer rows when its filter is costly.
+const SCAN_FILTER_WORK_PER_BATCH: u64 = shoal_types::filter::FILTER_COST_MAX;
+
 /// The fields of a `ScanFragReq` a batch reads.
 struct ScanFragReq<'a> {
     table: TableId,
@@ -162,6 +166,7 @@ impl Lqh {
             layout.check_column_ids(ReadList::Columns(ids).ids(layout))?;
         }
         let filter = Filter::verify(req.filter, &layout.table)?;
+        let cost = filter.cost_per_row();
         let mut batch = Batch {
             layout,
             cols,
@@ -170,9 +175,14 @@ impl Lqh {
             with_keys: req.index != SCAN_NO_INDEX && req.flags & SCAN_ORDERED != 0,
             max_rows: req.max_rows.max(1),
             max_bytes: req.max_bytes as usize,
-            examine_max: u32::try_from(self.cfg.scan_examine_rows_max)
-                .unwrap_or(u32::MAX)
-                .max(1),
+            // Bounded by rows, and by the filter's worst-case work.
+            examine_max: u32::try_from(
+                self.cfg
+                    .scan_examine_rows_max
+                    .min((SCAN_FILTER_WORK_PER_BATCH / cost.max(1)) as usize),
+            )
+            .unwrap_or(u32::MAX)
+            .max(1),
             rows: Vec::new(),
             count: 0,
             examined: 0,
@@ -182,7 +192,18 @@ impl Lqh {
             self.table_walk(entry, req.from.row, &mut batch)
         } else {
             let index = usize::from(req.index);
-            if index >= entry.frag.ordered_count() || layout.table.indexes[index].dropped {
+            if index >= entry.frag.ordered_count() {
+                // mgmd added it, and this node has not heard yet (or was
+                // away): the coordinator knew it.
+                return Err(err(
+                    ErrorCode::NodeNotReady,
+                    format!(
+                        "data node {} does not know ordered index number {} of table {} yet; retry",
+                        self.cfg.node_id, req.index, req.table
+                    ),
+                ));
+            }
+            if layout.table.indexes[index].dropped {
                 return Err(err(
                     ErrorCode::BadRequest,
                     format!(

@@ -25,7 +25,7 @@ use crate::node::{ConnId, Output};
 use crate::signal::{first_txn_ref, BlockSignal, ClusterSignal, TxnRef};
 use shoal_types::distribution::FragmentId;
 use shoal_types::filter::Filter;
-use shoal_types::schema::{COLUMNS_MAX, ROW_BYTES_MAX};
+use shoal_types::schema::{COLUMNS_MAX, INDEX_KEY_BYTES_MAX, ROW_BYTES_MAX};
 use shoal_types::{ErrorCode, SchemaVersion, ShoalError, TableId, TransId};
 use shoal_wire::node::{ScanCursor, ScanSignal};
 use shoal_wire::scan::{decode_bounds, SCAN_DESCENDING, SCAN_NO_INDEX, SCAN_ORDERED};
@@ -35,6 +35,9 @@ use std::collections::{BTreeMap, VecDeque};
 /// The most one row's attribute list takes in an answer: a header per
 /// column plus the row's bytes.
 const ROW_ANSWER_BYTES_MAX: usize = 2 + 4 * COLUMNS_MAX + ROW_BYTES_MAX;
+/// What a batch may bring past its share of bytes: one row, with its
+/// index key and the key's length (an ordered scan's).
+const BATCH_OVERSHOOT_BYTES_MAX: usize = ROW_ANSWER_BYTES_MAX + 2 + INDEX_KEY_BYTES_MAX;
 /// The longest read list a scan may carry (every column named once).
 const COLUMNS_BYTES_MAX: usize = 2 + 2 * COLUMNS_MAX;
 /// Bytes of a `ScanTabConf` before its rows.
@@ -394,21 +397,19 @@ impl Tc {
                 ..
             } => {
                 let ordered = rec.flags & SCAN_ORDERED != 0;
-                let held: usize = if ordered {
-                    rec.frags.iter().map(|f| f.buffered.bytes()).sum()
-                } else {
-                    rec.rows.len()
-                };
-                // An ordered scan holds up to every fragment's batch plus
-                // one row each (merged into answers of at most one
-                // frame); a plain one hands the round out whole.
-                let bound = if ordered { 2 * max_answer } else { max_answer };
-                if held + rows.len() + CONF_FIXED_BYTES > bound {
+                // A batch is its share of bytes plus at most one row (with
+                // its key): a plain round is then within one answer by the
+                // choice of `parallel`, and an ordered scan holds at most
+                // that per fragment (merged into answers of one frame).
+                let batch_max = rec.bytes_per_frag as usize + BATCH_OVERSHOOT_BYTES_MAX;
+                let round_over =
+                    !ordered && rec.rows.len() + rows.len() + CONF_FIXED_BYTES > max_answer;
+                if rows.len() > batch_max || round_over {
                     // Only a replica breaking its bounds gets here.
                     let e = error(
                         ErrorCode::Internal,
                         format!(
-                            "fragment {frag}: a batch of {} bytes overflows the round's answer",
+                            "fragment {frag}: a batch of {} bytes is over its bound ({batch_max} bytes, or the round's answer)",
                             rows.len()
                         ),
                     );

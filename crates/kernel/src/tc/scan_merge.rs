@@ -22,11 +22,6 @@ impl Buffered {
         self.items.is_empty()
     }
 
-    /// Bytes held.
-    pub(super) fn bytes(&self) -> usize {
-        self.bytes.len()
-    }
-
     /// Takes a batch of `count` rows, each `u16 key_len | key | attribute
     /// list`. A malformed batch (a peer's bug) is refused whole.
     pub(super) fn take(&mut self, rows: &[u8], count: u32) -> Result<(), String> {
@@ -35,7 +30,9 @@ impl Buffered {
         }
         let base = self.bytes.len();
         let mut at = 0;
-        let mut items = Vec::with_capacity(count as usize);
+        // Each row takes at least four bytes (key length, attribute
+        // count): a forged count allocates no more than the batch.
+        let mut items = Vec::with_capacity((count as usize).min(rows.len() / 4));
         for i in 0..count {
             let rest = &rows[at..];
             if rest.len() < 2 {

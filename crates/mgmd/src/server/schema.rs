@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// The longest mgmd waits for data nodes to build a new index.
+const INDEX_BUILD_ACK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(280);
+
 impl Shared {
     /// Waits for every ack with one common deadline. The first failure
     /// wins: a node's error (prefixed with the node) or a timeout naming the
@@ -12,7 +15,18 @@ impl Shared {
         waits: Vec<AckWait>,
         what: &str,
     ) -> Result<(), ShoalError> {
-        let deadline = tokio::time::Instant::now() + self.ack_timeout;
+        self.await_acks_within(waits, what, self.ack_timeout).await
+    }
+
+    /// [`Shared::await_acks`] with its own deadline (an index build's
+    /// acks come when the build is done, which grows with the table).
+    pub(super) async fn await_acks_within(
+        &self,
+        waits: Vec<AckWait>,
+        what: &str,
+        timeout: std::time::Duration,
+    ) -> Result<(), ShoalError> {
+        let deadline = tokio::time::Instant::now() + timeout;
         let mut outcome = Ok(());
         let mut unfinished = Vec::new();
         for w in waits {
@@ -44,7 +58,7 @@ impl Shared {
                     outcome = Err(mgmd_err(format!(
                         "data node {} did not acknowledge {what} within {} ms",
                         w.node_id,
-                        self.ack_timeout.as_millis()
+                        timeout.as_millis()
                     )));
                 }
             }
@@ -247,7 +261,10 @@ impl Shared {
         let waits = self
             .lock()
             .push_to_all_data_nodes(&MgmEvent::IndexesChanged(def));
-        self.await_acks(waits, what).await
+        // A build's ack comes when it is done: minutes for a large table
+        // (within the client's wait for a schema request).
+        let timeout = self.ack_timeout.max(INDEX_BUILD_ACK_TIMEOUT);
+        self.await_acks_within(waits, what, timeout).await
     }
 
     pub(super) fn get_table(&self, name: &str) -> Result<TableDef, ShoalError> {

@@ -56,6 +56,9 @@ pub const FILTER_STACK_MAX: usize = 64;
 /// [`crate::schema::ROW_BYTES_MAX`] bytes it bounds one LIKE to
 /// O(value × pattern) steps.
 pub const LIKE_PATTERN_MAX: usize = 1024;
+/// The most work a filter may take on one row, in byte comparisons (one
+/// LIKE of the longest pattern over the longest column fits): a few ms.
+pub const FILTER_COST_MAX: u64 = 32 << 20;
 
 /// Opcode bytes, public so that tests elsewhere can write raw programs.
 pub mod opcode {
@@ -319,6 +322,8 @@ impl Insn<'_> {
 #[derive(Clone, Debug)]
 pub struct Filter<'p> {
     insns: Vec<Insn<'p>>,
+    /// The most work one row can take (see [`Filter::cost_per_row`]).
+    cost: u64,
 }
 
 fn refuse(index: usize, offset: usize, rule: impl std::fmt::Display) -> ShoalError {
@@ -509,7 +514,34 @@ impl<'p> Filter<'p> {
                 format!("the program must end with exactly one value on the stack, not {depth}"),
             ));
         }
-        Ok(Filter { insns })
+        // A LIKE may compare each pattern byte with each value byte (the
+        // greedy matcher's worst case); everything else is a step.
+        let cost = insns
+            .iter()
+            .map(|i| match i {
+                Insn::Like { col, pattern, .. } => {
+                    let max = table.columns[usize::from(*col)].ty.max_size() as u64;
+                    (pattern.len() as u64 + 1) * (max + 1)
+                }
+                _ => 1,
+            })
+            .sum();
+        if cost > FILTER_COST_MAX {
+            return Err(ShoalError::with_detail(
+                ErrorCode::BadFilter,
+                format!(
+                    "the filter may take {cost} byte comparisons a row (its LIKE patterns times the longest values of their columns); at most {FILTER_COST_MAX}"
+                ),
+            ));
+        }
+        Ok(Filter { insns, cost })
+    }
+
+    /// The most work evaluating one row can take, in byte comparisons (a
+    /// scan bounds the rows a batch looks at by it, so a filter of long
+    /// LIKEs over long columns cannot hold a node).
+    pub fn cost_per_row(&self) -> u64 {
+        self.cost
     }
 
     /// The empty program: callers skip evaluation entirely.

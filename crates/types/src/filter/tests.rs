@@ -903,3 +903,35 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_filter_whose_likes_could_take_too_long_a_row_is_refused() {
+    let table = TableDef::new(
+        "long",
+        vec![
+            ColumnDef::new("k", T::Int { unsigned: true }),
+            ColumnDef::new("v", T::VarBinary(29_000)),
+        ],
+        &["k"],
+    )
+    .unwrap();
+    let long = vec![b'a'; LIKE_PATTERN_MAX];
+    let one = FilterExpr::Like {
+        col: 1,
+        pattern: long.clone(),
+    };
+    let program = one.compile(&table).expect("one long LIKE fits");
+    let f = Filter::verify(&program, &table).unwrap();
+    assert!(f.cost_per_row() <= FILTER_COST_MAX && f.cost_per_row() > 29_000_000);
+    let two = FilterExpr::And(vec![one.clone(), one]);
+    let e = two.compile(&table).expect_err("two do not");
+    assert_eq!(e.code, ErrorCode::BadFilter);
+    assert!(e.detail.contains("byte comparisons"), "{e}");
+    // Short patterns over the same column are cheap.
+    let cheap = FilterExpr::Like {
+        col: 1,
+        pattern: b"a%".to_vec(),
+    };
+    let program = cheap.compile(&table).unwrap();
+    assert!(Filter::verify(&program, &table).unwrap().cost_per_row() < 100_000);
+}
