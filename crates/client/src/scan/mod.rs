@@ -177,7 +177,7 @@ impl ScanBuilder {
             None => self.keep_error(ShoalError::with_detail(
                 ErrorCode::NoSuchColumn,
                 format!(
-                    "table {:?} has no ordered index {name:?} (it has {:?})",
+                    "table {:?} has no ordered index {name:?} (it has {:?}; an index added since this client read the table shows after Cluster::invalidate_table)",
                     self.record.table().name(),
                     self.record
                         .table()
