@@ -478,7 +478,7 @@ impl OrderedIndex {
             count - 1
         } else {
             choose_split(count, |j| {
-                LEAF_SLOT_BYTES + entry_with(page, pos, (key, row), j).0.len()
+                page.entry_bytes(entry_with(page, pos, (key, row), j).0.len())
             })
         };
         let (left, _) = entry_with(page, pos, (key, row), leaf_split - 1);
@@ -495,7 +495,7 @@ impl OrderedIndex {
                 count - 1
             } else {
                 choose_split(count, |j| {
-                    INNER_SLOT_BYTES + key_len_with(page, pos, up_len, j)
+                    page.entry_bytes(key_len_with(page, pos, up_len, j))
                 })
             };
             step.split_at = Some(split_at);
@@ -678,8 +678,9 @@ impl OrderedIndex {
         .into_iter()
         .flatten()
         .find(|&a| {
-            let used = |i: usize| self.leaves[page.child(i) as usize].page.used_bytes();
-            used(a) + used(a + 1) <= PAGE_BYTES
+            let left = &self.leaves[page.child(a) as usize].page;
+            let right = &self.leaves[page.child(a + 1) as usize].page;
+            left.used_bytes() + left.appended_bytes(right, 0..right.len()) <= PAGE_BYTES
         })?;
         let (left, right) = (page.child(pair), page.child(pair + 1));
         let right_page = std::mem::replace(
@@ -703,8 +704,12 @@ impl OrderedIndex {
         .into_iter()
         .flatten()
         .find(|&a| {
-            let used = |i: usize| self.inners[page.child(i) as usize].page.used_bytes();
-            used(a) + used(a + 1) + page.key_len(a + 1) <= PAGE_BYTES
+            let left = &self.inners[page.child(a) as usize].page;
+            let right = &self.inners[page.child(a + 1) as usize].page;
+            left.used_bytes()
+                + left.entry_bytes(page.key_len(a + 1))
+                + left.appended_bytes(right, 1..right.len())
+                <= PAGE_BYTES
         })?;
         let (left, right) = (page.child(pair), page.child(pair + 1));
         self.separator.clear();
