@@ -33,6 +33,19 @@ impl Lqh {
         let mut building = false;
         for &f in frags {
             let entry = self.frags.get_mut(&(def.id, f)).expect("listed fragment");
+            if entry.layout.table.indexes.len() > def.indexes.len() {
+                // Index numbers are never taken back (a dropped one stays
+                // listed): a definition with fewer is not a later one.
+                return Err(err(
+                    ErrorCode::BadRequest,
+                    format!(
+                        "an index change of table id {} lists {} indexes, this node has {}",
+                        def.id,
+                        def.indexes.len(),
+                        entry.layout.table.indexes.len()
+                    ),
+                ));
+            }
             if entry.layout.table.columns != def.columns || entry.version != def.version {
                 return Err(err(
                     ErrorCode::InvalidSchemaVersion,
