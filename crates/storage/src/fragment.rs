@@ -347,11 +347,6 @@ impl Fragment {
         self.ordered.broken_build = true;
     }
 
-    /// Bytes of the ordered indexes (part of `charged_bytes`).
-    pub fn ordered_bytes(&self) -> usize {
-        self.ordered.charged_bytes()
-    }
-
     /// The table's ordered indexes (numbered as in its definition).
     pub fn ordered_count(&self) -> usize {
         self.ordered.count()

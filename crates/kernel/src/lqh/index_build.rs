@@ -103,9 +103,4 @@ impl Lqh {
         }
         done
     }
-
-    /// A table is being given a new index here.
-    pub fn index_build_running(&self, table: TableId) -> bool {
-        self.index_builds.contains(&table)
-    }
 }

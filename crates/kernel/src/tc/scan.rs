@@ -289,7 +289,6 @@ impl Tc {
         let scan = self.scans.next;
         self.scans.next += 1;
         self.scans.by_client.insert((conn, req.trans), scan);
-        let done = frags.is_empty();
         self.scans.recs.insert(
             scan,
             ScanRec {
@@ -316,7 +315,6 @@ impl Tc {
                 failed: None,
             },
         );
-        debug_assert!(!done || self.scans.recs[&scan].frags.is_empty());
         Ok(scan)
     }
 
