@@ -614,6 +614,25 @@ impl RowLayout {
         }
     }
 
+    /// Appends the values of `cols` of a stored row encoded as a key of
+    /// those columns (a unique index's key, the way [`Self::encode_key`]
+    /// encodes a primary key); false, with `out` as it was, if one is NULL
+    /// (such a row has no entry). Column ids must exist.
+    pub fn columns_key_of_row(&self, fixed: &[u8], var: &[u8], cols: &[u16], out: &mut Vec<u8>) -> bool {
+        let start = out.len();
+        for &c in cols {
+            let Some(v) = self.column_bytes(fixed, var, c) else {
+                out.truncate(start);
+                return false;
+            };
+            if self.table.columns[c as usize].ty.is_var() {
+                out.extend_from_slice(&(v.len() as u16).to_le_bytes());
+            }
+            out.extend_from_slice(v);
+        }
+        true
+    }
+
     /// Whether a stored row has this encoded key.
     #[inline]
     pub fn key_matches(&self, fixed: &[u8], var: &[u8], key: &[u8]) -> bool {

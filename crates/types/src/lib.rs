@@ -19,7 +19,7 @@ pub mod value;
 pub use error::{ErrorClass, ErrorCode, ShoalError};
 pub use ids::{NodeId, SchemaVersion, TableId, TransId};
 pub use layout::{AttrSlice, RowLayout};
-pub use schema::{ColumnDef, ColumnType, IndexDef, TableDef, TableOptions};
+pub use schema::{ColumnDef, ColumnType, IndexDef, TableDef, TableOptions, UniqueIndexDef};
 pub use value::Value;
 
 /// Hash of an encoded key. The client and the data nodes use the same

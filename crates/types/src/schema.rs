@@ -15,6 +15,12 @@ pub const KEY_BYTES_MAX: usize = 3_072;
 pub const INDEXES_MAX: usize = 64;
 /// Most columns in one index.
 pub const INDEX_COLUMNS_MAX: usize = 16;
+/// Most unique indexes on one table (each write of the table reports the
+/// old and new keys of every one it changes: bounded per operation).
+pub const UNIQUE_INDEXES_MAX: usize = 16;
+/// The column of a unique index's table that holds the base row's
+/// encoded primary key (after the index's own columns).
+pub const UNIQUE_PK_COLUMN: &str = "$pk";
 /// Largest ordered-index key (`crate::index_key`'s encoding).
 pub const INDEX_KEY_BYTES_MAX: usize = 3_072;
 /// The name of the ordered index a table gets on its primary key.
@@ -154,6 +160,10 @@ pub struct TableOptions {
     /// and the table comes back empty after a restart of the cluster.
     #[serde(default)]
     pub no_logging: bool,
+    /// This table is the hidden table of a unique index of that table
+    /// (set by mgmd): clients reach it only through the index.
+    #[serde(default)]
+    pub index_of: Option<TableId>,
 }
 
 /// An ordered index of a table (NDB's ordered index, SQL's `KEY`): one
@@ -168,6 +178,72 @@ pub struct IndexDef {
     /// number), holds no entries, and its name may be used again.
     #[serde(default)]
     pub dropped: bool,
+}
+
+/// A unique hash index of a table (NDB's unique index, SQL's `UNIQUE
+/// KEY`): a hidden table keyed by the index columns' values, holding each
+/// row's primary key ([`UNIQUE_PK_COLUMN`]), partitioned by those values,
+/// and written by TC in the same transaction as every insert, update and
+/// delete of the table. A row with NULL in any index column has no entry
+/// (SQL: NULLs are never equal, so any number of them is allowed).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UniqueIndexDef {
+    pub name: String,
+    /// Column indexes of the base table, in key order.
+    pub columns: Vec<u16>,
+    /// The hidden table (assigned by mgmd; 0 in a create request).
+    pub table: TableId,
+    /// Being built over a table that has rows: writes keep it already,
+    /// reads through it are refused until the build is done.
+    #[serde(default)]
+    pub building: bool,
+}
+
+impl UniqueIndexDef {
+    /// The hidden table's name for unique index `index` of table `base`.
+    pub fn table_name(base: &str, index: &str) -> String {
+        format!("{base}$unique${index}")
+    }
+
+    /// The hidden table of this index of `base` (id and version 0: mgmd
+    /// assigns them): the index columns (NOT NULL) as primary key, then
+    /// [`UNIQUE_PK_COLUMN`].
+    pub fn table_def(&self, base: &TableDef) -> Result<TableDef, ShoalError> {
+        let mut columns = Vec::with_capacity(self.columns.len() + 1);
+        for &c in &self.columns {
+            let col = base.columns.get(c as usize).ok_or_else(|| {
+                bad(format!(
+                    "unique index {:?} names column index {c}, which does not exist",
+                    self.name
+                ))
+            })?;
+            columns.push(ColumnDef::new(col.name.clone(), col.ty));
+        }
+        columns.push(ColumnDef::new(
+            UNIQUE_PK_COLUMN,
+            ColumnType::VarBinary(KEY_BYTES_MAX as u16),
+        ));
+        let def = TableDef {
+            id: TableId(0),
+            version: SchemaVersion(0),
+            name: Self::table_name(&base.name, &self.name),
+            primary_key: (0..self.columns.len() as u16).collect(),
+            columns,
+            options: TableOptions {
+                fragment_count: base.options.fragment_count,
+                read_backup: base.options.read_backup,
+                distribution_key_columns: None,
+                hash_only_primary_key: true,
+                no_logging: base.options.no_logging,
+                index_of: Some(base.id),
+            },
+            distribution: None,
+            indexes: Vec::new(),
+            unique_indexes: Vec::new(),
+        };
+        def.validate()?;
+        Ok(def)
+    }
 }
 
 impl IndexDef {
@@ -211,6 +287,9 @@ pub struct TableDef {
     /// hash only.
     #[serde(default)]
     pub indexes: Vec<IndexDef>,
+    /// Unique hash indexes (dropped ones are removed).
+    #[serde(default)]
+    pub unique_indexes: Vec<UniqueIndexDef>,
 }
 
 fn bad(detail: String) -> ShoalError {
@@ -253,21 +332,53 @@ impl TableDef {
             options: TableOptions::default(),
             distribution: None,
             indexes: Vec::new(),
+            unique_indexes: Vec::new(),
         };
         def.validate()?;
         Ok(def)
     }
 
+    /// Adds a unique hash index on the named columns (in key order); mgmd
+    /// creates its hidden table with the table.
+    pub fn with_unique_index(mut self, name: &str, columns: &[&str]) -> Result<Self, ShoalError> {
+        let columns = self.column_ids(name, columns)?;
+        self.unique_indexes.push(UniqueIndexDef {
+            name: name.to_string(),
+            columns,
+            table: TableId(0),
+            building: false,
+        });
+        self.validate()?;
+        Ok(self)
+    }
+
+    /// The column ids of `columns`, named by index `index`.
+    pub fn column_ids(&self, index: &str, columns: &[&str]) -> Result<Vec<u16>, ShoalError> {
+        columns
+            .iter()
+            .map(|c| {
+                self.column_index(c).ok_or_else(|| {
+                    bad(format!(
+                        "index {index:?} names column {c:?}, which is not a column"
+                    ))
+                })
+            })
+            .collect()
+    }
+
+    /// The unique index named `name`.
+    pub fn unique_index(&self, name: &str) -> Option<&UniqueIndexDef> {
+        self.unique_indexes.iter().find(|u| u.name == name)
+    }
+
+    /// The unique index whose hidden table is `table`.
+    pub fn unique_index_by_table(&self, table: TableId) -> Option<&UniqueIndexDef> {
+        self.unique_indexes.iter().find(|u| u.table == table)
+    }
+
     /// Adds an ordered index on the named columns (in key order).
     pub fn with_index(mut self, name: &str, columns: &[&str]) -> Result<Self, ShoalError> {
-        let mut cols = Vec::with_capacity(columns.len());
-        for c in columns {
-            cols.push(self.column_index(c).ok_or_else(|| {
-                bad(format!(
-                    "index {name:?} names column {c:?}, which is not a column"
-                ))
-            })?);
-        }
+        let cols = self.column_ids(name, columns)?;
         self.indexes.push(IndexDef {
             name: name.to_string(),
             columns: cols,
@@ -318,7 +429,14 @@ impl TableDef {
 
     /// Checks every rule a table must satisfy; mgmd calls it before storing.
     pub fn validate(&self) -> Result<(), ShoalError> {
-        check_name("table", &self.name)?;
+        if self.options.index_of.is_some() {
+            // `<table>$unique$<index>`: two names and a separator.
+            if self.name.is_empty() || self.name.len() > 2 * NAME_LEN_MAX + 8 {
+                return Err(bad(format!("unique index table name {:?}", self.name)));
+            }
+        } else {
+            check_name("table", &self.name)?;
+        }
         if self.columns.is_empty() || self.columns.len() > COLUMNS_MAX {
             return Err(bad(format!(
                 "a table needs 1..={COLUMNS_MAX} columns, got {}",
@@ -327,7 +445,9 @@ impl TableDef {
         }
         let mut row_bytes = 0usize;
         for (i, c) in self.columns.iter().enumerate() {
-            check_name("column", &c.name)?;
+            if !(self.options.index_of.is_some() && c.name == UNIQUE_PK_COLUMN) {
+                check_name("column", &c.name)?;
+            }
             if self.columns[..i].iter().any(|o| o.name == c.name) {
                 return Err(bad(format!("column {:?} appears twice", c.name)));
             }
@@ -403,7 +523,59 @@ impl TableDef {
             d.map()
                 .map_err(|e| bad(format!("distribution: {}", e.detail)))?;
         }
-        self.validate_indexes()
+        self.validate_indexes()?;
+        self.validate_unique_indexes()
+    }
+
+    fn validate_unique_indexes(&self) -> Result<(), ShoalError> {
+        if self.unique_indexes.len() > UNIQUE_INDEXES_MAX {
+            return Err(bad(format!(
+                "a table has at most {UNIQUE_INDEXES_MAX} unique indexes, got {}",
+                self.unique_indexes.len()
+            )));
+        }
+        if !self.unique_indexes.is_empty() && self.options.index_of.is_some() {
+            return Err(bad("a unique index's table has no indexes of its own".into()));
+        }
+        for (i, u) in self.unique_indexes.iter().enumerate() {
+            check_name("index", &u.name)?;
+            let taken = self.unique_indexes[..i].iter().any(|o| o.name == u.name)
+                || self.index_number(&u.name).is_some();
+            if taken {
+                return Err(bad(format!("index {:?} appears twice", u.name)));
+            }
+            if u.columns.is_empty() || u.columns.len() > INDEX_COLUMNS_MAX {
+                return Err(bad(format!(
+                    "unique index {:?} needs 1..={INDEX_COLUMNS_MAX} columns, got {}",
+                    u.name,
+                    u.columns.len()
+                )));
+            }
+            let mut key_bytes = 0usize;
+            for (j, &c) in u.columns.iter().enumerate() {
+                let Some(col) = self.columns.get(c as usize) else {
+                    return Err(bad(format!(
+                        "unique index {:?} names column index {c}, which does not exist",
+                        u.name
+                    )));
+                };
+                if u.columns[..j].contains(&c) {
+                    return Err(bad(format!(
+                        "unique index {:?} names column {:?} twice",
+                        u.name, col.name
+                    )));
+                }
+                key_bytes += col.ty.max_size() + if col.ty.is_var() { 2 } else { 0 };
+            }
+            // Its values are the hidden table's primary key.
+            if key_bytes > KEY_BYTES_MAX {
+                return Err(bad(format!(
+                    "unique index {:?} keys may take {key_bytes} bytes; the limit is {KEY_BYTES_MAX}",
+                    u.name
+                )));
+            }
+        }
+        Ok(())
     }
 
     fn validate_indexes(&self) -> Result<(), ShoalError> {

@@ -135,9 +135,15 @@ impl TransState {
 /// `KeyOp::flags` bit: an error of this operation is reported in its
 /// result and does not abort the transaction (NDB's AO_IgnoreError).
 pub const OP_IGNORE_ERROR: u8 = 1;
+/// `KeyOp::flags` bit: a read, update or delete by unique key. `table` is
+/// the unique index's hidden table and `key` its key (the index columns'
+/// values, encoded as a primary key of them); the operation runs on the
+/// base table's row the index entry names, and `version` and `attrs` are
+/// the base table's. No entry: the operation fails with 626.
+pub const OP_BY_UNIQUE_KEY: u8 = 2;
 /// Every `KeyOp::flags` bit this protocol version defines; a decoder
 /// rejects any other bit.
-pub const OP_FLAGS_KNOWN: u8 = OP_IGNORE_ERROR;
+pub const OP_FLAGS_KNOWN: u8 = OP_IGNORE_ERROR | OP_BY_UNIQUE_KEY;
 /// Read column list value meaning "all columns".
 pub const ALL_COLUMNS: u16 = 0xFFFF;
 

@@ -530,6 +530,7 @@ mod node_signals {
                 chain: Chain::new(&[2, 3]),
                 hop: 0,
                 commit_at_last: false,
+                fired: vec![1, 0, 5, 9, 0, 0, 0, 2, 1, 0, 7],
             },
             BlockSignal::LqhKeyConf {
                 txn,
@@ -537,6 +538,7 @@ mod node_signals {
                 epoch: 0,
                 op_no: 0,
                 result: OpResult { code: 0, data },
+                fired: vec![1, 0, 5, 9, 0, 0, 0, 1, 1, 0, 7],
             },
             BlockSignal::CommitReq {
                 txn,

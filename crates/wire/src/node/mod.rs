@@ -13,6 +13,7 @@
 
 pub mod cluster;
 pub mod epoch;
+pub mod fired;
 pub mod scan;
 
 pub use cluster::{
@@ -25,6 +26,7 @@ use shoal_types::distribution::FragmentId;
 use shoal_types::{ErrorCode, ShoalError, TableId, TransId};
 
 use crate::frame::WireError;
+use fired::{fired_len, put_fired, read_fired};
 use crate::signals::{
     decode_key_op, detail_prefix, encode_key_op, key_op_len, put_detail, put_u16, put_u32, put_u64,
     KeyOp, OpResult, Reader,
@@ -257,6 +259,11 @@ pub enum BlockSignal {
         /// `LqhKeyConf`, sparing the backups' commit round (the last agent
         /// of two-phase commit decides).
         commit_at_last: bool,
+        /// What the write did to the table's unique indexes, found by the
+        /// primary and passed down the chain to the last replica, which
+        /// returns it to TC in `LqhKeyConf::fired` (empty: nothing; see
+        /// [`crate::node::fired`]).
+        fired: Vec<u8>,
     },
     /// LQH → TC: the operation succeeded on every replica of its chain
     /// (reads carry their data).
@@ -269,6 +276,9 @@ pub enum BlockSignal {
         /// With `committed`: the epoch it committed in (encoded only then).
         epoch: u64,
         result: OpResult,
+        /// The unique-index changes the primary found (`LqhKeyReq::fired`):
+        /// TC writes them to the indexes in the same transaction.
+        fired: Vec<u8>,
     },
     /// LQH → TC: the operation failed (on the replica that sends this).
     LqhKeyRef {
@@ -392,12 +402,22 @@ impl BlockSignal {
     pub fn body_len(&self) -> usize {
         const TXN_NODE: usize = 8 + 2;
         match self {
-            BlockSignal::LqhKeyReq { op, chain, .. } => {
-                8 + 4 + 8 + 4 + 4 + 4 + 2 + 8 + 1 + 1 + 1 + 1 + 2 * chain.len() + key_op_len(op)
+            BlockSignal::LqhKeyReq {
+                op, chain, fired, ..
+            } => {
+                8 + 4 + 8 + 4 + 4 + 4 + 2 + 8 + 1 + 1 + 1 + 1 + 2 * chain.len()
+                    + fired_len(fired)
+                    + key_op_len(op)
             }
             BlockSignal::LqhKeyConf {
-                result, committed, ..
-            } => 8 + 4 + 1 + 1 + 8 * usize::from(*committed) + 2 + 4 + result.data.len(),
+                result,
+                committed,
+                fired,
+                ..
+            } => {
+                8 + 4 + 1 + 1 + 8 * usize::from(*committed) + 2 + 4 + result.data.len()
+                    + fired_len(fired)
+            }
             BlockSignal::LqhKeyRef { error, .. } => {
                 8 + 4 + 2 + 2 + detail_prefix(&error.detail).len()
             }
@@ -426,6 +446,7 @@ impl BlockSignal {
                 chain,
                 hop,
                 commit_at_last,
+                fired,
             } => {
                 assert!(
                     !chain.is_empty()
@@ -444,10 +465,15 @@ impl BlockSignal {
                 out.push(*hop);
                 out.push(chain.len() as u8);
                 out.push(u8::from(*commit_at_last));
-                out.push(u8::from(*row_new) | (u8::from(*copied) << 1));
+                out.push(
+                    u8::from(*row_new)
+                        | (u8::from(*copied) << 1)
+                        | (u8::from(!fired.is_empty()) << 2),
+                );
                 for &n in chain.iter() {
                     put_u16(out, n);
                 }
+                put_fired(out, fired);
                 encode_key_op(op, *op_no as usize, out);
             }
             BlockSignal::LqhKeyConf {
@@ -456,17 +482,19 @@ impl BlockSignal {
                 committed,
                 epoch,
                 result,
+                fired,
             } => {
                 put_u64(out, *txn);
                 put_u32(out, *op_no);
                 out.push(u8::from(*committed));
-                out.push(0);
+                out.push(u8::from(!fired.is_empty()));
                 if *committed {
                     put_u64(out, *epoch);
                 }
                 put_u16(out, result.code);
                 put_u32(out, result.data.len() as u32);
                 out.extend_from_slice(&result.data);
+                put_fired(out, fired);
             }
             BlockSignal::LqhKeyRef { txn, op_no, error } => {
                 put_u64(out, *txn);
@@ -561,11 +589,11 @@ impl BlockSignal {
                 let commit_at_last = read_flag(&mut r, "commit_at_last")?;
                 let row_at = r.pos;
                 let row_flags = r.u8("row_flags")?;
-                if row_flags & !0b11 != 0 {
+                if row_flags & !0b111 != 0 {
                     return Err(r.malformed_at(
                         row_at,
                         format_args!(
-                            "row flags {row_flags:#x}: only bits 0 (new) and 1 (copied) exist"
+                            "row flags {row_flags:#x}: only bits 0 (new), 1 (copied) and 2 (fired) exist"
                         ),
                     ));
                 }
@@ -575,6 +603,7 @@ impl BlockSignal {
                     *n = r.u16("chain")?;
                 }
                 let chain = Chain::new(&nodes[..chain_len]);
+                let fired = read_fired(&mut r, row_flags & 4 != 0)?;
                 let op = decode_key_op(&mut r)?;
                 BlockSignal::LqhKeyReq {
                     txn,
@@ -591,22 +620,25 @@ impl BlockSignal {
                     chain,
                     hop,
                     commit_at_last,
+                    fired,
                 }
             }
             GSN_LQH_KEY_CONF => {
                 let op_no = r.u32("op_no")?;
                 let committed = read_flag(&mut r, "committed")?;
-                r.reserved_u8("reserved")?;
+                let has_fired = read_flag(&mut r, "fired")?;
                 let epoch = if committed { r.u64("epoch")? } else { 0 };
                 let code = r.u16("code")?;
                 let len = r.u32("data_len")? as usize;
                 let data = r.bytes(len, "data")?.to_vec();
+                let fired = read_fired(&mut r, has_fired)?;
                 BlockSignal::LqhKeyConf {
                     txn,
                     op_no,
                     committed,
                     epoch,
                     result: OpResult { code, data },
+                    fired,
                 }
             }
             GSN_LQH_KEY_REF => {
@@ -717,6 +749,7 @@ mod tests {
                 chain: Chain::new(&[3, 4]),
                 hop: 1,
                 commit_at_last: true,
+                fired: vec![1, 0, 5, 9, 0, 0, 0, 3, 1, 0, 7, 0, 0],
             },
             BlockSignal::LqhKeyConf {
                 txn,
@@ -727,6 +760,7 @@ mod tests {
                     code: 0,
                     data: vec![9; 20],
                 },
+                fired: Vec::new(),
             },
             BlockSignal::LqhKeyRef {
                 txn,
