@@ -618,7 +618,13 @@ impl RowLayout {
     /// those columns (a unique index's key, the way [`Self::encode_key`]
     /// encodes a primary key); false, with `out` as it was, if one is NULL
     /// (such a row has no entry). Column ids must exist.
-    pub fn columns_key_of_row(&self, fixed: &[u8], var: &[u8], cols: &[u16], out: &mut Vec<u8>) -> bool {
+    pub fn columns_key_of_row(
+        &self,
+        fixed: &[u8],
+        var: &[u8],
+        cols: &[u16],
+        out: &mut Vec<u8>,
+    ) -> bool {
         let start = out.len();
         for &c in cols {
             let Some(v) = self.column_bytes(fixed, var, c) else {

@@ -535,7 +535,9 @@ impl TableDef {
             )));
         }
         if !self.unique_indexes.is_empty() && self.options.index_of.is_some() {
-            return Err(bad("a unique index's table has no indexes of its own".into()));
+            return Err(bad(
+                "a unique index's table has no indexes of its own".into()
+            ));
         }
         for (i, u) in self.unique_indexes.iter().enumerate() {
             check_name("index", &u.name)?;

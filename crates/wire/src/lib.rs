@@ -24,7 +24,8 @@ pub use handshake::{Hello, HelloReply, NodeType, HELLO_BYTES, MAGIC, PROTOCOL_VE
 pub use handshake::{HELLO_DETAIL_BYTES_MAX, HELLO_REPLY_FIXED_BYTES, HELLO_STATUS_ACCEPTED};
 pub use signals::{
     gsn_name, ALL_COLUMNS, GSN_ERROR_REPORT, GSN_NODE_SIGNALS_FIRST, GSN_TC_KEY_CONF,
-    GSN_TC_KEY_REF, GSN_TC_KEY_REQ, OP_FLAGS_KNOWN, OP_IGNORE_ERROR, SIGNAL_DETAIL_BYTES_MAX,
+    GSN_TC_KEY_REF, GSN_TC_KEY_REQ, OP_BY_UNIQUE_KEY, OP_FLAGS_KNOWN, OP_IGNORE_ERROR,
+    SIGNAL_DETAIL_BYTES_MAX,
 };
 pub use signals::{
     ErrorReport, ExecType, KeyOp, LockMode, OpResult, OpType, Signal, TcCommitAck, TcKeyConf,

@@ -100,6 +100,7 @@ impl Lqh {
         out: &mut VecDeque<BlockSignal>,
     ) {
         let op_no = at.op_no;
+        let mut at = at;
         match self.try_op(txn, &at, &op, waited_on, dih) {
             // A write with more replicas after this one goes on to the next
             // (NDB's linear prepare); the last replica answers TC.
@@ -107,6 +108,7 @@ impl Lqh {
                 result,
                 row,
                 row_new,
+                fired,
             }) => match at.next_hop() {
                 Some(hop) => {
                     let (api_node, trans) = self
@@ -134,6 +136,12 @@ impl Lqh {
                         chain: at.chain,
                         hop,
                         commit_at_last: at.commit_at_last,
+                        // The primary's changes go down the chain.
+                        fired: if at.hop == 0 {
+                            fired
+                        } else {
+                            std::mem::take(&mut at.fired)
+                        },
                     })
                 }
                 None => {
@@ -152,6 +160,11 @@ impl Lqh {
                         committed,
                         epoch: if committed { epoch } else { 0 },
                         result,
+                        fired: if at.hop == 0 {
+                            fired
+                        } else {
+                            std::mem::take(&mut at.fired)
+                        },
                     });
                 }
             },

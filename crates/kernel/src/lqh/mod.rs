@@ -53,6 +53,7 @@ mod redo;
 mod scan;
 mod snapshot;
 mod takeover;
+mod unique;
 
 use crate::config::KernelConfig;
 use crate::detmap::{new_map, DetHashMap};
@@ -96,6 +97,9 @@ struct OpAt {
     copied: bool,
     chain: Chain,
     hop: u8,
+    /// The unique-index changes the primary found (see
+    /// `BlockSignal::LqhKeyReq::fired`); empty at the primary itself.
+    fired: Vec<u8>,
 }
 
 impl OpAt {
@@ -175,11 +179,13 @@ impl FragEntry {
 /// How far an operation got.
 enum Step {
     /// Done; `row` is the row's id here (`ROW_NONE` if none), `row_new`
-    /// whether this operation created it.
+    /// whether this operation created it; `fired` what it did to the
+    /// table's unique indexes (the primary of a write only).
     Done {
         result: OpResult,
         row: u32,
         row_new: bool,
+        fired: Vec<u8>,
     },
     /// Queued for a row lock; the caller records the wait under `token`.
     Wait {
@@ -737,6 +743,7 @@ impl Lqh {
                 chain,
                 hop,
                 commit_at_last,
+                fired,
             } => {
                 let at = OpAt {
                     op_no,
@@ -749,6 +756,7 @@ impl Lqh {
                     copied,
                     chain,
                     hop,
+                    fired,
                 };
                 self.key_req(now_ms, txn, api_node, trans, at, op, dih, out)
             }

@@ -5,7 +5,7 @@
 
 use super::apply::{apply_locked, not_found, out_of_memory, too_many_ops_err};
 use super::body::{parse_body, read_image, read_own, Body, ReadList};
-use super::{err, FragEntry, Lqh, LqhTxn, OpAt, Pending, PendingKind, Step};
+use super::{err, unique, FragEntry, Lqh, LqhTxn, OpAt, Pending, PendingKind, Step};
 use crate::config::KernelConfig;
 use crate::dih::Dih;
 use crate::pool::Pool;
@@ -167,6 +167,7 @@ fn committed_read(
         result,
         row: ROW_NONE,
         row_new: false,
+        fired: Vec::new(),
     })
 }
 
@@ -196,6 +197,9 @@ impl Lqh {
             return Err(missing_fragment(tables, cfg.node_id, op, at));
         };
         let copying_here = check_route(entry, op, at, dih, cfg)?;
+        if at.hop == 0 && !at.fired.is_empty() {
+            unique::check_expected(&entry.layout, &at.fired)?;
+        }
         if let Some(why) = redo_full.as_deref() {
             if entry.logged && op.op != OpType::Read {
                 return Err(err(ErrorCode::RedoLogFull, why));
@@ -247,8 +251,18 @@ impl Lqh {
                 ));
             }
         }
+        // The primary of a write to a table with unique indexes reports
+        // what the write did to them.
+        let fires = at.hop == 0 && op.op != OpType::Read && !layout.table.unique_indexes.is_empty();
         let Some(row) = found else {
-            return ctx.no_row(entry, &layout, txn, at, op, &body, hash, copying_here);
+            let mut step = ctx.no_row(entry, &layout, txn, at, op, &body, hash, copying_here)?;
+            if let Step::Done { row, fired, .. } = &mut step {
+                if fires && *row != ROW_NONE {
+                    let before = unique::keys_seen(entry, &layout, txn, None);
+                    *fired = unique::fired(entry, &layout, txn, *row, &op.key, &before);
+                }
+            }
+            return Ok(step);
         };
         let mode = match (op.op, op.lock) {
             (OpType::Read, LockMode::Shared) => RowLock::Shared,
@@ -258,13 +272,19 @@ impl Lqh {
             return Ok(wait);
         }
         let commit_now = super::last_replica_decides(at, dih, cfg) && at.next_hop().is_none();
+        let before = fires.then(|| unique::keys_seen(entry, &layout, txn, Some(row)));
         let result = apply_locked(
             entry, &layout, ctx.mem, txn, row, commit_now, op.op, &op.key, &body,
         )?;
+        let fired = match &before {
+            Some(before) => unique::fired(entry, &layout, txn, row, &op.key, before),
+            None => Vec::new(),
+        };
         Ok(Step::Done {
             result,
             row,
             row_new: false,
+            fired,
         })
     }
 }
@@ -336,6 +356,7 @@ impl OpCtx<'_> {
                 result: ok(),
                 row: at.row,
                 row_new: false,
+                fired: Vec::new(),
             });
         }
         let attrs = match (op.op, body) {
@@ -399,6 +420,7 @@ impl OpCtx<'_> {
             result: ok(),
             row,
             row_new: true,
+            fired: Vec::new(),
         })
     }
 

@@ -197,6 +197,11 @@ pub struct DataNode {
     /// recorded): joining that cluster running, it keeps them and copies
     /// only later changes.
     restored_through: Option<(u64, u32)>,
+    /// Tables that got a unique index, with this node's next transaction
+    /// then: the change is acknowledged (`Output::IndexesBuilt`) once
+    /// every transaction begun before it has ended, so that afterwards
+    /// every write TC coordinates keeps the index.
+    unique_barriers: Vec<(TableId, u64)>,
 }
 
 struct CopyClock {
@@ -246,6 +251,7 @@ impl DataNode {
             queue: VecDeque::new(),
             redirect: BTreeMap::new(),
             copy_clock: None,
+            unique_barriers: Vec::new(),
         };
         if node.gcp.enabled() {
             // Until it learns the cluster's epoch (and holds its rows),
@@ -322,9 +328,23 @@ impl DataNode {
     /// columns and version). A new index is built over the next ticks;
     /// `Ok(true)`: a build is under way, and [`Output::IndexesBuilt`]
     /// will say when it ends. `Ok(false)`: done already (a drop).
+    ///
+    /// A new unique index is done once every transaction this node began
+    /// before the change has ended (an earlier one may have written the
+    /// table without keeping the index, and the build could miss it).
     pub fn alter_indexes(&mut self, def: &TableDef) -> Result<bool, ShoalError> {
+        let adds_unique = self.dih.table(def.id).is_some_and(|t| {
+            def.unique_indexes
+                .iter()
+                .any(|u| t.layout.table.unique_index_by_table(u.table).is_none())
+        });
         let building = self.lqh.alter_indexes(def)?;
         self.dih.alter_table(def);
+        if adds_unique {
+            debug_assert!(!building, "one index change adds one kind of index");
+            self.unique_barriers.push((def.id, self.tc.next_txn_ref()));
+            return Ok(true);
+        }
         Ok(building)
     }
 
@@ -494,6 +514,14 @@ impl DataNode {
             self.run(now_ms, out);
         }
         self.tc.tick(now_ms, &mut self.queue, out);
+        let tc = &self.tc;
+        self.unique_barriers.retain(|&(table, next)| {
+            let done = !tc.has_live_txn_before(next);
+            if done {
+                out.push(Output::IndexesBuilt { table, error: None });
+            }
+            !done
+        });
         for done in self.lqh.index_build_tick() {
             out.push(match done {
                 crate::lqh::IndexBuildDone::Built(table) => {

@@ -11,8 +11,9 @@ use shoal_wire::{ExecType, OpResult, TransState};
 use std::collections::VecDeque;
 
 /// An operation's answer from LQH.
-enum Answer {
-    Done(OpResult),
+pub(super) enum Answer {
+    /// Done; with the unique-index changes its primary found.
+    Done(OpResult, Vec<u8>),
     /// Done, and the last replica committed its copy (`commit_at_last`)
     /// in this epoch.
     CommittedAtLast(OpResult, u64),
@@ -36,16 +37,20 @@ impl Tc {
                 committed,
                 epoch,
                 result,
+                fired,
             } => {
+                // A write that committed at its last replica was sent
+                // expecting no index changes: any reported are for an
+                // index this TC does not keep yet (see `unique`).
                 let answer = if committed {
                     Answer::CommittedAtLast(result, epoch)
                 } else {
-                    Answer::Done(result)
+                    Answer::Done(result, fired)
                 };
-                self.op_answered(now_ms, txn, op_no, answer, q, out)
+                self.op_answered(now_ms, txn, op_no, answer, dih, q, out)
             }
             BlockSignal::LqhKeyRef { txn, op_no, error } => {
-                self.op_answered(now_ms, txn, op_no, Answer::Failed(error), q, out)
+                self.op_answered(now_ms, txn, op_no, Answer::Failed(error), dih, q, out)
             }
             // Confirmations: a repeated or late one (its round is over, or
             // the transaction is gone) is ignored, so the commit-phase
@@ -132,12 +137,14 @@ impl Tc {
     }
 
     /// An operation's answer: its result, or the error that fails it.
+    #[allow(clippy::too_many_arguments)]
     fn op_answered(
         &mut self,
         now_ms: u64,
         txn: TxnRef,
         op_no: u32,
         answer: Answer,
+        dih: &Dih,
         q: &mut VecDeque<BlockSignal>,
         out: &mut Vec<Output>,
     ) {
@@ -185,8 +192,20 @@ impl Tc {
             }
             return;
         }
+        if i >= t.results.len() {
+            let k = i - t.results.len();
+            return self.derived_answered(now_ms, txn, k, answer, dih, q, out);
+        }
         let result = match answer {
-            Answer::Done(result) | Answer::CommittedAtLast(result, _) => result,
+            Answer::Done(result, fired) => {
+                if !fired.is_empty() {
+                    if let Err(error) = self.fire(txn, op_index, &fired, dih, q) {
+                        return self.abort(txn, AbortReply::Failed { error, op_index }, q, out);
+                    }
+                }
+                result
+            }
+            Answer::CommittedAtLast(result, _) => result,
             Answer::Failed(error) => {
                 let ignorable = matches!(
                     error.code,
@@ -201,17 +220,12 @@ impl Tc {
                 }
             }
         };
+        let t = self.txns.get_mut(&txn).expect("present");
         t.answer_bytes += RESULT_FIXED_BYTES + result.data.len();
         if t.answer_bytes > self.cfg.max_answer_bytes && !t.backups_committed {
             // The answer would not fit a frame to the client: fail the
             // request now, before it can commit.
-            let error = ShoalError::with_detail(
-                ErrorCode::RequestTooLarge,
-                format!(
-                    "the answer to this request would take more than {} bytes (the largest frame to a client); read fewer rows or columns per execute",
-                    self.cfg.max_answer_bytes
-                ),
-            );
+            let error = answer_too_large(self.cfg.max_answer_bytes);
             return self.abort(txn, AbortReply::Failed { error, op_index }, q, out);
         }
         t.results[i] = Some(result);
@@ -254,6 +268,17 @@ impl Tc {
             ExecType::Rollback => unreachable!("rollback never executes operations"),
         }
     }
+}
+
+/// The error for a request whose answer would not fit a frame to the
+/// client.
+pub(super) fn answer_too_large(max: usize) -> ShoalError {
+    ShoalError::with_detail(
+        ErrorCode::RequestTooLarge,
+        format!(
+            "the answer to this request would take more than {max} bytes (the largest frame to a client); read fewer rows or columns per execute"
+        ),
+    )
 }
 
 /// The results of a request whose operations have all been answered.

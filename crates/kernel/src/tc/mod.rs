@@ -52,6 +52,7 @@ mod request;
 mod scan;
 mod scan_merge;
 mod scan_prune;
+mod unique;
 
 use crate::config::KernelConfig;
 use crate::detmap::{new_map, DetHashMap};
@@ -173,6 +174,9 @@ struct Txn {
     op_flags: Vec<u8>,
     /// Per operation of the request: the replicas it runs on.
     op_chains: Vec<Chain>,
+    /// Operations TC added to the request (unique index upkeep and
+    /// look-ups), numbered after the client's: what each is for.
+    derived: Vec<unique::Derived>,
     outstanding: usize,
     /// Outstanding operations that run on more than one node.
     outstanding_chained: usize,
@@ -268,6 +272,7 @@ impl Default for Txn {
             answered: Vec::new(),
             op_flags: Vec::new(),
             op_chains: Vec::new(),
+            derived: Vec::new(),
             outstanding: 0,
             outstanding_chained: 0,
             commit_at_last_op: None,
@@ -306,6 +311,7 @@ impl Recycle for Txn {
         clear_keeping(&mut self.answered);
         clear_keeping(&mut self.op_flags);
         clear_keeping(&mut self.op_chains);
+        self.derived.clear();
         self.outstanding = 0;
         self.outstanding_chained = 0;
         self.commit_at_last_op = None;
@@ -446,6 +452,20 @@ impl Tc {
     /// The members of the view in force.
     pub fn set_members(&mut self, members: Vec<u16>) {
         self.members = members;
+    }
+
+    /// The reference the next transaction this node begins gets.
+    pub fn next_txn_ref(&self) -> TxnRef {
+        self.next_ref
+    }
+
+    /// Whether a transaction this node began before `next` (a past
+    /// [`Tc::next_txn_ref`]) is still unfinished.
+    pub fn has_live_txn_before(&self, next: TxnRef) -> bool {
+        let first = first_txn_ref(self.cfg.node_id, self.cfg.incarnation);
+        self.txns
+            .iter()
+            .any(|(r, t)| (first..next).contains(&r) && !matches!(t.state, TxnState::Ended(_)))
     }
 
     pub fn transaction_count(&self) -> usize {

@@ -2,12 +2,14 @@
 //! operation routed to its fragment's replicas as DIH sees them now.
 
 use super::{conf, reject, AbortReply, Tc, TxnState, NO_OP};
-use crate::dih::Dih;
+use crate::dih::{Dih, TableDist};
 use crate::node::{ConnId, Output};
 use crate::signal::{BlockSignal, Chain, ROW_NONE};
+use shoal_types::distribution::FragmentId;
 use shoal_types::schema::{COLUMNS_MAX, KEY_BYTES_MAX, ROW_BYTES_MAX};
 use shoal_types::{ErrorCode, ShoalError, TransId};
 use shoal_wire::signals::ALL_COLUMNS;
+use shoal_wire::signals::OP_BY_UNIQUE_KEY;
 use shoal_wire::{ExecType, KeyOp, LockMode, OpType, TcKeyReq, TransState};
 use std::collections::VecDeque;
 
@@ -86,6 +88,99 @@ fn read_list_has_no_repeats(list: &[u8]) -> Result<(), ShoalError> {
         seen[w] |= b;
     }
     Ok(())
+}
+
+/// Where an operation goes, as DIH sees it now.
+pub(super) struct Routed {
+    pub frag: FragmentId,
+    pub version: u32,
+    pub chain: Chain,
+    /// A replica of the fragment is being copied to.
+    pub copying: bool,
+    /// For a write of a table with unique indexes: the indexes TC keeps
+    /// (see [`super::unique::expected_uniques`]); empty otherwise.
+    pub expected_uniques: Vec<u8>,
+}
+
+/// Routes `op` of transaction `t` by DIH's state now, and records the
+/// nodes and fragments it will lock or write. `None`: no replica of its
+/// fragment is alive. An unknown table goes to this node's LQH, which
+/// answers "no such table".
+pub(super) fn route_op(
+    t: &mut super::Txn,
+    op: &KeyOp,
+    route: Option<&TableDist>,
+    own: u16,
+) -> Option<Routed> {
+    let read = op.op == OpType::Read;
+    let locks = !(read && op.lock == LockMode::CommittedRead);
+    let Some(route) = route else {
+        return Some(Routed {
+            frag: 0,
+            version: 0,
+            chain: Chain::new(&[own]),
+            copying: false,
+            expected_uniques: Vec::new(),
+        });
+    };
+    let frag = route.fragment_of(&op.key);
+    let f = &route.frags[frag as usize];
+    if !read && route.read_backup {
+        // Readers may use any replica: answer the commit only once every
+        // replica released its locks.
+        t.ack_after_complete = true;
+    }
+    let primary_chain = if read { f.read } else { f.write }?;
+    // A transaction reads its own writes: once it locked or wrote the
+    // fragment, its reads go to the primary (a backup may not have seen
+    // the write yet).
+    let touched = t
+        .parts
+        .iter()
+        .any(|p| p.node == primary_chain[0] && p.primary.contains(&(op.table, frag)));
+    let chain = if locks || touched {
+        primary_chain
+    } else {
+        route
+            .committed_read_chain(frag, own)
+            .unwrap_or(primary_chain)
+    };
+    if locks {
+        for (hop, &node) in chain.iter().enumerate() {
+            let part = t.part_mut(node);
+            if hop == 0 {
+                super::add_frag(&mut part.primary, (op.table, frag));
+            } else {
+                super::add_frag(&mut part.backup, (op.table, frag));
+            }
+        }
+    }
+    let expected_uniques = if read {
+        Vec::new()
+    } else {
+        super::unique::expected_uniques(&route.layout.table)
+    };
+    Some(Routed {
+        frag,
+        version: f.version,
+        chain,
+        copying: f.copying.is_some(),
+        expected_uniques,
+    })
+}
+
+pub(super) fn no_replica() -> ShoalError {
+    ShoalError::with_detail(
+        ErrorCode::NodeFailed,
+        "no replica of the operation's fragment is alive; retry once the cluster has recovered",
+    )
+}
+
+pub(super) fn overloaded_error(node: u16) -> ShoalError {
+    ShoalError::with_detail(
+        ErrorCode::SendBufferOverloaded,
+        format!("too much waits unsent towards data node {node}, which holds the operation's fragment; retry after a moment"),
+    )
 }
 
 impl Tc {
@@ -341,72 +436,50 @@ impl Tc {
         t.outstanding = req.ops.len();
         t.outstanding_chained = 0;
         t.commit_at_last_op = None;
+        t.derived.clear();
         let (api_node, trans) = (t.api_node, t.trans);
         // One operation that is the whole transaction, committed by this
         // request: its last replica may commit as soon as it has prepared.
         let whole_txn = t.op_base == 0 && req.ops.len() == 1 && req.exec == ExecType::Commit;
-        let own_chain = Chain::new(&[own]);
-        let mut unavailable = None;
-        let mut overloaded = None;
+        let mut refused: Option<(usize, ShoalError)> = None;
+        // Operations by unique key start with a look-up of the index,
+        // sent once every operation of the request has its slot.
+        let mut lookups = Vec::new();
         for (i, op) in req.ops.into_iter().enumerate() {
-            let read = op.op == OpType::Read;
-            let locks = !(read && op.lock == LockMode::CommittedRead);
-            let (frag, version, chain, copying) = match dih.table(op.table) {
-                Some(route) => {
-                    let frag = route.fragment_of(&op.key);
-                    let f = &route.frags[frag as usize];
-                    if !read && route.read_backup {
-                        // Readers may use any replica: answer the commit
-                        // only once every replica released its locks.
-                        t.ack_after_complete = true;
-                    }
-                    match if read { f.read } else { f.write } {
-                        None => {
-                            unavailable = Some(i);
-                            break;
-                        }
-                        Some(primary_chain) => {
-                            // A transaction reads its own writes: once it
-                            // locked or wrote the fragment, its reads go to
-                            // the primary (a backup may not have seen the
-                            // write yet).
-                            let touched = t.parts.iter().any(|p| {
-                                p.node == primary_chain[0] && p.primary.contains(&(op.table, frag))
-                            });
-                            let chain = if locks || touched {
-                                primary_chain
-                            } else {
-                                route
-                                    .committed_read_chain(frag, own)
-                                    .unwrap_or(primary_chain)
-                            };
-                            (frag, f.version, chain, f.copying.is_some())
-                        }
-                    }
-                }
-                // An unknown table: this node's LQH answers "no such table".
-                None => (0, 0, own_chain, false),
-            };
-            if self.overloaded.contains(&chain[0]) {
-                overloaded = Some((i, chain[0]));
+            let route = dih.table(op.table);
+            if let Err(e) = super::unique::check_table_use(&op, route, dih) {
+                refused = Some((i, e));
                 break;
             }
-            if locks {
-                for (hop, &node) in chain.iter().enumerate() {
-                    let part = t.part_mut(node);
-                    if hop == 0 {
-                        super::add_frag(&mut part.primary, (op.table, frag));
-                    } else {
-                        super::add_frag(&mut part.backup, (op.table, frag));
-                    }
-                }
+            if op.flags & OP_BY_UNIQUE_KEY != 0 {
+                // Its slot is answered by the operations it starts.
+                t.op_flags.push(op.flags);
+                t.op_chains.push(Chain::new(&[own]));
+                t.answered[i] = true;
+                t.outstanding -= 1;
+                lookups.push((i as u16, op));
+                continue;
+            }
+            let Some(routed) = route_op(t, &op, route, own) else {
+                refused = Some((i, no_replica()));
+                break;
+            };
+            let chain = routed.chain;
+            if self.overloaded.contains(&chain[0]) {
+                refused = Some((i, overloaded_error(chain[0])));
+                break;
             }
             let chained = chain.len() > 1;
             // Two replicas only: with more, the middle ones still need the
             // backups' round. Not for read-from-backup tables, whose
             // answer waits for complete anyway, nor while a replica is
-            // being copied (the decision must rest with a full replica).
-            let commit_at_last = whole_txn && chain.len() == 2 && !t.ack_after_complete && !copying;
+            // being copied (the decision must rest with a full replica),
+            // nor for a write that may add index operations.
+            let commit_at_last = whole_txn
+                && chain.len() == 2
+                && !t.ack_after_complete
+                && !routed.copying
+                && routed.expected_uniques.is_empty();
             let op_no = t.op_base + i as u32;
             if commit_at_last {
                 t.commit_at_last_op = Some(op_no);
@@ -418,8 +491,8 @@ impl Tc {
                 txn: txn_ref,
                 op_no,
                 low_water,
-                frag,
-                frag_version: version,
+                frag: routed.frag,
+                frag_version: routed.version,
                 row: ROW_NONE,
                 row_new: false,
                 copied: false,
@@ -429,25 +502,9 @@ impl Tc {
                 chain,
                 hop: 0,
                 commit_at_last,
+                fired: routed.expected_uniques,
             });
         }
-        let refused = match (unavailable, overloaded) {
-            (Some(i), _) => Some((
-                i,
-                ShoalError::with_detail(
-                    ErrorCode::NodeFailed,
-                    "no replica of the operation's fragment is alive; retry once the cluster has recovered",
-                ),
-            )),
-            (None, Some((i, node))) => Some((
-                i,
-                ShoalError::with_detail(
-                    ErrorCode::SendBufferOverloaded,
-                    format!("too much waits unsent towards data node {node}, which holds the operation's fragment; retry after a moment"),
-                ),
-            )),
-            (None, None) => None,
-        };
         if let Some((i, e)) = refused {
             // Nothing after operation i was sent; the ones before may be
             // out: the abort waits for them as for any failure.
@@ -461,6 +518,11 @@ impl Tc {
                 op_index: i as u16,
             };
             return self.abort(txn_ref, reply, q, out);
+        }
+        for (of, op) in lookups {
+            if let Err(e) = self.start_unique_op(txn_ref, of, op, dih, q) {
+                return self.fail_derived(txn_ref, of, e, q, out);
+            }
         }
         let t = self.txns.get_mut(&txn_ref).expect("present");
         if t.commit_at_last_op.is_some() {

@@ -14,6 +14,7 @@ use shoal_wire::{
 
 mod durability;
 mod scans;
+mod unique;
 
 const T: TableId = TableId(7);
 const V: SchemaVersion = SchemaVersion(3);

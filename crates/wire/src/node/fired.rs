@@ -62,8 +62,16 @@ pub fn decode_fired(bytes: &[u8]) -> Result<(&[u8], Vec<FiredChange<'_>>), WireE
         if flags & !0b11 != 0 || flags == 0 {
             return Err(r.malformed_at(at, format_args!("change flags {flags:#x}")));
         }
-        let old = if flags & 1 != 0 { Some(read_key(&mut r, "old")?) } else { None };
-        let new = if flags & 2 != 0 { Some(read_key(&mut r, "new")?) } else { None };
+        let old = if flags & 1 != 0 {
+            Some(read_key(&mut r, "old")?)
+        } else {
+            None
+        };
+        let new = if flags & 2 != 0 {
+            Some(read_key(&mut r, "new")?)
+        } else {
+            None
+        };
         changes.push(FiredChange {
             index_table,
             old,

@@ -26,11 +26,11 @@ use shoal_types::distribution::FragmentId;
 use shoal_types::{ErrorCode, ShoalError, TableId, TransId};
 
 use crate::frame::WireError;
-use fired::{fired_len, put_fired, read_fired};
 use crate::signals::{
     decode_key_op, detail_prefix, encode_key_op, key_op_len, put_detail, put_u16, put_u32, put_u64,
     KeyOp, OpResult, Reader,
 };
+use fired::{fired_len, put_fired, read_fired};
 
 /// A transaction's handle shared by TC and every LQH it uses, and the lock
 /// owner. Unique in the cluster: the coordinator's node id is in the top 8
@@ -405,7 +405,18 @@ impl BlockSignal {
             BlockSignal::LqhKeyReq {
                 op, chain, fired, ..
             } => {
-                8 + 4 + 8 + 4 + 4 + 4 + 2 + 8 + 1 + 1 + 1 + 1 + 2 * chain.len()
+                8 + 4
+                    + 8
+                    + 4
+                    + 4
+                    + 4
+                    + 2
+                    + 8
+                    + 1
+                    + 1
+                    + 1
+                    + 1
+                    + 2 * chain.len()
                     + fired_len(fired)
                     + key_op_len(op)
             }
@@ -415,7 +426,13 @@ impl BlockSignal {
                 fired,
                 ..
             } => {
-                8 + 4 + 1 + 1 + 8 * usize::from(*committed) + 2 + 4 + result.data.len()
+                8 + 4
+                    + 1
+                    + 1
+                    + 8 * usize::from(*committed)
+                    + 2
+                    + 4
+                    + result.data.len()
                     + fired_len(fired)
             }
             BlockSignal::LqhKeyRef { error, .. } => {
