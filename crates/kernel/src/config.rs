@@ -34,6 +34,9 @@ pub struct Faults {
     /// While an ordered index is built, writes to rows the build passed
     /// leave it as it is.
     pub index_build_ignores_writes: bool,
+    /// An aborted transaction's changes to a unique index's table are
+    /// committed instead of dropped (entries of rows that never were).
+    pub unique_entry_kept_on_abort: bool,
 }
 
 #[derive(Clone, Debug)]

@@ -31,11 +31,14 @@ const USAGE: &str = "usage: shoal-sim [--seed N] [--seeds COUNT] [--txns PER_SEE
                   whole-cluster crashes and restarts from the files (any shape)
   --scans         clients keep committed-read scans with random filters going,
                   checked against the model
+  --unique        the table has a unique index on its string column (values
+                  clash often), checked against the model
   --break WHAT    break a protocol on purpose (skip-takeover, ignore-dist-version,
                   arbitrator-grants-all, epoch-switch-without-hold,
                   lcp-redo-start-after-scan, copy-since-one-epoch-late,
                   snapshot-without-logging, scan-skips-row-at-batch-end,
-                  index-update-keeps-old-key, index-build-ignores-writes):
+                  index-update-keeps-old-key, index-build-ignores-writes,
+                  unique-entry-kept-on-abort):
                   the checks must catch it, so the run is expected to fail";
 
 struct Args {
@@ -48,6 +51,7 @@ struct Args {
     failures: bool,
     durable: bool,
     scans: bool,
+    unique: bool,
     faults: Faults,
 }
 
@@ -62,6 +66,7 @@ fn parse_args() -> Result<Args, String> {
         failures: false,
         durable: false,
         scans: false,
+        unique: false,
         faults: Faults::default(),
     };
     let (mut nodes, mut replicas) = (None, None);
@@ -86,6 +91,7 @@ fn parse_args() -> Result<Args, String> {
             "--failures" => a.failures = true,
             "--durable" => a.durable = true,
             "--scans" => a.scans = true,
+            "--unique" => a.unique = true,
             "--break" => match text("--break")?.as_str() {
                 "skip-takeover" => a.faults.skip_takeover = true,
                 "ignore-dist-version" => a.faults.ignore_dist_version = true,
@@ -95,6 +101,10 @@ fn parse_args() -> Result<Args, String> {
                 "copy-since-one-epoch-late" => a.faults.copy_since_one_epoch_late = true,
                 "snapshot-without-logging" => a.faults.snapshot_without_logging = true,
                 "index-update-keeps-old-key" => a.faults.index_update_keeps_old_key = true,
+                "unique-entry-kept-on-abort" => {
+                    a.faults.unique_entry_kept_on_abort = true;
+                    a.unique = true;
+                }
                 "index-build-ignores-writes" => {
                     a.faults.index_build_ignores_writes = true;
                     a.scans = true;
@@ -157,12 +167,14 @@ fn main() -> ExitCode {
                 failures: args.failures,
                 durable: args.durable,
                 scans: args.scans,
+                unique: args.unique,
                 faults: Faults::default(),
             },
             None => SimOptions::shape_for_seed(seed, args.txns),
         };
         opts.durable = args.durable;
         opts.scans = args.scans;
+        opts.unique = args.unique;
         opts.faults = args.faults.clone();
         if opts.faults != Faults::default() && args.shape.is_none() {
             // A broken protocol shows under failures.

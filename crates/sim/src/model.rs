@@ -76,6 +76,21 @@ impl Model {
         h[first..].iter().any(|(_, i)| i == image)
     }
 
+    /// The keys the model holds.
+    pub fn keys(&self) -> u32 {
+        self.history.len() as u32
+    }
+
+    /// The images `key` held from commit `since` on: the one in force at
+    /// `since`, then every later one.
+    pub fn history_since(&self, key: u32, since: u64) -> &[(u64, Image)] {
+        let h = &self.history[key as usize];
+        let first = h
+            .partition_point(|(seq, _)| *seq <= since)
+            .saturating_sub(1);
+        &h[first..]
+    }
+
     /// Whether the key had a row (any image) at some point between commit
     /// `since` and now.
     pub fn existed_since(&self, key: u32, since: u64) -> bool {

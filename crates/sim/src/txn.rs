@@ -387,6 +387,9 @@ impl Txn {
                 Ok(Outcome::Failed(code))
             };
         }
+        if code == ErrorCode::TupleAlreadyExists as u16 && r.detail.contains("unique index") {
+            return self.check_unique_clash(&req, op, since, model, r);
+        }
         if code == ErrorCode::DeadlockTimeout as u16 {
             return if op.kind.locks() {
                 Ok(Outcome::Failed(code))
@@ -472,6 +475,59 @@ impl Txn {
                 "error {code} on key {} but this transaction sees {:?}",
                 op.key,
                 view.get(&op.key)
+            ))
+        }
+    }
+}
+
+impl Txn {
+    /// A write refused because another row holds its unique value
+    /// (`--unique`, index on `s`): it must have set a value that another
+    /// key held while the request ran, or that this transaction gave
+    /// another key (its index operations may meet in either order).
+    fn check_unique_clash(
+        &self,
+        req: &Request,
+        op: &PlannedOp,
+        since: u64,
+        model: &Model,
+        r: &TcKeyRef,
+    ) -> Result<Outcome, String> {
+        let sets_s = matches!(
+            op.kind,
+            OpKind::Insert | OpKind::Write | OpKind::Update { only_v: false }
+        );
+        let Some(s) = op.row.s.as_ref().filter(|_| sets_s) else {
+            return Err(format!(
+                "a unique index clash for {:?} of key {} setting no value: {}",
+                op.kind, op.key, r.detail
+            ));
+        };
+        let holds = |image: &Image| image.as_ref().is_some_and(|row| row.s.as_ref() == Some(s));
+        let other_held = (0..model.keys()).filter(|&k| k != op.key).any(|k| {
+            model
+                .history_since(k, since)
+                .iter()
+                .any(|(_, image)| holds(image))
+        });
+        let own = self
+            .known
+            .iter()
+            .any(|(&k, image)| k != op.key && holds(image))
+            || req.ops.iter().any(|o| {
+                o.key != op.key
+                    && matches!(
+                        o.kind,
+                        OpKind::Insert | OpKind::Write | OpKind::Update { only_v: false }
+                    )
+                    && o.row.s.as_ref() == Some(s)
+            });
+        if other_held || own {
+            Ok(Outcome::Failed(r.code))
+        } else {
+            Err(format!(
+                "key {} refused for a unique clash on s={s:?}, which no other key held while the request ran: {}",
+                op.key, r.detail
             ))
         }
     }

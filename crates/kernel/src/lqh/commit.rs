@@ -163,6 +163,9 @@ impl Lqh {
             let Some(entry) = frags.get_mut(&fkey) else {
                 continue;
             };
+            let commit = commit
+                || (cfg.faults.unique_entry_kept_on_abort
+                    && entry.layout.table.options.index_of.is_some());
             let applied = apply_pending(entry, mem, txn, row, hash, commit);
             if matches!(applied, Applied::Written | Applied::Deleted) {
                 log_change(redo, entry, fkey, row, epoch, applied == Applied::Deleted);

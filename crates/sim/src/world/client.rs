@@ -370,6 +370,9 @@ impl World {
         };
         let s = if self.rng.random_bool(0.3) {
             None
+        } else if self.unique_def.is_some() {
+            // Few values, so that writes of one clash with another row's.
+            Some(format!("u{}", self.rng.random_range(0..self.load.keys * 2)))
         } else {
             let len = self.rng.random_range(0..=16);
             Some(

@@ -385,7 +385,7 @@ impl World {
         let durable = files.sys.durable_epoch;
         let cfg = self.kernel_config(node, 0);
         let mut scratch = DataNode::new(cfg, self.now);
-        scratch.create_table(&self.def);
+        self.create_tables(&mut scratch);
         let mut pieces = whole_lcp_files(&files.lcp_files);
         let stats = scratch
             .restore_local(&mut files.local(&mut pieces), &mut |_, _| {})

@@ -37,6 +37,7 @@ mod net;
 mod options;
 mod outputs;
 mod scans;
+mod unique;
 
 pub use options::{SimFailure, SimOptions, SimReport};
 
@@ -139,6 +140,15 @@ pub fn run(opts: &SimOptions) -> Result<SimReport, SimFailure> {
 
 /// The simulated table, distributed over `groups`.
 pub fn table_def(groups: Vec<Vec<u16>>, read_backup: bool) -> TableDef {
+    table_defs(groups, read_backup, false).0
+}
+
+/// The simulated table, and with `unique` its unique index's table.
+fn table_defs(
+    groups: Vec<Vec<u16>>,
+    read_backup: bool,
+    unique: bool,
+) -> (TableDef, Option<TableDef>) {
     let def = TableDef::new(
         "sim",
         vec![
@@ -164,7 +174,8 @@ pub fn table_def(groups: Vec<Vec<u16>>, read_backup: bool) -> TableDef {
         node_groups: groups,
         fragments_per_group: FRAGMENTS_PER_GROUP,
     });
-    def
+    let hidden = unique.then(|| unique::add_unique_index(&mut def));
+    (def, hidden)
 }
 
 /// Something that happens at a point of virtual time.
@@ -405,6 +416,8 @@ struct World {
     /// Transactions known not to commit (their client was told so).
     must_not_commit: BTreeSet<(usize, TransId)>,
     def: TableDef,
+    /// With `--unique`: the hidden table of the table's unique index.
+    unique_def: Option<TableDef>,
     layout: RowLayout,
     model: Model,
     clients: Vec<Client>,
@@ -462,7 +475,7 @@ impl World {
         let load = Load::of(opts);
         let ids: Vec<u16> = (1..=opts.data_nodes).collect();
         let groups = node_groups(&ids, opts.replicas as usize).expect("a valid cluster shape");
-        let def = table_def(groups.clone(), opts.read_backup);
+        let (def, unique_def) = table_defs(groups.clone(), opts.read_backup, opts.unique);
         let map = def
             .distribution
             .as_ref()
@@ -505,6 +518,7 @@ impl World {
             must_not_commit: BTreeSet::new(),
             layout: RowLayout::new(&def),
             def,
+            unique_def,
             model: Model::new(load.keys),
             clients: Vec::new(),
             orphans: HashMap::new(),
@@ -624,7 +638,7 @@ impl World {
         self.nodes[id as usize - 1].incarnation = incarnation;
         let cfg = self.kernel_config(id, incarnation);
         let mut node = DataNode::new(cfg, self.now);
-        node.create_table(&self.def);
+        self.create_tables(&mut node);
         if self.trace {
             eprintln!("{:>8} ms node {id} starts (start {incarnation})", self.now);
         }
@@ -633,6 +647,15 @@ impl World {
         }
         self.nodes[id as usize - 1].state = NodeState::Running(Box::new(node));
         Ok(())
+    }
+
+    /// The schema, as mgmd gives it to a starting node: a unique index's
+    /// table before the table it indexes.
+    fn create_tables(&self, node: &mut DataNode) {
+        if let Some(hidden) = &self.unique_def {
+            node.create_table(hidden);
+        }
+        node.create_table(&self.def);
     }
 
     /// The running data node `id`, if it runs (not down, not frozen).

@@ -27,6 +27,9 @@ pub struct SimOptions {
     /// Each client keeps a committed-read scan with a random filter going
     /// beside its transactions, checked against the model.
     pub scans: bool,
+    /// The table has a unique index on its string column, whose values
+    /// clash often; its entries are checked against the model.
+    pub unique: bool,
     /// Break a protocol on purpose (the checker's self-test).
     pub faults: Faults,
 }
@@ -44,6 +47,7 @@ impl SimOptions {
             failures: false,
             durable: false,
             scans: false,
+            unique: false,
             faults: Faults::default(),
         }
     }
@@ -67,6 +71,7 @@ impl SimOptions {
             failures: replicas >= 2,
             durable: false,
             scans: false,
+            unique: false,
             faults: Faults::default(),
         }
     }
@@ -266,7 +271,7 @@ impl SimFailure {
     pub fn replay_command(&self) -> String {
         let o = &self.opts;
         format!(
-            "cargo run --release -p shoal-sim -- --seed {} --txns {} --nodes {} --replicas {}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}",
+            "cargo run --release -p shoal-sim -- --seed {} --txns {} --nodes {} --replicas {}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}",
             o.seed,
             o.transactions,
             o.data_nodes,
@@ -320,8 +325,14 @@ impl SimFailure {
             } else {
                 ""
             },
+            if o.faults.unique_entry_kept_on_abort {
+                " --break unique-entry-kept-on-abort"
+            } else {
+                ""
+            },
             if o.durable { " --durable" } else { "" },
             if o.scans { " --scans" } else { "" },
+            if o.unique { " --unique" } else { "" },
         )
     }
 }

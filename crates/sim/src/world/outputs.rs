@@ -376,7 +376,9 @@ impl World {
                 trans.0
             ));
         }
-        self.model.commit_after(epoch, writes, &locked)?;
+        self.model
+            .commit_after(epoch, writes.iter().cloned(), &locked)?;
+        self.check_unique_after_commit(&writes)?;
         self.commit_epochs.insert((client, trans), epoch);
         self.applied.insert(txn);
         self.in_progress.insert(txn, self.model.seq());
