@@ -26,6 +26,9 @@ pub const NO_OP: u16 = 0xFFFF;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OpKind {
     Read(LockMode),
+    /// A read by unique key (`--unique`): the row whose `s` is the op's
+    /// `row.s` (its `key` is unused).
+    ReadUnique(LockMode),
     Insert,
     /// `only_v`: sets `v` and leaves `s` as it is.
     Update {
@@ -38,7 +41,10 @@ pub enum OpKind {
 impl OpKind {
     /// Whether the operation takes a row lock (all but committed reads).
     pub fn locks(self) -> bool {
-        self != OpKind::Read(LockMode::CommittedRead)
+        !matches!(
+            self,
+            OpKind::Read(LockMode::CommittedRead) | OpKind::ReadUnique(LockMode::CommittedRead)
+        )
     }
 }
 
@@ -190,9 +196,29 @@ impl Txn {
         if req.after_long_idle {
             return Err("a request after a long idle period was served; the inactivity timeout should have aborted the transaction".into());
         }
+        // Reads by unique key find their row in a second step, before or
+        // after the request's other operations reach it: they are checked
+        // against what the transaction saw before the request, and the
+        // rows they locked join its view after the others.
+        let mut found_by_unique = Vec::new();
         for (i, (op, res)) in req.ops.iter().zip(&conf.results).enumerate() {
-            self.check_op(op, res, model, since, def)
-                .map_err(|e| format!("op {i} ({:?} key {}): {e}", op.kind, op.key))?;
+            if let OpKind::ReadUnique(lock) = op.kind {
+                let found = self
+                    .check_read_unique(op, lock, res, model, since, def, &req.ops)
+                    .map_err(|e| format!("op {i} ({:?}): {e}", op.kind))?;
+                found_by_unique.extend(found);
+            }
+        }
+        for (i, (op, res)) in req.ops.iter().zip(&conf.results).enumerate() {
+            if !matches!(op.kind, OpKind::ReadUnique(_)) {
+                self.check_op(op, res, model, since, def)
+                    .map_err(|e| format!("op {i} ({:?} key {}): {e}", op.kind, op.key))?;
+            }
+        }
+        for (key, image) in found_by_unique {
+            if !self.known.contains_key(&key) {
+                self.remember(key, image, model);
+            }
         }
         Ok(match req.exec {
             ExecType::Commit => Outcome::Committed(
@@ -221,7 +247,7 @@ impl Txn {
             return Err(format!("error {code} in a result without the ignore flag"));
         }
         let allowed = match op.kind {
-            OpKind::Read(_) | OpKind::Update { .. } | OpKind::Delete => {
+            OpKind::Read(_) | OpKind::ReadUnique(_) | OpKind::Update { .. } | OpKind::Delete => {
                 code == 0 || code == not_found
             }
             OpKind::Insert => code == 0 || code == exists_err,
@@ -232,6 +258,7 @@ impl Txn {
         }
         let known = self.known.get(&key).cloned();
         match op.kind {
+            OpKind::ReadUnique(_) => return Err("checked apart".into()),
             OpKind::Read(LockMode::CommittedRead) => {
                 let got = decode_read(res, key, def)?;
                 let ok = match &known {
@@ -325,6 +352,118 @@ impl Txn {
         Ok(())
     }
 
+    /// A read by unique key: a row found had the value while the request
+    /// ran (and has it now, under a lock); "not found" needs a moment
+    /// when no row had it. Returns the row a locking read locked.
+    #[allow(clippy::too_many_arguments)]
+    fn check_read_unique(
+        &self,
+        op: &PlannedOp,
+        lock: LockMode,
+        res: &OpResult,
+        model: &Model,
+        since: u64,
+        def: &TableDef,
+        request: &[PlannedOp],
+    ) -> Result<Option<(u32, Image)>, String> {
+        let x = op
+            .row
+            .s
+            .as_ref()
+            .ok_or("a read by unique key without a value")?;
+        match res.code {
+            0 => {}
+            c if c == ErrorCode::TupleNotFound as u16 && op.ignore => {
+                return self
+                    .check_unique_absent(x, model, since, request)
+                    .map(|()| None);
+            }
+            c => return Err(format!("unexpected result code {c}")),
+        }
+        let key = result_key(res)?;
+        let got = decode_read(res, key, def)?;
+        let Some(row) = &got else {
+            return Err("a read by unique key returned no row".into());
+        };
+        let has_x = |image: &Image| image.as_ref().is_some_and(|r| r.s.as_ref() == Some(x));
+        let written_here = request
+            .iter()
+            .any(|o| o.key == key && !matches!(o.kind, OpKind::Read(_) | OpKind::ReadUnique(_)));
+        if written_here {
+            // The request also writes the row it found: the look-up, the
+            // read and the write meet in any order, so it may see either.
+            return Ok(None);
+        }
+        if let Some(image) = self.known.get(&key) {
+            // A row this transaction held before the request: what it sees.
+            expect_eq(&got, image, "read by unique key of a row it holds")?;
+            return Ok(None);
+        }
+        if lock == LockMode::CommittedRead {
+            // The entry and then the row are read without locks: the row
+            // may have moved on from the value in between, but it must
+            // have held what came back, and the value at some point.
+            expect_held(model, key, since, &got)?;
+            if !model
+                .history_since(key, since)
+                .iter()
+                .any(|(_, i)| has_x(i))
+            {
+                return Err(format!(
+                    "read by s={x:?} returned key {key}, which never had that value while the request ran"
+                ));
+            }
+            return Ok(None);
+        }
+        expect_eq(&got, model.current(key), "locked read by unique key")?;
+        if row.s.as_ref() != Some(x) {
+            return Err(format!(
+                "a locked read by s={x:?} returned key {key} holding {:?}",
+                row.s
+            ));
+        }
+        Ok(Some((key, got)))
+    }
+
+    /// "No row has s = `x`": wrong if this transaction sees a row with it,
+    /// or some key held it from before the request until now — unless
+    /// the request itself writes that key (its write and the look-up may
+    /// meet in either order).
+    fn check_unique_absent(
+        &self,
+        x: &str,
+        model: &Model,
+        since: u64,
+        request: &[PlannedOp],
+    ) -> Result<(), String> {
+        let written_here = |k: u32| {
+            request
+                .iter()
+                .any(|o| o.key == k && !matches!(o.kind, OpKind::Read(_) | OpKind::ReadUnique(_)))
+        };
+        let has_x = |image: &Image| image.as_ref().is_some_and(|r| r.s.as_deref() == Some(x));
+        if let Some((k, _)) = self
+            .known
+            .iter()
+            .find(|(&k, i)| has_x(i) && !written_here(k))
+        {
+            return Err(format!(
+                "read by s={x:?} found nothing, but this transaction sees key {k} with it"
+            ));
+        }
+        let held_throughout = (0..model.keys()).find(|&k| {
+            !self.known.contains_key(&k)
+                && !written_here(k)
+                && matches!(model.history_since(k, since), [(_, image)] if has_x(image))
+        });
+        match held_throughout {
+            Some(k) => Err(format!(
+                "read by s={x:?} found nothing, but key {k} held it all the while"
+            )),
+            None => Ok(()),
+        }
+    }
+
     fn write(&mut self, key: u32, image: Image, model: &Model) {
         self.remember(key, image, model);
         self.written.insert(key);
@@ -387,6 +526,17 @@ impl Txn {
                 Ok(Outcome::Failed(code))
             };
         }
+        if let OpKind::ReadUnique(_) = op.kind {
+            if code == ErrorCode::TupleNotFound as u16 && !op.ignore {
+                let x = op
+                    .row
+                    .s
+                    .as_deref()
+                    .ok_or("a read by unique key without a value")?;
+                self.check_unique_absent(x, model, since, &req.ops)?;
+                return Ok(Outcome::Failed(code));
+            }
+        }
         if code == ErrorCode::TupleAlreadyExists as u16 && r.detail.contains("unique index") {
             return self.check_unique_clash(&req, op, since, model, r);
         }
@@ -425,7 +575,9 @@ impl Txn {
             }
             let current = view.get(&k).cloned();
             match (prior.kind, current) {
-                (OpKind::Read(LockMode::CommittedRead), _) | (OpKind::Read(_), Some(_)) => {}
+                (OpKind::Read(LockMode::CommittedRead), _)
+                | (OpKind::Read(_), Some(_))
+                | (OpKind::ReadUnique(_), _) => {}
                 (OpKind::Write, _) => {
                     view.insert(k, Some(prior.row.clone()));
                 }
@@ -549,6 +701,18 @@ fn expect_held(model: &Model, key: u32, since: u64, image: &Image) -> Result<(),
             "saw {image:?}, which the key never held while the request ran (model now {:?})",
             model.current(key)
         ))
+    }
+}
+
+/// The key column of a read's result.
+fn result_key(res: &OpResult) -> Result<u32, String> {
+    let (attrs, _) = AttrSlice::parse(&res.data).map_err(|e| format!("read data: {e}"))?;
+    match attrs.iter().find(|(col, _)| *col == K_COL) {
+        Some((_, Some(b))) => Ok(u32::from_le_bytes(
+            b.try_into()
+                .map_err(|_| format!("a key of {} bytes", b.len()))?,
+        )),
+        _ => Err("a read result without its key column".into()),
     }
 }
 

@@ -7,9 +7,10 @@
 use rand::Rng;
 use shoal_kernel::{ConnId, NodeRole};
 use shoal_types::layout::encode_attrs;
-use shoal_types::{TransId, Value};
+use shoal_types::{RowLayout, TransId, Value};
 use shoal_wire::{
-    ExecType, KeyOp, LockMode, OpType, Signal, TcCommitAck, TcKeyReq, ALL_COLUMNS, OP_IGNORE_ERROR,
+    ExecType, KeyOp, LockMode, OpType, Signal, TcCommitAck, TcKeyReq, ALL_COLUMNS,
+    OP_BY_UNIQUE_KEY, OP_IGNORE_ERROR,
 };
 
 use super::net::random_delay;
@@ -381,6 +382,20 @@ impl World {
                     .collect(),
             )
         };
+        let kind = if self.unique_def.is_some() && self.rng.random_bool(0.1) {
+            let locks = [
+                LockMode::CommittedRead,
+                LockMode::Shared,
+                LockMode::Exclusive,
+            ];
+            OpKind::ReadUnique(locks[self.rng.random_range(0..3)])
+        } else {
+            kind
+        };
+        let s = match (kind, s) {
+            (OpKind::ReadUnique(_), None) => Some("u0".to_string()),
+            (_, s) => s,
+        };
         PlannedOp {
             kind,
             key: self.rng.random_range(0..self.load.keys),
@@ -404,6 +419,23 @@ impl World {
             OpKind::Read(lock) => {
                 attrs.extend_from_slice(&ALL_COLUMNS.to_le_bytes());
                 (OpType::Read, lock)
+            }
+            OpKind::ReadUnique(lock) => {
+                let hidden = self.unique_def.as_ref().expect("--unique");
+                let mut key = Vec::new();
+                RowLayout::new(hidden)
+                    .encode_key(&[Value::Str(op.row.s.clone().expect("a value"))], &mut key)
+                    .expect("value fits");
+                attrs.extend_from_slice(&ALL_COLUMNS.to_le_bytes());
+                return KeyOp {
+                    op: OpType::Read,
+                    lock,
+                    flags: OP_BY_UNIQUE_KEY | if op.ignore { OP_IGNORE_ERROR } else { 0 },
+                    table: super::unique::UNIQUE_TABLE,
+                    version: VERSION,
+                    key,
+                    attrs,
+                };
             }
             OpKind::Insert | OpKind::Write | OpKind::Update { only_v: false } => {
                 encode_attrs(&self.def, &[(V_COL, &v), (S_COL, &s)], &mut attrs)
