@@ -14,9 +14,11 @@
 #   selectivity  a full scan keeping SELECTIVITY % of the rows, and an
 #                ordered-index range scan of as many rows (one data node)
 #   memory       data memory used by SIZE rows with no ordered index, with
-#                PRIMARY, with PRIMARY and IDX_O (one data node)
-#   flexasynch   `flexasynch -t 4 -con 4 -p 512 -a 2 -temp` with and without
-#                `--ordered-index`, FLEX_RUNS runs each, alternating (one
+#                PRIMARY, with PRIMARY and IDX_O, and with the unique IDX_U
+#                too (one data node)
+#   flexasynch   `flexasynch -t 4 -con 4 -p 512 -a 2 -temp` without indexes,
+#                with `--ordered-index`, and with `--ordered-index
+#                --unique-index`, FLEX_RUNS runs each, alternating (one
 #                data node pinned to core 0, client on core 1)
 #
 # Clusters come from `shoal up --diskless` on 127.0.0.1, mgmd on a free
@@ -128,7 +130,7 @@ fi
 if want memory; then
     start_cluster 1 1 1
     : >"$OUT/memory.txt"
-    for indexes in none primary all; do
+    for indexes in none primary ordered all; do
         m0=$(memory_used)
         r0=$(datanode_rss_kib)
         taskset -c 1 "$SHOAL" bench readperf --connect 127.0.0.1:"$PORT" -c -d -s "$SIZE" -i 0 \
@@ -146,20 +148,22 @@ for line in open(sys.argv[2]):
     name, m0, m1, r0, r1 = line.split()
     m[name] = ((int(m1) - int(m0)) / rows, (int(r1) - int(r0)) * 1024 / rows)
 print("== memory per row, %d rows of (KEY, A, B, C BINARY(8)), 1 data node" % rows)
-for name in ("none", "primary", "all"):
+for name in ("none", "primary", "ordered", "all"):
     print("%-8s data memory %6.1f B/row   RSS growth %6.1f B/row" % (name, *m[name]))
 print("PRIMARY entry: %.1f B (data memory), %.1f B (RSS)" % tuple(m["primary"][i] - m["none"][i] for i in (0, 1)))
-print("IDX_O entry:   %.1f B (data memory), %.1f B (RSS)" % tuple(m["all"][i] - m["primary"][i] for i in (0, 1)))
+print("IDX_O entry:   %.1f B (data memory), %.1f B (RSS)" % tuple(m["ordered"][i] - m["primary"][i] for i in (0, 1)))
+print("IDX_U entry:   %.1f B (data memory), %.1f B (RSS)" % tuple(m["all"][i] - m["ordered"][i] for i in (0, 1)))
 EOF
 fi
 
 if want flexasynch; then
     FLEX_ARGS="-t 4 -con 4 -p 512 -a 2 -temp"
     for r in $(seq "$FLEX_RUNS"); do
-        for variant in plain ordered; do
+        for variant in plain ordered both; do
             start_cluster 1 1 1
             extra=
             [[ $variant == ordered ]] && extra=--ordered-index
+            [[ $variant == both ]] && extra="--ordered-index --unique-index"
             log "flexasynch $FLEX_ARGS $extra: run $r of $FLEX_RUNS"
             # shellcheck disable=SC2086
             taskset -c 1 "$SHOAL" bench flexasynch --connect 127.0.0.1:"$PORT" $FLEX_ARGS $extra \
@@ -173,8 +177,10 @@ if want flexasynch; then
 p = [int(x) for x in sys.argv[2].split()]
 o = [int(x) for x in sys.argv[3].split()]
 a, b = sum(p) / len(p), sum(o) / len(o)
-print("%-6s hash only %9.0f %s  + PRIMARY, IDX_COL1 %9.0f %s  %.0f %%" % (sys.argv[1], a, p, b, o, 100 * b / a))' \
-            "$op" "$(runs plain)" "$(runs ordered)"
+u = [int(x) for x in sys.argv[4].split()]
+c = sum(u) / len(u)
+print("%-6s hash only %9.0f %s  + PRIMARY, IDX_COL1 %9.0f %s  %.0f %%  + UIX_COL1 too %9.0f %s  %.0f %%" % (sys.argv[1], a, p, b, o, 100 * b / a, c, u, 100 * c / a))' \
+            "$op" "$(runs plain)" "$(runs ordered)" "$(runs both)"
     done
 fi
 stop_cluster

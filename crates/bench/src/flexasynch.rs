@@ -53,6 +53,8 @@ usage: shoal bench flexasynch [flags]
   -ndbrecord  accepted for compatibility (the API always uses records)
   --ordered-index  the table also has ordered indexes, PRIMARY (on COL0) and
               IDX_COL1 (on COL1), kept at every write (its name ends in _OI)
+  --unique-index   the table also has the unique hash index UIX_COL1 (on
+              COL1), kept in every writing transaction (its name ends in _UI)
   --connect HOST:PORT   mgmd (default 127.0.0.1:1186)
   --latency   also record per-transaction latency (p50/p99 in µs)
   --json      print the results as one JSON object instead of lines
@@ -80,6 +82,9 @@ pub struct Options {
     /// `--ordered-index`: the table has the PRIMARY ordered index and one
     /// on COL1, to measure what keeping them costs writes.
     pub ordered_index: bool,
+    /// `--unique-index`: the table has a unique hash index on COL1, kept
+    /// in every writing transaction.
+    pub unique_index: bool,
     pub connect: String,
     pub latency: bool,
     pub json: bool,
@@ -102,6 +107,7 @@ impl Default for Options {
             temp: false,
             durable: false,
             ordered_index: false,
+            unique_index: false,
             connect: "127.0.0.1:1186".into(),
             latency: false,
             json: false,
@@ -150,6 +156,7 @@ impl Options {
                 "-temp" => o.temp = true,
                 "-durable" => o.durable = true,
                 "--ordered-index" | "-ordered_index" => o.ordered_index = true,
+                "--unique-index" | "-unique_index" => o.unique_index = true,
                 "-ndbrecord" => {}
                 "--connect" | "-connect" => {
                     o.connect = it
@@ -202,11 +209,12 @@ impl Options {
 
     fn table_name(&self) -> String {
         format!(
-            "FLEXASYNCH_A{}_S{}{}{}",
+            "FLEXASYNCH_A{}_S{}{}{}{}",
             self.attributes,
             self.attribute_words,
             if self.temp { "_TEMP" } else { "" },
-            if self.ordered_index { "_OI" } else { "" }
+            if self.ordered_index { "_OI" } else { "" },
+            if self.unique_index { "_UI" } else { "" }
         )
     }
 
@@ -223,6 +231,14 @@ impl Options {
         let mut def = TableDef::new(self.table_name(), cols, &["COL0"])
             .expect("flexasynch table definition is valid");
         def.options.no_logging = self.temp;
+        if self.unique_index {
+            // COL1 differs between rows in every generation (the key times
+            // an odd number, plus a shift per generation far larger than
+            // the rows), so no write meets another row's value.
+            def = def
+                .with_unique_index("UIX_COL1", &["COL1"])
+                .expect("flexasynch unique index definition is valid");
+        }
         if self.ordered_index {
             // As a SQL table with a secondary key: mgmd adds PRIMARY.
             return def
@@ -922,6 +938,9 @@ mod tests {
         assert!(!def.options.hash_only_primary_key);
         assert_eq!(def.index_number("IDX_COL1"), Some(0));
         assert_eq!(def.indexes[0].columns, vec![1]);
+        let unique = Options::parse(&args("-a 2 -temp --unique-index")).unwrap();
+        assert_eq!(unique.table_name(), "FLEXASYNCH_A2_S1_TEMP_UI");
+        assert_eq!(unique.table_def().unique_indexes[0].columns, vec![1]);
     }
 
     #[test]

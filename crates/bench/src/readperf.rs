@@ -7,13 +7,14 @@
 //! UNSIGNED` a permutation of the keys (`KEY × m mod size`, `m` a prime
 //! that does not divide the size), `C BINARY(8)` a hash of the key. `-c`
 //! creates it not logged (as testReadPerf does) with `IDX_O` beside the
-//! automatic `PRIMARY` ordered index; `-d` loads it.
+//! automatic `PRIMARY` ordered index, and the unique index `IDX_U` on
+//! `B`; `-d` loads it.
 //!
 //! Each of `-i` iterations picks a random window of `-r` keys and times
 //! every case over it, each in its own transaction: serial primary-key
-//! reads (one execute each), batched ones (one execute), the two unique
-//! index cases (not supported: Shoal has no unique indexes yet, and they
-//! say so instead of being faked), one equality scan of `IDX_O` per row,
+//! reads (one execute each), batched ones (one execute), the same by the
+//! unique hash index `IDX_U` on `B` (each read finds the entry of `B`,
+//! then the row, in one request), one equality scan of `IDX_O` per row,
 //! one range scan of `IDX_O`, the same ordered, and a full table scan
 //! whose filter (`KEY >= a AND KEY < a + range`) the data nodes run. Key
 //! reads are committed reads (`-shared`: shared locks, as testReadPerf's
@@ -33,7 +34,7 @@ use serde::Serialize;
 use shoal_client::scan::SCAN_BATCH_BYTES_DEFAULT;
 use shoal_client::{
     Cluster, CmpOp, ColumnDef, ColumnType, ErrorClass, ErrorCode, ExecType, FilterExpr, LockMode,
-    Record, RowBuf, ScanBuilder, ShoalError, Table, TableDef, Transaction, Value,
+    Record, RowBuf, ScanBuilder, ShoalError, Table, TableDef, Transaction, UniqueIndex, Value,
 };
 use std::ops::Bound;
 use std::time::{Duration, Instant};
@@ -44,12 +45,14 @@ usage: shoal bench readperf [flags] [TABLE]
   -s N        rows in the table (default 1000000)
   -i N        iterations, each over a new random window (default 3; 0: only -c/-d)
   -c          create the table (dropped first if it exists), not logged,
-              with the ordered indexes PRIMARY and IDX_O (on A)
+              with the ordered indexes PRIMARY and IDX_O (on A) and the
+              unique index IDX_U (on B)
   -d          load the table: -s rows in batched transactions
   -shared     key reads take shared locks (NDB's readTuple); default committed read
-  --indexes all|primary|none   ordered indexes -c creates: PRIMARY and IDX_O
-              (default), PRIMARY only, or none (hash-only primary key); the
-              cases needing IDX_O are skipped without it
+  --indexes all|ordered|primary|none   indexes -c creates: PRIMARY, IDX_O
+              and IDX_U (default), PRIMARY and IDX_O, PRIMARY only, or none
+              (hash-only primary key); cases needing a missing index are
+              skipped
   --scan-batch N   rows a scan round brings at most, over all fragments
               (default 256 per fragment of the table, as NDB's BatchSize)
   --scan-selectivity P   instead of the eight cases: a full scan keeping P %
@@ -63,6 +66,8 @@ usage: shoal bench readperf [flags] [TABLE]
 
 /// The ordered index on `A` that testReadPerf calls `IDX_O_<table>`.
 pub const ORDERED_INDEX: &str = "IDX_O";
+/// The unique hash index on `B`.
+pub const UNIQUE_INDEX: &str = "IDX_U";
 
 /// Column ids of the table.
 const KEY_COL: u16 = 0;
@@ -89,12 +94,14 @@ const SCAN_BATCH_ROWS_PER_FRAGMENT: u32 = 256;
 /// many `/proc` ticks per core (10 ms each) over all iterations.
 const CPU_TICKS_MIN: f64 = 10.0;
 
-/// Which ordered indexes `-c` creates.
+/// Which indexes `-c` creates.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum IndexSet {
-    /// `PRIMARY` and `IDX_O`.
+    /// `PRIMARY`, `IDX_O` and the unique `IDX_U`.
     All,
+    /// `PRIMARY` and `IDX_O`.
+    Ordered,
     /// `PRIMARY` only.
     Primary,
     /// None: the primary key by hash only.
@@ -178,12 +185,13 @@ impl Options {
                 "--indexes" => {
                     o.indexes = match value("--indexes")?.as_str() {
                         "all" => IndexSet::All,
+                        "ordered" => IndexSet::Ordered,
                         "primary" => IndexSet::Primary,
                         "none" => IndexSet::None,
                         other => {
                             return Err(format!(
-                                "--indexes takes all, primary or none, got {other:?}\n{USAGE}"
-                            ))
+                            "--indexes takes all, ordered, primary or none, got {other:?}\n{USAGE}"
+                        ))
                         }
                     }
                 }
@@ -256,6 +264,10 @@ impl Options {
         def.options.no_logging = true;
         match self.indexes {
             IndexSet::All => def
+                .with_index(ORDERED_INDEX, &["A"])
+                .and_then(|d| d.with_unique_index(UNIQUE_INDEX, &["B"]))
+                .expect("readperf index definition is valid"),
+            IndexSet::Ordered => def
                 .with_index(ORDERED_INDEX, &["A"])
                 .expect("readperf index definition is valid"),
             IndexSet::Primary => def,
@@ -690,6 +702,15 @@ async fn run_with(cluster: &Cluster, opts: &Options) -> Result<Report, String> {
         scan_batch_rows,
         record: table.full_record(),
         has_ordered_index: table.def().index_number(ORDERED_INDEX).is_some(),
+        unique: match table.def().unique_index(UNIQUE_INDEX) {
+            Some(_) => Some(
+                cluster
+                    .unique_index(table.name(), UNIQUE_INDEX)
+                    .await
+                    .map_err(|e| format!("cannot look up unique index {UNIQUE_INDEX}: {e}"))?,
+            ),
+            None => None,
+        },
         table,
         expected,
         opts: opts.clone(),
@@ -871,6 +892,8 @@ struct Context {
     table: Table,
     record: Record,
     has_ordered_index: bool,
+    /// The unique index `IDX_U`, if the table has it.
+    unique: Option<UniqueIndex>,
     expected: Expected,
     scan_batch_rows: u32,
     opts: Options,
@@ -1008,9 +1031,10 @@ async fn run_cases(ctx: &Context, seed: u64) -> Result<(Vec<u32>, Vec<CaseReport
 /// Why a case is not run, if it is not.
 fn skip_note(ctx: &Context, case: Case) -> Option<String> {
     match case {
-        Case::SerialUnique | Case::BatchUnique => {
-            Some("not supported yet (no unique indexes)".to_string())
-        }
+        Case::SerialUnique | Case::BatchUnique if ctx.unique.is_none() => Some(format!(
+            "skipped (table {} has no unique index {UNIQUE_INDEX})",
+            ctx.table.name()
+        )),
         c if c.needs_ordered_index() && !ctx.has_ordered_index => Some(format!(
             "skipped (table {} has no ordered index {ORDERED_INDEX})",
             ctx.table.name()
@@ -1083,8 +1107,64 @@ async fn run_case(ctx: &Context, case: Case, first: u32) -> Result<CaseRun, Stri
                 examined: 0,
             })
         }
-        Case::SerialUnique | Case::BatchUnique => {
-            unreachable!("unique index cases are skipped before they run")
+        Case::SerialUnique => {
+            let index = ctx.unique.as_ref().ok_or("no unique index")?;
+            let mut check = ctx.window_check(first, false);
+            let mut tx = ctx.cluster.transaction();
+            let start = Instant::now();
+            for i in 0..range {
+                let key = first + i;
+                let b = ctx.expected.b_of(key);
+                let op = tx
+                    .read_unique(&ctx.record, index, &[Value::UInt(u64::from(b))], lock)
+                    .map_err(err)?;
+                let exec = if i + 1 == range {
+                    ExecType::Commit
+                } else {
+                    ExecType::NoCommit
+                };
+                tx.execute(exec).await.map_err(err)?;
+                let row = tx
+                    .row(op)
+                    .ok_or_else(|| format!("the read of B = {b} returned no row"))?;
+                check.row_buf(row)?;
+            }
+            let elapsed = start.elapsed();
+            let rows = check.finish()?;
+            Ok(CaseRun {
+                rows,
+                elapsed,
+                examined: 0,
+            })
+        }
+        Case::BatchUnique => {
+            let index = ctx.unique.as_ref().ok_or("no unique index")?;
+            let mut check = ctx.window_check(first, false);
+            let mut tx = ctx.cluster.transaction();
+            let start = Instant::now();
+            let mut ops = Vec::with_capacity(range as usize);
+            for i in 0..range {
+                let b = ctx.expected.b_of(first + i);
+                ops.push((
+                    b,
+                    tx.read_unique(&ctx.record, index, &[Value::UInt(u64::from(b))], lock)
+                        .map_err(err)?,
+                ));
+            }
+            tx.execute(ExecType::Commit).await.map_err(err)?;
+            for (b, op) in ops {
+                let row = tx
+                    .row(op)
+                    .ok_or_else(|| format!("the read of B = {b} returned no row"))?;
+                check.row_buf(row)?;
+            }
+            let elapsed = start.elapsed();
+            let rows = check.finish()?;
+            Ok(CaseRun {
+                rows,
+                elapsed,
+                examined: 0,
+            })
         }
         Case::IndexEqBound => {
             let mut check = ctx.window_check(first, false);

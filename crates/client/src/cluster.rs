@@ -16,8 +16,9 @@ use crate::conn::Connection;
 use crate::outcomes::Shared;
 use crate::record::Table;
 use crate::transaction::Transaction;
+use crate::unique::{self, UniqueIndex};
 use shoal_mgmd::{ApiSession, MgmClient, NodeState};
-use shoal_types::{ErrorCode, ShoalError, TableDef};
+use shoal_types::{ErrorCode, ShoalError, TableDef, UniqueIndexDef};
 use shoal_wire::{Hello, NodeType};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -283,8 +284,15 @@ impl Cluster {
     /// Drops a table; its rows are gone and operations on it fail with
     /// `NoSuchTable` (723).
     pub async fn drop_table(&self, name: &str) -> Result<(), ShoalError> {
-        self.cache().remove(name);
+        self.forget_with_hidden(name);
         with_mgm!(self, |s| s.drop_table(name))
+    }
+
+    /// Forgets `name` and the hidden tables of its unique indexes.
+    fn forget_with_hidden(&self, name: &str) {
+        let prefix = UniqueIndexDef::table_name(name, "");
+        self.cache()
+            .retain(|t, _| t != name && !t.starts_with(&prefix));
     }
 
     /// Adds an ordered index `index` on `columns` (in key order) to
@@ -308,14 +316,111 @@ impl Cluster {
         Ok(t)
     }
 
-    /// Drops ordered index `index` of table `table`; scans of it fail
-    /// from then on. Returns the table without it.
+    /// Drops index `index` of table `table`: an ordered one (scans of it
+    /// fail from then on), or a unique one (writes stop keeping it, its
+    /// values may repeat, and operations through it fail). Returns the
+    /// table without it.
     pub async fn drop_index(&self, table: &str, index: &str) -> Result<Table, ShoalError> {
         self.cache().remove(table);
+        self.cache()
+            .remove(&UniqueIndexDef::table_name(table, index));
         let changed = with_mgm!(self, |s| s.drop_index(table, index))?;
         let t = Table::new(changed);
         self.cache().insert(table.to_string(), t.clone());
         Ok(t)
+    }
+
+    /// Adds unique hash index `index` on `columns` (in key order) to table
+    /// `table`, which may hold rows and take writes meanwhile: mgmd
+    /// creates the index (every write keeps it from then on), then this
+    /// client fills it from the table's rows, a batch of
+    /// [`unique::BUILD_BATCH_ROWS`] rows per transaction (each row locked
+    /// shared while its entry goes in), and tells mgmd it is built. Rows
+    /// with a NULL in an index column get no entry. If two rows hold the
+    /// same values the build fails with 630 (`TupleAlreadyExists`) naming
+    /// both rows and the values, and the index is dropped; so it is after
+    /// any other failure, and if this future is dropped before the end.
+    /// Returns the table with the index (the cache holds it too).
+    pub async fn create_unique_index(
+        &self,
+        table: &str,
+        index: &str,
+        columns: &[&str],
+    ) -> Result<Table, ShoalError> {
+        self.invalidate_table(table);
+        let current = self.table(table).await?;
+        // Checked here first, for an error naming the column.
+        let def = current.def().clone().with_unique_index(index, columns)?;
+        let wanted = def.unique_indexes.last().expect("just added").clone();
+        self.cache().remove(table);
+        let created = with_mgm!(self, |s| s.create_unique_index(table, wanted.clone()))?;
+        let guard = unique::AbandonGuard::new(self, table, index);
+        let started = std::time::Instant::now();
+        let built = async {
+            let base = Table::new(created);
+            let hidden_name = UniqueIndexDef::table_name(table, index);
+            self.invalidate_table(&hidden_name);
+            let hidden = self.table(&hidden_name).await?;
+            let handle = UniqueIndex::new(base, hidden, index)?;
+            let entries = unique::build(self, &handle).await?;
+            let def = with_mgm!(self, |s| s.unique_index_built(table, index))?;
+            Ok::<_, ShoalError>((def, entries))
+        }
+        .await;
+        guard.disarm();
+        match built {
+            Ok((def, entries)) => {
+                tracing::info!(
+                    "unique index {index:?} of table {table:?} built: {entries} entries in {:.1} s",
+                    started.elapsed().as_secs_f64()
+                );
+                let t = Table::new(def);
+                self.cache().insert(table.to_string(), t.clone());
+                Ok(t)
+            }
+            Err(e) => {
+                tracing::warn!(
+                    "unique index {index:?} of table {table:?} not built ({e}); dropping it"
+                );
+                if let Err(de) = self.drop_index(table, index).await {
+                    tracing::warn!("dropping unique index {index:?} of table {table:?} after its failed build: {de}");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Unique index `index` of table `table`, for operations by unique
+    /// key ([`Transaction::read_unique`] ...). Errors: no such table
+    /// (723) or index (4004); an index still being built (5005,
+    /// temporary: its build is under way, try again after it).
+    pub async fn unique_index(&self, table: &str, index: &str) -> Result<UniqueIndex, ShoalError> {
+        let mut base = self.table(table).await?;
+        if base.def().unique_index(index).is_none_or(|u| u.building) {
+            // The cache may be older than the index or its build.
+            self.invalidate_table(table);
+            base = self.table(table).await?;
+        }
+        let Some(def) = base.def().unique_index(index) else {
+            return Err(unique::no_such_index(&base, index));
+        };
+        if def.building {
+            self.invalidate_table(table);
+            return Err(ShoalError::with_detail(
+                ErrorCode::NodeNotReady,
+                format!(
+                    "unique index {index:?} of table {table:?} is still being built (Cluster::create_unique_index); try again once its build is done"
+                ),
+            ));
+        }
+        let hidden_name = UniqueIndexDef::table_name(table, index);
+        let mut hidden = self.table(&hidden_name).await?;
+        if hidden.id() != def.table {
+            // A hidden table of an index of the same name, dropped since.
+            self.invalidate_table(&hidden_name);
+            hidden = self.table(&hidden_name).await?;
+        }
+        UniqueIndex::new(base, hidden, index)
     }
 
     /// The table called `name`, from the cache or else from mgmd.
@@ -336,9 +441,27 @@ impl Cluster {
         Ok(table)
     }
 
-    /// Every table's definition, from mgmd.
+    /// Every table's definition, from mgmd, with the hidden tables of
+    /// their unique indexes (which mgmd's list leaves out).
     pub(crate) async fn table_defs(&self) -> Result<Vec<TableDef>, ShoalError> {
-        with_mgm!(self, |s| s.list_tables())
+        let mut defs = with_mgm!(self, |s| s.list_tables())?;
+        let hidden: Vec<String> = defs
+            .iter()
+            .flat_map(|d| {
+                d.unique_indexes
+                    .iter()
+                    .map(|u| UniqueIndexDef::table_name(&d.name, &u.name))
+            })
+            .collect();
+        for name in hidden {
+            match with_mgm!(self, |s| s.get_table(&name)) {
+                Ok(def) => defs.push(def),
+                // Dropped since the list.
+                Err(e) if e.code == ErrorCode::NoSuchTable => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(defs)
     }
 
     /// Forgets the cached definition of `name` (after a schema change made

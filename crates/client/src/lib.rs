@@ -39,6 +39,12 @@
 //!   holds true for; its rows land in [`RowBuf`]s like a read's
 //!   ([`Transaction::scan`], [`scan`]).
 //!
+//! - [`UniqueIndex`] reads, updates and deletes a row by the values of a
+//!   unique index's columns, in one request
+//!   ([`Transaction::read_unique`]); [`Cluster::create_unique_index`]
+//!   adds one to a table with rows, filling it while writes go on
+//!   ([`unique`]).
+//!
 //! - When a data node fails, [`outcomes`] tells a commit that lost its
 //!   answer how it ended, from the report of the node that took the failed
 //!   coordinator's transactions over; the cluster reconnects to data nodes
@@ -73,6 +79,7 @@ pub mod row;
 pub mod row_buf;
 pub mod scan;
 pub mod transaction;
+pub mod unique;
 pub mod verify;
 
 pub use cluster::{Cluster, ClusterOptions};
@@ -82,6 +89,7 @@ pub use row::Row;
 pub use row_buf::RowBuf;
 pub use scan::{LockingScan, Scan, ScanBuilder};
 pub use transaction::{OpId, TableRef, Transaction, TransactionState};
+pub use unique::UniqueIndex;
 pub use verify::ReplicaReport;
 
 pub use shoal_types::filter::{CmpOp, FilterExpr};

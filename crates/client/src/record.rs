@@ -372,6 +372,23 @@ impl Record {
                 ));
             }
         }
+        let attrs = self.encode_attrs(values)?;
+        Ok(KeyOp {
+            op,
+            lock: LockMode::Exclusive,
+            flags: 0,
+            table: def.id,
+            version: def.version,
+            key,
+            attrs,
+        })
+    }
+
+    /// The attribute list of a write: the record's non-key columns, in
+    /// record order (`values` has one value per record column).
+    fn encode_attrs(&self, values: &[Value]) -> Result<Vec<u8>, ShoalError> {
+        let spec = &*self.spec;
+        let def = self.table.def();
         let mut attrs = Vec::with_capacity(2 + spec.attrs.len() * 12);
         attrs.extend_from_slice(&(spec.attrs.len() as u16).to_le_bytes());
         for &(pos, col) in &spec.attrs {
@@ -397,15 +414,63 @@ impl Record {
                 attrs[len_at..len_at + 2].copy_from_slice(&(len as u16).to_le_bytes());
             }
         }
-        Ok(KeyOp {
-            op,
-            lock: LockMode::Exclusive,
-            flags: 0,
-            table: def.id,
-            version: def.version,
+        Ok(attrs)
+    }
+
+    /// Encodes an update by unique key of this record's columns, all set
+    /// (the record holds no primary-key column: the row keeps its key).
+    pub(crate) fn encode_update_unique(
+        &self,
+        index: &crate::unique::UniqueIndex,
+        key: &[Value],
+        values: &[Value],
+    ) -> Result<KeyOp, ShoalError> {
+        let def = self.table.def();
+        index.check_table(&self.table)?;
+        if let Some(&k) = def
+            .primary_key
+            .iter()
+            .find(|k| self.spec.columns.contains(k))
+        {
+            return Err(bad_request(format!(
+                "update_unique: the record holds primary key column {:?}; a row found by unique key keeps its primary key, so give a record of only the columns to set",
+                def.columns[k as usize].name
+            )));
+        }
+        if self.spec.columns.is_empty() {
+            return Err(bad_request("update_unique: the record sets no column"));
+        }
+        if values.len() != self.spec.columns.len() {
+            return Err(bad_request(format!(
+                "the record has {} column(s), got {} value(s)",
+                self.spec.columns.len(),
+                values.len()
+            )));
+        }
+        index.key_op(
+            OpType::Update,
+            LockMode::Exclusive,
             key,
-            attrs,
-        })
+            self.encode_attrs(values)?,
+            def.version,
+        )
+    }
+
+    /// Encodes a read of this record's columns by unique key.
+    pub(crate) fn encode_read_unique(
+        &self,
+        index: &crate::unique::UniqueIndex,
+        key: &[Value],
+        lock: LockMode,
+    ) -> Result<KeyOp, ShoalError> {
+        index.check_table(&self.table)?;
+        index.key_op(
+            OpType::Read,
+            lock,
+            key,
+            self.spec.read_list.clone(),
+            self.table.version(),
+        )
     }
 
     /// Encodes a primary-key read of this record's columns.

@@ -19,6 +19,7 @@ use crate::record::{encode_delete, Record, Table};
 use crate::replies::ReplySlot;
 use crate::row_buf::RowBuf;
 use crate::scan::ScanBuilder;
+use crate::unique::UniqueIndex;
 use shoal_types::{ErrorCode, ShoalError, TransId, Value};
 use shoal_wire::{ExecType, KeyOp, LockMode, OpType, TransState, OP_IGNORE_ERROR};
 use std::cell::RefCell;
@@ -91,6 +92,9 @@ impl TransactionState {
 struct OpSlot {
     /// The table, kept for routing and for errors.
     table: Table,
+    /// An operation by unique key: the index (routing goes by its hidden
+    /// table, which the coordinator reads first).
+    via: Option<UniqueIndex>,
     /// For a read, the record its answer is laid out by.
     read: Option<Record>,
     /// For a read, the buffer its answer lands in: the caller's (from
@@ -207,6 +211,16 @@ impl Transaction {
         table: &Table,
         read: Option<(&Record, Option<RowBuf>)>,
     ) -> Result<OpId, ShoalError> {
+        self.push_via(op, table, None, read)
+    }
+
+    fn push_via(
+        &mut self,
+        op: KeyOp,
+        table: &Table,
+        via: Option<&UniqueIndex>,
+        read: Option<(&Record, Option<RowBuf>)>,
+    ) -> Result<OpId, ShoalError> {
         if self.state.is_finished() {
             return Err(bad_request(format!(
                 "{} is {:?}; start a new one",
@@ -222,6 +236,7 @@ impl Transaction {
         };
         self.ops.push(OpSlot {
             table: table.clone(),
+            via: via.cloned(),
             read,
             row,
             error: None,
@@ -286,6 +301,53 @@ impl Transaction {
         let op = record.encode_read(key, lock)?;
         buf.clear();
         self.push(op, record.table(), Some((record, Some(buf))))
+    }
+
+    /// Queues a read of the record's columns of the row whose unique
+    /// index `index` holds `key` (the index columns' values, in key
+    /// order), in one request: the coordinator looks the index entry up,
+    /// then reads the row, with the lock asked for. The row lands laid out
+    /// by `record` (a record of `index`'s table), as a [`Transaction::read`]'s
+    /// does. Fails with 626 at execute if no row holds `key`. A NULL in
+    /// `key` is refused here (839): rows with NULL there have no entry.
+    pub fn read_unique(
+        &mut self,
+        record: &Record,
+        index: &UniqueIndex,
+        key: &[Value],
+        lock: LockMode,
+    ) -> Result<OpId, ShoalError> {
+        let op = record.encode_read_unique(index, key, lock)?;
+        self.push_via(op, record.table(), Some(index), Some((record, None)))
+    }
+
+    /// Queues an update of the row whose unique index `index` holds `key`:
+    /// sets `record`'s columns to `values` (in record order). The record
+    /// lists only the columns to set, never a primary-key column (the row
+    /// keeps its key); it may hold the index's own columns, and the index
+    /// follows (a value another row holds fails the transaction with 630).
+    /// Fails with 626 at execute if no row holds `key`.
+    pub fn update_unique(
+        &mut self,
+        record: &Record,
+        index: &UniqueIndex,
+        key: &[Value],
+        values: &[Value],
+    ) -> Result<OpId, ShoalError> {
+        let op = record.encode_update_unique(index, key, values)?;
+        self.push_via(op, record.table(), Some(index), None)
+    }
+
+    /// Queues a delete of the row whose unique index `index` holds `key`
+    /// (its entries in every index go with it). Fails with 626 at execute
+    /// if no row holds `key`.
+    pub fn delete_unique(
+        &mut self,
+        index: &UniqueIndex,
+        key: &[Value],
+    ) -> Result<OpId, ShoalError> {
+        let op = index.encode_delete(key)?;
+        self.push_via(op, index.table(), Some(index), None)
     }
 
     /// Lets operation `op` fail with "not found" (626) or "already exists"
@@ -446,7 +508,11 @@ impl Transaction {
                 // nodes, so after a failure that is the surviving replica
                 // that took over the primary, as on the data nodes).
                 let hinted = self.queued.first().and_then(|op| {
-                    let table = &self.ops[self.sent].table;
+                    let slot = &self.ops[self.sent];
+                    let table = slot
+                        .via
+                        .as_ref()
+                        .map_or(&slot.table, UniqueIndex::index_table);
                     table
                         .replica_nodes(&op.key)?
                         .iter()
@@ -586,10 +652,17 @@ impl Transaction {
                         ErrorCode::NoSuchTable | ErrorCode::InvalidSchemaVersion
                     ) {
                         self.cluster.invalidate_table(&table);
+                        if let Some(index) = &slot.via {
+                            self.cluster.invalidate_table(index.index_table().name());
+                        }
                     }
                     slot.error = Some(e.clone());
+                    let by = match &slot.via {
+                        Some(index) => format!(" by unique index {:?}", index.name()),
+                        None => String::new(),
+                    };
                     let at = format!(
-                        "operation {} on table {table:?}",
+                        "operation {} on table {table:?}{by}",
                         first + r.op_index as usize
                     );
                     e.detail = if e.detail.is_empty() {

@@ -535,7 +535,56 @@ impl ApiSession {
         }
     }
 
-    /// Drops ordered index `index` of `table`.
+    /// Adds unique index `index` to `table` (its `table` and `building`
+    /// are set by mgmd). Answers once every data node keeps the index
+    /// with every write; the index is then `building`: fill it from the
+    /// table's rows and call [`ApiSession::unique_index_built`] on this
+    /// same session (if it closes first, mgmd drops the index).
+    pub async fn create_unique_index(
+        &mut self,
+        table: &str,
+        index: shoal_types::UniqueIndexDef,
+    ) -> Result<TableDef, ShoalError> {
+        self.expect_table(
+            Request::CreateUniqueIndex {
+                table: table.to_string(),
+                index,
+            },
+            SCHEMA_REQUEST_TIMEOUT,
+        )
+        .await
+    }
+
+    /// Marks unique index `index` of `table` built: reads through it are
+    /// served once every data node acked.
+    pub async fn unique_index_built(
+        &mut self,
+        table: &str,
+        index: &str,
+    ) -> Result<TableDef, ShoalError> {
+        self.expect_table(
+            Request::UniqueIndexBuilt {
+                table: table.to_string(),
+                index: index.to_string(),
+            },
+            SCHEMA_REQUEST_TIMEOUT,
+        )
+        .await
+    }
+
+    async fn expect_table(
+        &mut self,
+        request: Request,
+        timeout: Duration,
+    ) -> Result<TableDef, ShoalError> {
+        match self.conn.request(request, timeout).await? {
+            Response::Table(t) => Ok(t),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Drops index `index` of `table`: an ordered one, or a unique one
+    /// (with its hidden table).
     pub async fn drop_index(&mut self, table: &str, index: &str) -> Result<TableDef, ShoalError> {
         match self
             .conn

@@ -96,8 +96,11 @@ pub enum MgmEvent {
     TableDropped {
         id: shoal_types::TableId,
     },
-    /// The table's ordered indexes changed (one added, which the node
-    /// builds before it acks, or one dropped); same columns and version.
+    /// The table's indexes changed; same columns and version. An ordered
+    /// index added is built before the node acks; a unique index added
+    /// (or a table's unique indexes at its create) is acked once every
+    /// transaction the node had begun before has ended, so every later
+    /// write keeps it; one dropped is no longer kept.
     IndexesChanged(shoal_types::TableDef),
     /// mgmd asks the node to stop.
     Shutdown,
@@ -229,8 +232,25 @@ pub enum Request {
         table: String,
         index: shoal_types::IndexDef,
     },
-    /// API node only: drop an ordered index. Answer: `Response::Table`.
+    /// API node only: drop an ordered or a unique index (a unique one:
+    /// out of the table's definition, then its hidden table is dropped).
+    /// Answer: `Response::Table`.
     DropIndex { table: String, index: String },
+    /// API node only: add a unique hash index to a table that may hold
+    /// rows. mgmd creates the index's hidden table and lists the index as
+    /// `building` (data nodes keep it with every write from then on, and
+    /// refuse reads through it), and answers once every data node acked.
+    /// The asking connection then fills the index from the table's rows
+    /// and sends `UniqueIndexBuilt`; if it closes first, mgmd drops the
+    /// index. `index.table` and `index.building` are mgmd's to set.
+    /// Answer: `Response::Table` (the table with the index).
+    CreateUniqueIndex {
+        table: String,
+        index: shoal_types::UniqueIndexDef,
+    },
+    /// API node only: the unique index's build is done; reads through it
+    /// are served once every data node acked. Answer: `Response::Table`.
+    UniqueIndexBuilt { table: String, index: String },
     /// Any connection. Answer: `Response::Table`.
     GetTable { name: String },
     /// Any connection. Answer: `Response::Tables`.
@@ -527,6 +547,35 @@ mod tests {
                 format!(r#"{{"v":1,"id":5,"request":{{"{json}":{{"node_id":2}}}}}}"#)
             );
         }
+        let f = ClientFrame {
+            v: 1,
+            id: 6,
+            request: Request::UniqueIndexBuilt {
+                table: "t".into(),
+                index: "u".into(),
+            },
+        };
+        assert_eq!(
+            serde_json::to_string(&f).unwrap(),
+            r#"{"v":1,"id":6,"request":{"unique_index_built":{"table":"t","index":"u"}}}"#
+        );
+        let f = ClientFrame {
+            v: 1,
+            id: 7,
+            request: Request::CreateUniqueIndex {
+                table: "t".into(),
+                index: shoal_types::UniqueIndexDef {
+                    name: "u".into(),
+                    columns: vec![1],
+                    table: shoal_types::TableId(0),
+                    building: false,
+                },
+            },
+        };
+        assert_eq!(
+            serde_json::to_string(&f).unwrap(),
+            r#"{"v":1,"id":7,"request":{"create_unique_index":{"table":"t","index":{"name":"u","columns":[1],"table":0,"building":false}}}}"#
+        );
         let s = ServerFrame {
             v: 1,
             msg: ServerMessage::Response {

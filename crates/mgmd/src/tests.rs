@@ -1057,3 +1057,420 @@ async fn reattach_keeps_the_start_and_refuses_stale_or_doubled_nodes() {
     drop(admin);
     mgmd.stop().await;
 }
+
+/// `users(id INT UNSIGNED, email VARCHAR(20) NULL)` with unique index
+/// `by_email` when `unique`.
+fn users(name: &str, unique: bool) -> TableDef {
+    let t = TableDef::new(
+        name,
+        vec![
+            ColumnDef::new("id", ColumnType::Int { unsigned: true }),
+            ColumnDef::new("email", ColumnType::VarChar(20)).nullable(),
+        ],
+        &["id"],
+    )
+    .unwrap();
+    if unique {
+        t.with_unique_index("by_email", &["email"]).unwrap()
+    } else {
+        t
+    }
+}
+
+fn unique_def(name: &str, columns: &[u16]) -> shoal_types::UniqueIndexDef {
+    shoal_types::UniqueIndexDef {
+        name: name.into(),
+        columns: columns.to_vec(),
+        table: shoal_types::TableId(0),
+        building: false,
+    }
+}
+
+/// The next event of `node`, acked with `result`.
+async fn next_event_acked(
+    node: &mut DataNodeSession,
+    result: Result<(), shoal_types::ShoalError>,
+) -> MgmEvent {
+    let (event_id, event) = tokio::time::timeout(Duration::from_secs(10), node.next_event())
+        .await
+        .expect("an event within 10 s")
+        .unwrap();
+    node.ack_event(event_id, result).await.unwrap();
+    event
+}
+
+#[tokio::test]
+async fn unique_indexes_get_hidden_tables_that_clients_do_not_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let mgmd = Mgmd::start(dir.path(), 1).await;
+    let mut s = api(&mgmd.addr).await;
+
+    let base = s.create_table(users("users", true)).await.unwrap();
+    let index = base.unique_index("by_email").expect("the index").clone();
+    assert!(!index.building, "a new table has nothing to build");
+    assert_eq!(index.columns, vec![1]);
+    assert_ne!(index.table.0, 0, "mgmd assigns the hidden table");
+    assert_ne!(index.table, base.id);
+    let hidden = s.get_table("users$unique$by_email").await.unwrap();
+    assert_eq!(hidden.id, index.table);
+    assert_eq!(hidden.options.index_of, Some(base.id));
+    assert!(hidden.distribution.is_some(), "placed like any table");
+    assert_eq!(
+        hidden
+            .columns
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect::<Vec<_>>(),
+        vec!["email", shoal_types::schema::UNIQUE_PK_COLUMN]
+    );
+    assert_eq!(s.get_table("users").await.unwrap(), base);
+
+    // Lists leave hidden tables out.
+    let names: Vec<String> = s
+        .list_tables()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.name)
+        .collect();
+    assert_eq!(names, vec!["users".to_string()]);
+
+    // A hidden table is dropped through its index, not by name.
+    let e = s.drop_table("users$unique$by_email").await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::BadRequest, "{e}");
+    assert!(e.detail.contains("drop the index instead"), "{e}");
+    assert!(
+        e.detail.contains("by_email") && e.detail.contains("users"),
+        "{e}"
+    );
+    // Nor may a create request make one.
+    let mut sneaky = users("sneaky", false);
+    sneaky.options.index_of = Some(base.id);
+    let e = s.create_table(sneaky).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::BadTableDefinition, "{e}");
+    // A table whose hidden table's name is taken is refused whole.
+    s.create_table(users("clash$unique$by_email", false))
+        .await
+        .unwrap();
+    let e = s.create_table(users("clash", true)).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::TableExists, "{e}");
+    assert_eq!(
+        s.get_table("clash").await.unwrap_err().code,
+        ErrorCode::NoSuchTable
+    );
+
+    // Both survive a restart.
+    drop(s);
+    mgmd.stop().await;
+    let mgmd = Mgmd::start(dir.path(), 1).await;
+    let mut s = api(&mgmd.addr).await;
+    assert_eq!(s.get_table("users").await.unwrap(), base);
+    assert_eq!(s.get_table("users$unique$by_email").await.unwrap(), hidden);
+
+    // Dropping the table drops its hidden tables; ids are never reused.
+    s.drop_table("users").await.unwrap();
+    for name in ["users", "users$unique$by_email"] {
+        assert_eq!(
+            s.get_table(name).await.unwrap_err().code,
+            ErrorCode::NoSuchTable,
+            "{name}"
+        );
+    }
+    let again = s.create_table(users("users", true)).await.unwrap();
+    assert!(again.id.0 > hidden.id.0);
+    drop(s);
+    mgmd.stop().await;
+}
+
+#[tokio::test]
+async fn a_table_with_unique_indexes_reaches_data_nodes_in_steps_and_rolls_back_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let mgmd = Mgmd::start(dir.path(), 1).await;
+    let mut node = data_node(&mgmd.addr, 1).await;
+
+    let addr = mgmd.addr.clone();
+    let creator =
+        tokio::spawn(async move { api(&addr).await.create_table(users("u", true)).await });
+    // The table without its unique index, then the hidden table, then the
+    // index; clients see nothing before the last ack.
+    let bare = match next_event_acked(&mut node, Ok(())).await {
+        MgmEvent::TableCreated(t) => t,
+        other => panic!("expected TableCreated, got {other:?}"),
+    };
+    assert_eq!(bare.name, "u");
+    assert!(bare.unique_indexes.is_empty(), "{bare:?}");
+    let mut s = api(&mgmd.addr).await;
+    assert_eq!(
+        s.get_table("u").await.unwrap_err().code,
+        ErrorCode::NoSuchTable,
+        "hidden while its indexes are not in place"
+    );
+    let hidden = match next_event_acked(&mut node, Ok(())).await {
+        MgmEvent::TableCreated(t) => t,
+        other => panic!("expected TableCreated, got {other:?}"),
+    };
+    assert_eq!(hidden.name, "u$unique$by_email");
+    assert_eq!(hidden.options.index_of, Some(bare.id));
+    let full = match next_event_acked(&mut node, Ok(())).await {
+        MgmEvent::IndexesChanged(t) => t,
+        other => panic!("expected IndexesChanged, got {other:?}"),
+    };
+    assert_eq!(full.unique_indexes.len(), 1);
+    assert_eq!(full.unique_indexes[0].table, hidden.id);
+    let created = creator.await.unwrap().unwrap();
+    assert_eq!(created, full);
+    assert_eq!(s.get_table("u").await.unwrap(), full);
+
+    // A node that fails the index: everything is dropped again.
+    let addr = mgmd.addr.clone();
+    let creator =
+        tokio::spawn(async move { api(&addr).await.create_table(users("v", true)).await });
+    let bare = next_event_acked(&mut node, Ok(())).await;
+    let hidden = next_event_acked(&mut node, Ok(())).await;
+    let refused = shoal_types::ShoalError::with_detail(ErrorCode::OutOfDataMemory, "full");
+    assert!(matches!(
+        next_event_acked(&mut node, Err(refused)).await,
+        MgmEvent::IndexesChanged(_)
+    ));
+    let mut dropped = Vec::new();
+    for _ in 0..2 {
+        match next_event_acked(&mut node, Ok(())).await {
+            MgmEvent::TableDropped { id } => dropped.push(id),
+            other => panic!("expected TableDropped, got {other:?}"),
+        }
+    }
+    let (MgmEvent::TableCreated(bare), MgmEvent::TableCreated(hidden)) = (bare, hidden) else {
+        panic!("expected two TableCreated");
+    };
+    assert_eq!(dropped, vec![bare.id, hidden.id], "the table first");
+    let e = creator.await.unwrap().unwrap_err();
+    assert_eq!(e.code, ErrorCode::OutOfDataMemory, "{e}");
+    for name in ["v", "v$unique$by_email"] {
+        assert_eq!(
+            s.get_table(name).await.unwrap_err().code,
+            ErrorCode::NoSuchTable
+        );
+    }
+    drop((node, s));
+    mgmd.stop().await;
+}
+
+#[tokio::test]
+async fn a_unique_index_is_created_building_then_built_then_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let mgmd = Mgmd::start(dir.path(), 1).await;
+    let mut node = data_node(&mgmd.addr, 1).await;
+    let mut s = api(&mgmd.addr).await;
+    let addr = mgmd.addr.clone();
+    let setup = tokio::spawn(async move {
+        let mut s = api(&addr).await;
+        let base = s.create_table(users("t", false)).await.unwrap();
+        let ordered = shoal_types::IndexDef {
+            name: "by_id".into(),
+            columns: vec![0],
+            dropped: false,
+        };
+        s.create_index("t", ordered).await.unwrap();
+        base
+    });
+    next_event_acked(&mut node, Ok(())).await;
+    next_event_acked(&mut node, Ok(())).await;
+    let base = setup.await.unwrap();
+
+    // Created: the hidden table, then the table listing the index as
+    // building; answered after both acks.
+    let addr = mgmd.addr.clone();
+    let creating = tokio::spawn(async move {
+        let mut s = api(&addr).await;
+        let t = s
+            .create_unique_index("t", unique_def("by_email", &[1]))
+            .await;
+        (s, t)
+    });
+    let hidden = match next_event_acked(&mut node, Ok(())).await {
+        MgmEvent::TableCreated(h) => h,
+        other => panic!("expected TableCreated, got {other:?}"),
+    };
+    assert_eq!(hidden.options.index_of, Some(base.id));
+    let changed = match next_event_acked(&mut node, Ok(())).await {
+        MgmEvent::IndexesChanged(t) => t,
+        other => panic!("expected IndexesChanged, got {other:?}"),
+    };
+    let (mut builder, created) = creating.await.unwrap();
+    let created = created.unwrap();
+    assert_eq!(created, changed);
+    assert_eq!(created.version, base.version, "an index changes no version");
+    let u = created.unique_index("by_email").unwrap();
+    assert!(u.building);
+    assert_eq!(u.table, hidden.id);
+    assert_eq!(
+        s.get_table("t$unique$by_email").await.unwrap(),
+        hidden,
+        "served to clients: the builder writes it"
+    );
+
+    // Names are shared with ordered indexes (both ways); columns must
+    // exist.
+    for (name, columns) in [
+        ("by_email", vec![1]),
+        ("by_id", vec![0]),
+        ("PRIMARY", vec![0]),
+    ] {
+        let e = s
+            .create_unique_index("t", unique_def(name, &columns))
+            .await
+            .unwrap_err();
+        assert_eq!(e.code, ErrorCode::TableExists, "{name}: {e}");
+    }
+    let e = s
+        .create_index(
+            "t",
+            shoal_types::IndexDef {
+                name: "by_email".into(),
+                columns: vec![1],
+                dropped: false,
+            },
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::TableExists, "{e}");
+    let e = s
+        .create_unique_index("t", unique_def("bad", &[7]))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::BadTableDefinition, "{e}");
+    let e = s
+        .create_unique_index("nope", unique_def("x", &[0]))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::NoSuchTable, "{e}");
+    let e = s
+        .create_unique_index("t$unique$by_email", unique_def("x", &[0]))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::BadRequest, "{e}");
+
+    // Built.
+    let addr = mgmd.addr.clone();
+    let built = tokio::spawn(async move { builder.unique_index_built("t", "by_email").await });
+    let changed = match next_event_acked(&mut node, Ok(())).await {
+        MgmEvent::IndexesChanged(t) => t,
+        other => panic!("expected IndexesChanged, got {other:?}"),
+    };
+    let built = built.await.unwrap().unwrap();
+    assert_eq!(built, changed);
+    assert!(!built.unique_index("by_email").unwrap().building);
+    // Again: nothing to do, same answer.
+    assert_eq!(s.unique_index_built("t", "by_email").await.unwrap(), built);
+    let e = s.unique_index_built("t", "nope").await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::NoSuchColumn, "{e}");
+
+    // Dropped: out of the table (nodes stop keeping it), then the hidden
+    // table.
+    let dropping = tokio::spawn(async move { api(&addr).await.drop_index("t", "by_email").await });
+    let without = match next_event_acked(&mut node, Ok(())).await {
+        MgmEvent::IndexesChanged(t) => t,
+        other => panic!("expected IndexesChanged, got {other:?}"),
+    };
+    assert!(without.unique_indexes.is_empty());
+    assert_eq!(
+        next_event_acked(&mut node, Ok(())).await,
+        MgmEvent::TableDropped { id: hidden.id }
+    );
+    assert_eq!(dropping.await.unwrap().unwrap(), without);
+    assert_eq!(
+        s.get_table("t$unique$by_email").await.unwrap_err().code,
+        ErrorCode::NoSuchTable
+    );
+    assert_eq!(
+        s.drop_index("t", "by_email").await.unwrap_err().code,
+        ErrorCode::NoSuchColumn
+    );
+    // The ordered index is untouched and the name is free again.
+    assert!(without.index_number("by_id").is_some());
+    let addr = mgmd.addr.clone();
+    let again = tokio::spawn(async move {
+        api(&addr)
+            .await
+            .create_unique_index("t", unique_def("by_email", &[1]))
+            .await
+    });
+    next_event_acked(&mut node, Ok(())).await;
+    next_event_acked(&mut node, Ok(())).await;
+    let again = again.await.unwrap().unwrap();
+    assert!(again.unique_index("by_email").unwrap().table.0 > hidden.id.0);
+    drop((node, s));
+    mgmd.stop().await;
+}
+
+/// Polls until `table` has no unique index `index` and its hidden table
+/// is gone (10 s at most).
+async fn wait_unique_index_gone(s: &mut ApiSession, table: &str, index: &str) {
+    let hidden = shoal_types::UniqueIndexDef::table_name(table, index);
+    for _ in 0..500 {
+        let def = s.get_table(table).await.unwrap();
+        let gone = s.get_table(&hidden).await.is_err();
+        if def.unique_index(index).is_none() && gone {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("unique index `{index}` of `{table}` was not dropped");
+}
+
+#[tokio::test]
+async fn a_unique_index_whose_builder_leaves_is_dropped_also_across_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let mgmd = Mgmd::start(dir.path(), 1).await;
+    let mut s = api(&mgmd.addr).await;
+    s.create_table(users("t", false)).await.unwrap();
+
+    // The builder's connection closes before the build is done.
+    let mut builder = api(&mgmd.addr).await;
+    let t = builder
+        .create_unique_index("t", unique_def("by_email", &[1]))
+        .await
+        .unwrap();
+    assert!(t.unique_index("by_email").unwrap().building);
+    drop(builder);
+    wait_unique_index_gone(&mut s, "t", "by_email").await;
+
+    // A builder that finishes keeps its index when it leaves.
+    let mut builder = api(&mgmd.addr).await;
+    builder
+        .create_unique_index("t", unique_def("by_email", &[1]))
+        .await
+        .unwrap();
+    builder.unique_index_built("t", "by_email").await.unwrap();
+    drop(builder);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(s
+        .get_table("t")
+        .await
+        .unwrap()
+        .unique_index("by_email")
+        .is_some());
+
+    // mgmd stops while another index builds: it is gone after the restart
+    // (its builder's connection went with the old mgmd).
+    let mut builder = api(&mgmd.addr).await;
+    builder
+        .create_unique_index("t", unique_def("by_id", &[0]))
+        .await
+        .unwrap();
+    drop(s);
+    mgmd.stop().await;
+    drop(builder);
+    let mgmd = Mgmd::start(dir.path(), 1).await;
+    let mut s = api(&mgmd.addr).await;
+    let t = s.get_table("t").await.unwrap();
+    assert!(t.unique_index("by_id").is_none(), "{t:?}");
+    assert!(t.unique_index("by_email").is_some(), "{t:?}");
+    assert_eq!(
+        s.get_table("t$unique$by_id").await.unwrap_err().code,
+        ErrorCode::NoSuchTable
+    );
+    assert!(s.get_table("t$unique$by_email").await.is_ok());
+    drop(s);
+    mgmd.stop().await;
+}

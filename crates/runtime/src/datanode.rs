@@ -472,8 +472,14 @@ pub fn run_datanode(opts: DataNodeOptions) -> Result<(), ShoalError> {
                                 }
                                 for def in tables {
                                     if let Some(t) = el.node.dih().table(def.id) {
-                                        // Indexes added or dropped meanwhile.
-                                        if t.layout.table.indexes != def.indexes {
+                                        // Indexes added or dropped meanwhile
+                                        // (a unique one's table follows in
+                                        // id order, before any client's
+                                        // request is taken).
+                                        let had = &t.layout.table;
+                                        if had.indexes != def.indexes
+                                            || had.unique_indexes != def.unique_indexes
+                                        {
                                             let change = MgmEvent::IndexesChanged(def);
                                             if let Err(e) = el.schema_event(
                                                 change,

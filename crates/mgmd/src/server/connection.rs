@@ -74,11 +74,16 @@ pub(super) async fn serve_connection(
         role: Role::Unregistered,
     };
     let mut rd = BufReader::new(rd);
-    if !*stop.borrow_and_update() {
+    // Whether the connection ends because mgmd stops (not the peer).
+    let mut stopping = *stop.borrow_and_update();
+    if !stopping {
         loop {
             let frame = tokio::select! {
                 r = read_frame(&mut rd, FRAME_BYTES_MAX) => r,
-                _ = stop.changed() => break,
+                _ = stop.changed() => {
+                    stopping = true;
+                    break;
+                }
                 _ = close.notified() => {
                     warn!(%peer, "closing connection: peer is not reading its events");
                     break;
@@ -103,7 +108,17 @@ pub(super) async fn serve_connection(
         }
     }
     match conn.role {
-        Role::DataNode(id) | Role::Api(id) => conn.shared.deregister(id, conn_id),
+        Role::DataNode(id) => conn.shared.deregister(id, conn_id),
+        Role::Api(id) => {
+            conn.shared.deregister(id, conn_id);
+            // When mgmd stops, the next one drops them at its start.
+            if !stopping {
+                conn.shared.abandon_unique_builds(BuildOwner {
+                    node_id: id,
+                    conn_id,
+                });
+            }
+        }
         Role::Unregistered => {}
     }
     // Dropping the last sender lets the writer flush what is queued and end.
@@ -340,6 +355,32 @@ impl Connection {
             Request::DropIndex { table, index } => {
                 let result = match self.require_api() {
                     Ok(_) => shared.drop_index(&table, &index).await.map(Response::Table),
+                    Err(e) => Err(e),
+                };
+                self.respond_result(id, result).await
+            }
+            Request::CreateUniqueIndex { table, index } => {
+                let result = match self.require_api() {
+                    Ok(node_id) => {
+                        let owner = BuildOwner {
+                            node_id,
+                            conn_id: self.handle.conn_id,
+                        };
+                        shared
+                            .create_unique_index(&table, index, owner)
+                            .await
+                            .map(Response::Table)
+                    }
+                    Err(e) => Err(e),
+                };
+                self.respond_result(id, result).await
+            }
+            Request::UniqueIndexBuilt { table, index } => {
+                let result = match self.require_api() {
+                    Ok(_) => shared
+                        .unique_index_built(&table, &index)
+                        .await
+                        .map(Response::Table),
                     Err(e) => Err(e),
                 };
                 self.respond_result(id, result).await

@@ -21,6 +21,11 @@
 //!   data node either finds a table in its initial schema or receives the
 //!   event for it, never neither nor both.
 //! - Table ids are never reused: `next_table_id` is persisted with the tables.
+//! - A table and the hidden tables of its unique indexes change on disk
+//!   in one write, so the file never holds an index without its hidden
+//!   table. A unique index still building belongs to the API connection
+//!   that created it: it is dropped if that connection closes first, and
+//!   at start (its builder went with the old mgmd).
 //! - A data node's incarnation (start number) is on disk before the node
 //!   hears it, so no two lives of a node ever get the same number, across
 //!   mgmd restarts too. Registrations run one at a time (`starts_op`).
@@ -44,7 +49,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use shoal_types::arbitration::{formation_lease_ms, Arbitrator, FormationGate, FORM_VIEW};
-use shoal_types::{ErrorCode, SchemaVersion, ShoalError, TableDef, TableId};
+use shoal_types::{ErrorCode, SchemaVersion, ShoalError, TableDef, TableId, UniqueIndexDef};
 use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::{TcpListener, TcpStream};
@@ -66,6 +71,7 @@ mod connection;
 mod operations;
 mod registry;
 mod schema;
+mod unique;
 
 use connection::{refuse_connection, serve_connection, ConnHandle};
 
@@ -101,7 +107,15 @@ pub async fn run(
         &format!("mgmd {}", config.mgmd_node().node_id),
     )?;
     let store = Store::open(&config.mgmd_data_dir())?;
-    let schema = store.load_schema(config.cluster_id)?;
+    let mut schema = store.load_schema(config.cluster_id)?;
+    let repaired = unique::repair_unique_indexes(&mut schema.tables);
+    if !repaired.is_empty() {
+        warn!(
+            dropped = ?repaired,
+            "the schema held unique indexes left half made (mgmd stopped during their create, build or drop); dropped them"
+        );
+        store.save_schema(schema.clone()).await?;
+    }
     let starts = store.load_starts(config.cluster_id)?;
     let grant = store.load_arbitration(config.cluster_id)?;
     let local_addr = listener
@@ -142,13 +156,15 @@ pub async fn run(
             sessions: BTreeMap::new(),
             next_table_id: schema.next_table_id,
             tables,
-            creating: None,
+            creating: BTreeSet::new(),
+            unique_builds: BTreeMap::new(),
             starts,
             wanted_running,
             arbitrator: Arbitrator::with_grant(grant),
             formation: FormationGate::new(0, lease_ms),
         }),
         started: std::time::Instant::now(),
+        stopped: std::sync::atomic::AtomicBool::new(false),
     });
 
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -195,6 +211,17 @@ pub async fn run(
         conns.abort_all();
         while conns.join_next().await.is_some() {}
     }
+    // A background schema change under way finishes (or, stuck on acks,
+    // is given up on); one not begun yet sees the flag and does nothing.
+    shared
+        .stopped
+        .store(true, std::sync::atomic::Ordering::Release);
+    if tokio::time::timeout(SHUTDOWN_GRACE, shared.schema_op.lock())
+        .await
+        .is_err()
+    {
+        warn!("a background schema change was still waiting for acks at shutdown");
+    }
     Ok(())
 }
 
@@ -224,6 +251,10 @@ struct Shared {
     state: Mutex<State>,
     /// When this mgmd started (the clock of `State::formation`).
     started: std::time::Instant,
+    /// `run` is ending: background schema work (dropping an abandoned
+    /// unique index) does nothing more, so no task of this mgmd writes
+    /// its files once `run` returned.
+    stopped: std::sync::atomic::AtomicBool,
 }
 
 struct State {
@@ -233,9 +264,14 @@ struct State {
     sessions: BTreeMap<u16, Session>,
     next_table_id: u32,
     tables: BTreeMap<String, TableDef>,
-    /// A table whose creation waits for acks: data nodes already know it,
-    /// clients do not see it yet.
-    creating: Option<String>,
+    /// Tables whose creation waits for acks (a table with unique indexes:
+    /// until its indexes are in place): data nodes already know them,
+    /// clients do not see them yet.
+    creating: BTreeSet<String>,
+    /// Unique indexes being built, (table, index) → the API connection
+    /// building them: if it closes before the build is done, mgmd drops
+    /// the index (a half-built index would refuse reads for ever).
+    unique_builds: BTreeMap<(String, String), BuildOwner>,
     /// Data node id → registrations so far (the last incarnation handed
     /// out). Never behind `starts.json`.
     starts: BTreeMap<u16, u32>,
@@ -273,6 +309,13 @@ struct Session {
     incarnation: u32,
     /// API nodes: the data nodes this connection supervises.
     supervises: BTreeSet<u16>,
+}
+
+/// The API connection building a unique index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct BuildOwner {
+    node_id: u16,
+    conn_id: u64,
 }
 
 /// What a data node learns when it registers.

@@ -4,7 +4,7 @@
 use super::*;
 
 /// The longest mgmd waits for data nodes to build a new index.
-const INDEX_BUILD_ACK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(280);
+pub(super) const INDEX_BUILD_ACK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(280);
 
 impl Shared {
     /// Waits for every ack with one common deadline. The first failure
@@ -76,86 +76,206 @@ impl Shared {
         outcome
     }
 
+    /// Creates a table, and the hidden table of each of its unique
+    /// indexes (all on disk at once). Data nodes hear of the table without
+    /// its unique indexes, then of each hidden table, then of the indexes
+    /// (`IndexesChanged`); clients see none of it before every node acked
+    /// all of it, so no write can reach the table before its indexes are
+    /// kept. Any failure drops everything again.
     pub(super) async fn create_table(&self, mut def: TableDef) -> Result<TableDef, ShoalError> {
+        if def.options.index_of.is_some() {
+            return Err(ShoalError::with_detail(
+                ErrorCode::BadTableDefinition,
+                format!(
+                    "table `{}`: `index_of` marks the hidden table of a unique index; mgmd sets it, a create request may not",
+                    def.name
+                ),
+            ));
+        }
         // Where the table lives is mgmd's decision, not the client's.
         def.distribution = Some(self.config.table_distribution(def.options.fragment_count)?);
         def.add_primary_index();
+        for u in &mut def.unique_indexes {
+            u.table = TableId(0);
+            u.building = false;
+        }
         def.validate()?;
         let _op = self.schema_op.lock().await;
-        let file = {
+        let (def, hidden, file) = {
             let st = self.lock();
-            if st.tables.contains_key(&def.name) {
+            let hidden_count = def.unique_indexes.len();
+            let mut names = vec![def.name.clone()];
+            names.extend(
+                def.unique_indexes
+                    .iter()
+                    .map(|u| UniqueIndexDef::table_name(&def.name, &u.name)),
+            );
+            if let Some(taken) = names.iter().find(|n| st.tables.contains_key(*n)) {
                 return Err(ShoalError::with_detail(
                     ErrorCode::TableExists,
-                    format!("table `{}` already exists", def.name),
+                    format!("table `{taken}` already exists"),
                 ));
             }
-            if st.tables.len() >= TABLES_MAX {
+            if st.tables.len() + 1 + hidden_count > TABLES_MAX {
                 return Err(ShoalError::with_detail(
                     ErrorCode::RequestTooLarge,
-                    format!("the cluster already holds {TABLES_MAX} tables, the most it can"),
+                    format!(
+                        "the cluster holds {} tables; this one and its {hidden_count} unique index table(s) would pass {TABLES_MAX}, the most it can",
+                        st.tables.len()
+                    ),
                 ));
             }
+            let ids_needed = 1 + hidden_count as u32;
+            let next_table_id = st
+                .next_table_id
+                .checked_add(ids_needed)
+                .ok_or_else(|| mgmd_err("table ids exhausted"))?;
             def.id = TableId(st.next_table_id);
             def.version = SchemaVersion(1);
+            let mut hidden = Vec::with_capacity(hidden_count);
+            for (i, u) in def.unique_indexes.clone().iter().enumerate() {
+                let h = self.hidden_table(&def, u, TableId(def.id.0 + 1 + i as u32))?;
+                def.unique_indexes[i].table = h.id;
+                hidden.push(h);
+            }
+            def.validate()?;
             let mut file = st.schema_file(self.config.cluster_id);
-            file.next_table_id = st
-                .next_table_id
-                .checked_add(1)
-                .ok_or_else(|| mgmd_err("table ids exhausted"))?;
+            file.next_table_id = next_table_id;
             file.tables.push(def.clone());
-            file
+            file.tables.extend(hidden.iter().cloned());
+            (def, hidden, file)
         };
         // Durable before any node hears of it: a node must never hold a
         // table that mgmd forgets after a crash.
         self.store.save_schema(file).await?;
         let waits = {
             let mut st = self.lock();
-            st.next_table_id += 1;
-            st.tables.insert(def.name.clone(), def.clone());
-            st.creating = Some(def.name.clone());
-            st.push_to_all_data_nodes(&MgmEvent::TableCreated(def.clone()))
+            st.next_table_id += 1 + hidden.len() as u32;
+            for t in std::iter::once(&def).chain(&hidden) {
+                st.tables.insert(t.name.clone(), t.clone());
+                st.creating.insert(t.name.clone());
+            }
+            let mut bare = def.clone();
+            bare.unique_indexes.clear();
+            let mut waits = st.push_to_all_data_nodes(&MgmEvent::TableCreated(bare));
+            for h in &hidden {
+                waits.extend(st.push_to_all_data_nodes(&MgmEvent::TableCreated(h.clone())));
+            }
+            if !hidden.is_empty() {
+                waits.extend(st.push_to_all_data_nodes(&MgmEvent::IndexesChanged(def.clone())));
+            }
+            waits
         };
-        info!(table = %def.name, id = %def.id, nodes = waits.len(), "creating table");
+        info!(
+            table = %def.name,
+            id = %def.id,
+            unique_indexes = hidden.len(),
+            nodes = waits.len(),
+            "creating table"
+        );
         let what = format!("creating table `{}`", def.name);
-        match self.await_acks(waits, &what).await {
+        // A node acks a table's unique indexes once the transactions it
+        // had begun before have ended: not bounded by the table's size,
+        // but by the longest transaction.
+        let timeout = if hidden.is_empty() {
+            self.ack_timeout
+        } else {
+            self.ack_timeout.max(INDEX_BUILD_ACK_TIMEOUT)
+        };
+        match self.await_acks_within(waits, &what, timeout).await {
             Ok(()) => {
-                self.lock().creating = None;
+                let mut st = self.lock();
+                for t in std::iter::once(&def).chain(&hidden) {
+                    st.creating.remove(&t.name);
+                }
                 info!(table = %def.name, id = %def.id, "table created");
                 Ok(def)
             }
             Err(e) => {
                 // Roll back so the cluster does not keep a table that some
-                // node lacks. The id stays used (ids are never reused).
+                // node lacks. The ids stay used (ids are never reused).
                 warn!(table = %def.name, "create failed, rolling back: {e}");
-                let (file, waits) = {
-                    let mut st = self.lock();
-                    st.tables.remove(&def.name);
-                    st.creating = None;
-                    let waits = st.push_to_all_data_nodes(&MgmEvent::TableDropped { id: def.id });
-                    (st.schema_file(self.config.cluster_id), waits)
-                };
-                if let Err(pe) = self.store.save_schema(file).await {
-                    error!(table = %def.name, "cannot persist rollback of create: {pe}");
-                }
-                let what = format!("rolling back table `{}`", def.name);
-                if let Err(re) = self.await_acks(waits, &what).await {
-                    warn!("{re}");
-                }
+                let mut names = vec![def.name.clone()];
+                names.extend(hidden.iter().map(|h| h.name.clone()));
+                self.forget_tables(&names, &format!("rolling back table `{}`", def.name))
+                    .await;
                 Err(e)
             }
         }
     }
 
+    /// Removes tables (a table first, then its hidden tables), persists
+    /// that, pushes `TableDropped` for each and waits for the acks; a
+    /// failure is logged, not returned (a rollback, or the end of a drop
+    /// that is decided already).
+    pub(super) async fn forget_tables(&self, names: &[String], what: &str) {
+        let (file, waits) = {
+            let mut st = self.lock();
+            let mut waits = Vec::new();
+            for name in names {
+                st.creating.remove(name);
+                st.unique_builds.retain(|(t, _), _| t != name);
+                if let Some(t) = st.tables.remove(name) {
+                    waits.extend(st.push_to_all_data_nodes(&MgmEvent::TableDropped { id: t.id }));
+                }
+            }
+            (st.schema_file(self.config.cluster_id), waits)
+        };
+        if let Err(pe) = self.store.save_schema(file).await {
+            error!("cannot persist {what}: {pe}");
+        }
+        if let Err(re) = self.await_acks(waits, what).await {
+            warn!("{re}");
+        }
+    }
+
+    /// Drops a table with the hidden tables of its unique indexes. The
+    /// hidden table of an index is refused: the index is dropped instead.
     pub(super) async fn drop_table(&self, name: &str) -> Result<(), ShoalError> {
         let _op = self.schema_op.lock().await;
         let (def, waits) = {
             let mut st = self.lock();
-            let def = st.tables.remove(name).ok_or_else(|| no_such_table(name))?;
-            let waits = st.push_to_all_data_nodes(&MgmEvent::TableDropped { id: def.id });
+            let def = st.tables.get(name).ok_or_else(|| no_such_table(name))?;
+            if let Some(base_id) = def.options.index_of {
+                let (base, index) = st
+                    .tables
+                    .values()
+                    .find_map(|b| {
+                        (b.id == base_id)
+                            .then(|| b.unique_index_by_table(def.id).map(|u| (b, u)))
+                            .flatten()
+                    })
+                    .map(|(b, u)| (b.name.clone(), u.name.clone()))
+                    .unwrap_or_else(|| (format!("(id {base_id})"), "?".into()));
+                return Err(ShoalError::with_detail(
+                    ErrorCode::BadRequest,
+                    format!(
+                        "table `{name}` is the hidden table of unique index `{index}` of table `{base}`; drop the index instead"
+                    ),
+                ));
+            }
+            let def = st.tables.remove(name).expect("present");
+            let mut waits = st.push_to_all_data_nodes(&MgmEvent::TableDropped { id: def.id });
+            for u in &def.unique_indexes {
+                let hidden = UniqueIndexDef::table_name(&def.name, &u.name);
+                st.unique_builds.remove(&(def.name.clone(), u.name.clone()));
+                match st.tables.remove(&hidden) {
+                    Some(h) => waits
+                        .extend(st.push_to_all_data_nodes(&MgmEvent::TableDropped { id: h.id })),
+                    None => {
+                        warn!(table = name, index = %u.name, "unique index without its hidden table `{hidden}`")
+                    }
+                }
+            }
             (def, waits)
         };
-        info!(table = %def.name, id = %def.id, nodes = waits.len(), "dropping table");
+        info!(
+            table = %def.name,
+            id = %def.id,
+            unique_indexes = def.unique_indexes.len(),
+            nodes = waits.len(),
+            "dropping table"
+        );
         // The drop is decided once pushed: a node that fails it is reported
         // to the caller, but the table stays dropped (its data may already
         // be gone on other nodes).
@@ -185,7 +305,7 @@ impl Shared {
                 .get(table)
                 .cloned()
                 .ok_or_else(|| no_such_table(table))?;
-            if def.index_number(&index.name).is_some() {
+            if def.index_number(&index.name).is_some() || def.unique_index(&index.name).is_some() {
                 return Err(ShoalError::with_detail(
                     ErrorCode::TableExists,
                     format!("table `{table}` has an index `{}` already", index.name),
@@ -216,13 +336,22 @@ impl Shared {
         }
     }
 
-    /// Drops an ordered index (its number stays taken).
+    /// Drops an index: an ordered one (its number stays taken), or a
+    /// unique one (out of the table's definition, then its hidden table).
     pub(super) async fn drop_index(
         &self,
         table: &str,
         index: &str,
     ) -> Result<TableDef, ShoalError> {
         let _op = self.schema_op.lock().await;
+        let unique = self
+            .lock()
+            .tables
+            .get(table)
+            .is_some_and(|t| t.unique_index(index).is_some());
+        if unique {
+            return self.drop_unique_index(table, index, "on request").await;
+        }
         let def = {
             let st = self.lock();
             let mut def = st
@@ -250,7 +379,7 @@ impl Shared {
 
     /// Stores the table's new definition, then pushes it to every data
     /// node and waits for their acks.
-    async fn change_indexes(&self, def: TableDef, what: &str) -> Result<(), ShoalError> {
+    pub(super) async fn change_indexes(&self, def: TableDef, what: &str) -> Result<(), ShoalError> {
         let file = {
             let mut st = self.lock();
             st.tables.insert(def.name.clone(), def.clone());
@@ -267,9 +396,11 @@ impl Shared {
         self.await_acks_within(waits, what, timeout).await
     }
 
+    /// A table by name, the hidden tables of unique indexes too (clients
+    /// reach an index through its table's definition).
     pub(super) fn get_table(&self, name: &str) -> Result<TableDef, ShoalError> {
         let st = self.lock();
-        if st.creating.as_deref() == Some(name) {
+        if st.creating.contains(name) {
             return Err(no_such_table(name));
         }
         st.tables
@@ -278,12 +409,13 @@ impl Shared {
             .ok_or_else(|| no_such_table(name))
     }
 
+    /// Every table clients see: not the hidden tables of unique indexes.
     pub(super) fn list_tables(&self) -> Vec<TableDef> {
         let st = self.lock();
         let mut tables: Vec<TableDef> = st
             .tables
             .values()
-            .filter(|t| st.creating.as_deref() != Some(t.name.as_str()))
+            .filter(|t| !st.creating.contains(&t.name) && t.options.index_of.is_none())
             .cloned()
             .collect();
         tables.sort_by_key(|t| t.id);
@@ -305,7 +437,7 @@ impl Shared {
     }
 }
 
-fn no_such_table(name: &str) -> ShoalError {
+pub(super) fn no_such_table(name: &str) -> ShoalError {
     ShoalError::with_detail(
         ErrorCode::NoSuchTable,
         format!("table `{name}` does not exist"),
