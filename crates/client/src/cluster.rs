@@ -321,10 +321,21 @@ impl Cluster {
     /// values may repeat, and operations through it fail). Returns the
     /// table without it.
     pub async fn drop_index(&self, table: &str, index: &str) -> Result<Table, ShoalError> {
+        self.drop_index_if(table, index, None).await
+    }
+
+    /// [`Cluster::drop_index`], only if `index` is the unique index whose
+    /// hidden table is `index_table` (given).
+    pub(crate) async fn drop_index_if(
+        &self,
+        table: &str,
+        index: &str,
+        index_table: Option<shoal_types::TableId>,
+    ) -> Result<Table, ShoalError> {
         self.cache().remove(table);
         self.cache()
             .remove(&UniqueIndexDef::table_name(table, index));
-        let changed = with_mgm!(self, |s| s.drop_index(table, index))?;
+        let changed = with_mgm!(self, |s| s.drop_index_if(table, index, index_table))?;
         let t = Table::new(changed);
         self.cache().insert(table.to_string(), t.clone());
         Ok(t)
@@ -354,7 +365,13 @@ impl Cluster {
         let wanted = def.unique_indexes.last().expect("just added").clone();
         self.cache().remove(table);
         let created = with_mgm!(self, |s| s.create_unique_index(table, wanted.clone()))?;
-        let guard = unique::AbandonGuard::new(self, table, index);
+        // The index is this one only while its hidden table is: a namesake
+        // created after it was dropped (its builder gone) is left alone.
+        let index_table = created
+            .unique_index(index)
+            .map(|u| u.table)
+            .ok_or_else(|| failure(format!("mgmd created unique index {index:?} of table {table:?} but its answer lacks it")))?;
+        let guard = unique::AbandonGuard::new(self, table, index, index_table);
         let started = std::time::Instant::now();
         let built = async {
             let base = Table::new(created);
@@ -363,7 +380,7 @@ impl Cluster {
             let hidden = self.table(&hidden_name).await?;
             let handle = UniqueIndex::new(base, hidden, index)?;
             let entries = unique::build(self, &handle).await?;
-            let def = with_mgm!(self, |s| s.unique_index_built(table, index))?;
+            let def = with_mgm!(self, |s| s.unique_index_built(table, index, index_table))?;
             Ok::<_, ShoalError>((def, entries))
         }
         .await;
@@ -382,7 +399,7 @@ impl Cluster {
                 tracing::warn!(
                     "unique index {index:?} of table {table:?} not built ({e}); dropping it"
                 );
-                if let Err(de) = self.drop_index(table, index).await {
+                if let Err(de) = self.drop_index_if(table, index, Some(index_table)).await {
                     tracing::warn!("dropping unique index {index:?} of table {table:?} after its failed build: {de}");
                 }
                 Err(e)

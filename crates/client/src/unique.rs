@@ -24,6 +24,13 @@
 //! ends, every row has exactly its entry, and mgmd is told the index is
 //! built.
 //!
+//! Writes to a table with unique indexes carry their index operations in
+//! the same transaction: each counts against the data nodes'
+//! `max_operations_per_transaction` (an insert one more, an update that
+//! changes an indexed value two more), and a clash fails the transaction
+//! with 630 even for an operation sent with ignore-error (the flag covers
+//! the row's own key, not another row's value).
+//!
 //! [`Transaction::read_unique`]: crate::Transaction::read_unique
 //! [`Transaction::update_unique`]: crate::Transaction::update_unique
 //! [`Transaction::delete_unique`]: crate::Transaction::delete_unique
@@ -564,14 +571,22 @@ pub(crate) struct AbandonGuard {
     cluster: Option<Cluster>,
     table: String,
     index: String,
+    /// The index's hidden table: only this index is dropped.
+    index_table: shoal_types::TableId,
 }
 
 impl AbandonGuard {
-    pub(crate) fn new(cluster: &Cluster, table: &str, index: &str) -> AbandonGuard {
+    pub(crate) fn new(
+        cluster: &Cluster,
+        table: &str,
+        index: &str,
+        index_table: shoal_types::TableId,
+    ) -> AbandonGuard {
         AbandonGuard {
             cluster: Some(cluster.clone()),
             table: table.to_string(),
             index: index.to_string(),
+            index_table,
         }
     }
 
@@ -586,15 +601,16 @@ impl Drop for AbandonGuard {
         let Some(cluster) = self.cluster.take() else {
             return;
         };
-        let (table, index) = (
+        let (table, index, index_table) = (
             std::mem::take(&mut self.table),
             std::mem::take(&mut self.index),
+            self.index_table,
         );
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => {
                 rt.spawn(async move {
                     tracing::warn!("unique index build of {index:?} of table {table:?} abandoned; dropping the index");
-                    if let Err(e) = cluster.drop_index(&table, &index).await {
+                    if let Err(e) = cluster.drop_index_if(&table, &index, Some(index_table)).await {
                         tracing::warn!("dropping abandoned unique index {index:?} of table {table:?}: {e}");
                     }
                 });

@@ -561,11 +561,13 @@ impl ApiSession {
         &mut self,
         table: &str,
         index: &str,
+        index_table: shoal_types::TableId,
     ) -> Result<TableDef, ShoalError> {
         self.expect_table(
             Request::UniqueIndexBuilt {
                 table: table.to_string(),
                 index: index.to_string(),
+                index_table,
             },
             SCHEMA_REQUEST_TIMEOUT,
         )
@@ -586,12 +588,24 @@ impl ApiSession {
     /// Drops index `index` of `table`: an ordered one, or a unique one
     /// (with its hidden table).
     pub async fn drop_index(&mut self, table: &str, index: &str) -> Result<TableDef, ShoalError> {
+        self.drop_index_if(table, index, None).await
+    }
+
+    /// [`ApiSession::drop_index`], only if `index` is the unique index
+    /// whose hidden table is `index_table` (given).
+    pub async fn drop_index_if(
+        &mut self,
+        table: &str,
+        index: &str,
+        index_table: Option<shoal_types::TableId>,
+    ) -> Result<TableDef, ShoalError> {
         match self
             .conn
             .request(
                 Request::DropIndex {
                     table: table.to_string(),
                     index: index.to_string(),
+                    index_table,
                 },
                 SCHEMA_REQUEST_TIMEOUT,
             )

@@ -235,7 +235,15 @@ pub enum Request {
     /// API node only: drop an ordered or a unique index (a unique one:
     /// out of the table's definition, then its hidden table is dropped).
     /// Answer: `Response::Table`.
-    DropIndex { table: String, index: String },
+    DropIndex {
+        table: String,
+        index: String,
+        /// Only if `index` is the unique index whose hidden table this is
+        /// (a failed build drops its own index, never a namesake created
+        /// after it was dropped).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        index_table: Option<shoal_types::TableId>,
+    },
     /// API node only: add a unique hash index to a table that may hold
     /// rows. mgmd creates the index's hidden table and lists the index as
     /// `building` (data nodes keep it with every write from then on, and
@@ -249,8 +257,15 @@ pub enum Request {
         index: shoal_types::UniqueIndexDef,
     },
     /// API node only: the unique index's build is done; reads through it
-    /// are served once every data node acked. Answer: `Response::Table`.
-    UniqueIndexBuilt { table: String, index: String },
+    /// are served once every data node acked. Only the connection that
+    /// created the index may say so, naming its hidden table (an index of
+    /// the name created after this one was dropped is not this one).
+    /// Answer: `Response::Table`.
+    UniqueIndexBuilt {
+        table: String,
+        index: String,
+        index_table: shoal_types::TableId,
+    },
     /// Any connection. Answer: `Response::Table`.
     GetTable { name: String },
     /// Any connection. Answer: `Response::Tables`.
@@ -553,11 +568,12 @@ mod tests {
             request: Request::UniqueIndexBuilt {
                 table: "t".into(),
                 index: "u".into(),
+                index_table: shoal_types::TableId(9),
             },
         };
         assert_eq!(
             serde_json::to_string(&f).unwrap(),
-            r#"{"v":1,"id":6,"request":{"unique_index_built":{"table":"t","index":"u"}}}"#
+            r#"{"v":1,"id":6,"request":{"unique_index_built":{"table":"t","index":"u","index_table":9}}}"#
         );
         let f = ClientFrame {
             v: 1,

@@ -1086,6 +1086,19 @@ fn unique_def(name: &str, columns: &[u16]) -> shoal_types::UniqueIndexDef {
     }
 }
 
+/// Data node `node_id`, acknowledging every event it gets until dropped
+/// (unique indexes are created only while every data node is connected).
+async fn acking_data_node(addr: &str, node_id: u16) -> tokio::task::JoinHandle<()> {
+    let mut node = data_node(addr, node_id).await;
+    tokio::spawn(async move {
+        while let Ok((event_id, _)) = node.next_event().await {
+            if node.ack_event(event_id, Ok(())).await.is_err() {
+                return;
+            }
+        }
+    })
+}
+
 /// The next event of `node`, acked with `result`.
 async fn next_event_acked(
     node: &mut DataNodeSession,
@@ -1104,6 +1117,10 @@ async fn unique_indexes_get_hidden_tables_that_clients_do_not_list() {
     let dir = tempfile::tempdir().unwrap();
     let mgmd = Mgmd::start(dir.path(), 1).await;
     let mut s = api(&mgmd.addr).await;
+    // Refused while a data node is away.
+    let e = s.create_table(users("users", true)).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::NodeNotReady, "{e}");
+    let _node = acking_data_node(&mgmd.addr, 1).await;
 
     let base = s.create_table(users("users", true)).await.unwrap();
     let index = base.unique_index("by_email").expect("the index").clone();
@@ -1176,6 +1193,7 @@ async fn unique_indexes_get_hidden_tables_that_clients_do_not_list() {
             "{name}"
         );
     }
+    let _node = acking_data_node(&mgmd.addr, 1).await;
     let again = s.create_table(users("users", true)).await.unwrap();
     assert!(again.id.0 > hidden.id.0);
     drop(s);
@@ -1350,9 +1368,31 @@ async fn a_unique_index_is_created_building_then_built_then_dropped() {
         .unwrap_err();
     assert_eq!(e.code, ErrorCode::BadRequest, "{e}");
 
-    // Built.
+    // Built: only by the connection building it, naming its hidden table.
+    let hidden_id = s
+        .get_table("t")
+        .await
+        .unwrap()
+        .unique_index("by_email")
+        .unwrap()
+        .table;
+    let e = s
+        .unique_index_built("t", "by_email", hidden_id)
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::BadRequest, "not the builder: {e}");
+    let e = builder
+        .unique_index_built("t", "by_email", shoal_types::TableId(hidden_id.0 + 100))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.code,
+        ErrorCode::NoSuchColumn,
+        "another index's table: {e}"
+    );
     let addr = mgmd.addr.clone();
-    let built = tokio::spawn(async move { builder.unique_index_built("t", "by_email").await });
+    let built =
+        tokio::spawn(async move { builder.unique_index_built("t", "by_email", hidden_id).await });
     let changed = match next_event_acked(&mut node, Ok(())).await {
         MgmEvent::IndexesChanged(t) => t,
         other => panic!("expected IndexesChanged, got {other:?}"),
@@ -1361,8 +1401,16 @@ async fn a_unique_index_is_created_building_then_built_then_dropped() {
     assert_eq!(built, changed);
     assert!(!built.unique_index("by_email").unwrap().building);
     // Again: nothing to do, same answer.
-    assert_eq!(s.unique_index_built("t", "by_email").await.unwrap(), built);
-    let e = s.unique_index_built("t", "nope").await.unwrap_err();
+    assert_eq!(
+        s.unique_index_built("t", "by_email", hidden_id)
+            .await
+            .unwrap(),
+        built
+    );
+    let e = s
+        .unique_index_built("t", "nope", hidden_id)
+        .await
+        .unwrap_err();
     assert_eq!(e.code, ErrorCode::NoSuchColumn, "{e}");
 
     // Dropped: out of the table (nodes stop keeping it), then the hidden
@@ -1423,6 +1471,7 @@ async fn a_unique_index_whose_builder_leaves_is_dropped_also_across_a_restart() 
     let dir = tempfile::tempdir().unwrap();
     let mgmd = Mgmd::start(dir.path(), 1).await;
     let mut s = api(&mgmd.addr).await;
+    let _node = acking_data_node(&mgmd.addr, 1).await;
     s.create_table(users("t", false)).await.unwrap();
 
     // The builder's connection closes before the build is done.
@@ -1437,11 +1486,15 @@ async fn a_unique_index_whose_builder_leaves_is_dropped_also_across_a_restart() 
 
     // A builder that finishes keeps its index when it leaves.
     let mut builder = api(&mgmd.addr).await;
-    builder
+    let created = builder
         .create_unique_index("t", unique_def("by_email", &[1]))
         .await
         .unwrap();
-    builder.unique_index_built("t", "by_email").await.unwrap();
+    let hidden_id = created.unique_index("by_email").unwrap().table;
+    builder
+        .unique_index_built("t", "by_email", hidden_id)
+        .await
+        .unwrap();
     drop(builder);
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(s

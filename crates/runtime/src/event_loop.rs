@@ -587,7 +587,7 @@ impl EventLoop {
                 Output::IndexesBuilt { table, error } => {
                     let result = match error {
                         None => {
-                            tracing::info!("ordered indexes of table {table} built");
+                            tracing::info!("index change of table {table} done (new ordered indexes built, new unique indexes kept by every write from now on)");
                             Ok(())
                         }
                         Some(why) => {

@@ -64,6 +64,11 @@ impl Lqh {
         Ok(building)
     }
 
+    /// Whether an ordered index of `table` is still being built here.
+    pub fn is_building_indexes(&self, table: TableId) -> bool {
+        self.index_builds.contains(&table)
+    }
+
     /// Builds on (a bounded number of rows per table); the tables whose
     /// builds ended.
     pub fn index_build_tick(&mut self) -> Vec<IndexBuildDone> {

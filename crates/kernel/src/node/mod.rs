@@ -341,7 +341,9 @@ impl DataNode {
         let building = self.lqh.alter_indexes(def)?;
         self.dih.alter_table(def);
         if adds_unique {
-            debug_assert!(!building, "one index change adds one kind of index");
+            // Done once the older transactions ended and any ordered index
+            // the same change added is built (a node catching up after a
+            // time away from mgmd gets both at once).
             self.unique_barriers.push((def.id, self.tc.next_txn_ref()));
             return Ok(true);
         }
@@ -514,25 +516,28 @@ impl DataNode {
             self.run(now_ms, out);
         }
         self.tc.tick(now_ms, &mut self.queue, out);
-        let tc = &self.tc;
+        for done in self.lqh.index_build_tick() {
+            match done {
+                // A unique index's barrier on the table reports both.
+                crate::lqh::IndexBuildDone::Built(table)
+                    if self.unique_barriers.iter().any(|b| b.0 == table) => {}
+                crate::lqh::IndexBuildDone::Built(table) => {
+                    out.push(Output::IndexesBuilt { table, error: None })
+                }
+                crate::lqh::IndexBuildDone::Failed(table, why) => out.push(Output::IndexesBuilt {
+                    table,
+                    error: Some(why),
+                }),
+            }
+        }
+        let (tc, lqh) = (&self.tc, &self.lqh);
         self.unique_barriers.retain(|&(table, next)| {
-            let done = !tc.has_live_txn_before(next);
+            let done = !tc.has_live_txn_before(next) && !lqh.is_building_indexes(table);
             if done {
                 out.push(Output::IndexesBuilt { table, error: None });
             }
             !done
         });
-        for done in self.lqh.index_build_tick() {
-            out.push(match done {
-                crate::lqh::IndexBuildDone::Built(table) => {
-                    Output::IndexesBuilt { table, error: None }
-                }
-                crate::lqh::IndexBuildDone::Failed(table, why) => Output::IndexesBuilt {
-                    table,
-                    error: Some(why),
-                },
-            });
-        }
         self.qmgr.note_dist_version(self.dih.dist_version());
         let mut events = Vec::new();
         self.qmgr.tick(now_ms, &mut self.queue, &mut events);

@@ -460,12 +460,16 @@ impl Tc {
     }
 
     /// Whether a transaction this node began before `next` (a past
-    /// [`Tc::next_txn_ref`]) is still unfinished.
+    /// [`Tc::next_txn_ref`]) is still unfinished — or one it took over
+    /// from a failed coordinator (begun who knows when), or a takeover is
+    /// still collecting them.
     pub fn has_live_txn_before(&self, next: TxnRef) -> bool {
         let first = first_txn_ref(self.cfg.node_id, self.cfg.incarnation);
-        self.txns
-            .iter()
-            .any(|(r, t)| (first..next).contains(&r) && !matches!(t.state, TxnState::Ended(_)))
+        !self.takeovers.is_empty()
+            || self.txns.iter().any(|(r, t)| {
+                let older = (first..next).contains(&r) || t.taken_over_from.is_some();
+                older && !matches!(t.state, TxnState::Ended(_))
+            })
     }
 
     pub fn transaction_count(&self) -> usize {

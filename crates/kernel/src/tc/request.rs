@@ -115,6 +115,11 @@ pub(super) fn route_op(
     let read = op.op == OpType::Read;
     let locks = !(read && op.lock == LockMode::CommittedRead);
     let Some(route) = route else {
+        if locks {
+            // Its LQH may keep a record of the transaction until told the
+            // outcome (it answers "no such table" here).
+            super::add_frag(&mut t.part_mut(own).primary, (op.table, 0));
+        }
         return Some(Routed {
             frag: 0,
             version: 0,

@@ -43,15 +43,19 @@ pub(super) enum Derived {
         insert: bool,
     },
     /// Looks up an entry for an operation by unique key; `then` is that
-    /// operation on the base row, its key taken from the entry.
-    Lookup { of: u16, then: KeyOp },
+    /// operation on the base row, its key taken from the entry (taken
+    /// when it is sent).
+    Lookup { of: u16, then: Option<KeyOp> },
     /// Looks up an entry of an index being built before deleting it: it
-    /// goes only if it names `base_key`.
+    /// goes only if it names `base_key`. Inserts of the same entry by the
+    /// same request (a row deleted and inserted again, a value moved back)
+    /// wait in `then_insert` and follow the delete, in that order.
     CheckedDelete {
         of: u16,
         index_table: TableId,
         key: Vec<u8>,
         base_key: Vec<u8>,
+        then_insert: Vec<(u16, KeyOp)>,
     },
     /// The client's operation by unique key, on its base row.
     Base { of: u16 },
@@ -157,6 +161,28 @@ fn entry_read(
         version,
         key,
         attrs,
+    }
+}
+
+/// An insert (with `attrs`) or a delete of entry `key` of an index.
+fn upkeep_op(
+    index_table: TableId,
+    version: shoal_types::SchemaVersion,
+    key: Vec<u8>,
+    attrs: Option<Vec<u8>>,
+) -> KeyOp {
+    KeyOp {
+        op: if attrs.is_some() {
+            OpType::Insert
+        } else {
+            OpType::Delete
+        },
+        lock: LockMode::Exclusive,
+        flags: 0,
+        table: index_table,
+        version,
+        key,
+        attrs: attrs.unwrap_or_default(),
     }
 }
 
@@ -285,7 +311,7 @@ impl Tc {
             lock,
             u.columns.len() as u16,
         );
-        let then = KeyOp {
+        let then = Some(KeyOp {
             op: op.op,
             lock: op.lock,
             flags: op.flags & !OP_BY_UNIQUE_KEY,
@@ -293,7 +319,7 @@ impl Tc {
             version: op.version,
             key: Vec::new(),
             attrs: op.attrs,
-        };
+        });
         self.send_derived(txn, Derived::Lookup { of, then }, lookup, dih, q)
     }
 
@@ -357,6 +383,7 @@ impl Tc {
                         index_table: c.index_table,
                         key: old.to_vec(),
                         base_key: base_key.to_vec(),
+                        then_insert: Vec::new(),
                     };
                     self.send_derived(txn, kind, lookup, dih, q)?;
                 } else {
@@ -367,16 +394,11 @@ impl Tc {
                 let mut attrs = Vec::with_capacity(8 + base_key.len());
                 attrs.extend_from_slice(&1u16.to_le_bytes());
                 push_attr(&mut attrs, pk_col, Some(base_key));
-                self.send_upkeep(
-                    txn,
-                    of,
-                    c.index_table,
-                    version,
-                    new.to_vec(),
-                    Some(attrs),
-                    dih,
-                    q,
-                )?;
+                let op = upkeep_op(c.index_table, version, new.to_vec(), Some(attrs));
+                match self.checked_delete_of(txn, c.index_table, new) {
+                    Some(waiting) => waiting.push((of, op)),
+                    None => self.send_upkeep_op(txn, of, op, dih, q)?,
+                }
             }
         }
         Ok(())
@@ -395,26 +417,46 @@ impl Tc {
         dih: &Dih,
         q: &mut VecDeque<BlockSignal>,
     ) -> Result<(), ShoalError> {
-        let insert = attrs.is_some();
-        let op = KeyOp {
-            op: if insert {
-                OpType::Insert
-            } else {
-                OpType::Delete
-            },
-            lock: LockMode::Exclusive,
-            flags: 0,
-            table: index_table,
-            version,
-            key,
-            attrs: attrs.unwrap_or_default(),
-        };
+        let op = upkeep_op(index_table, version, key, attrs);
+        self.send_upkeep_op(txn, of, op, dih, q)
+    }
+
+    fn send_upkeep_op(
+        &mut self,
+        txn: TxnRef,
+        of: u16,
+        op: KeyOp,
+        dih: &Dih,
+        q: &mut VecDeque<BlockSignal>,
+    ) -> Result<(), ShoalError> {
         let kind = Derived::Upkeep {
             of,
-            index_table,
-            insert,
+            index_table: op.table,
+            insert: op.op == OpType::Insert,
         };
         self.send_derived(txn, kind, op, dih, q)
+    }
+
+    /// The inserts waiting behind an unanswered checked delete of entry
+    /// `key` of index `index_table` in the request, if there is one.
+    fn checked_delete_of(
+        &mut self,
+        txn: TxnRef,
+        index_table: TableId,
+        key: &[u8],
+    ) -> Option<&mut Vec<(u16, KeyOp)>> {
+        let t = self.txns.get_mut(&txn).expect("present");
+        let first = t.results.len();
+        let answered = &t.answered;
+        t.derived.iter_mut().enumerate().find_map(|(k, d)| match d {
+            Derived::CheckedDelete {
+                index_table: i,
+                key: entry,
+                then_insert,
+                ..
+            } if *i == index_table && entry == key && !answered[first + k] => Some(then_insert),
+            _ => None,
+        })
     }
 
     /// The answer to derived operation `k` (its index past the client's).
@@ -451,51 +493,57 @@ impl Tc {
                 index_table,
                 key,
                 base_key,
-            } => match answer {
-                Answer::Failed(e) if e.code == ErrorCode::TupleNotFound => Ok(()),
-                Answer::Failed(e) => Err((*of, upkeep_error(e, dih, *index_table, false))),
-                Answer::Done(result, ..) | Answer::CommittedAtLast(result, ..) => {
-                    let (of, index_table) = (*of, *index_table);
-                    let (key, base_key) = (std::mem::take(key), std::mem::take(base_key));
-                    match entry_base_key(&result) {
-                        Ok(named) if named == base_key => {
-                            let version = dih
-                                .table(index_table)
-                                .map(|t| t.layout.table.version)
-                                .unwrap_or_default();
-                            self.send_upkeep(txn, of, index_table, version, key, None, dih, q)
-                                .map_err(|e| (of, e))
-                        }
-                        // Another row holds the key: its entry stays.
-                        Ok(_) => Ok(()),
-                        Err(e) => Err((of, e)),
+                then_insert,
+            } => {
+                let (of, index_table) = (*of, *index_table);
+                let (key, base_key) = (std::mem::take(key), std::mem::take(base_key));
+                let then_insert = std::mem::take(then_insert);
+                let delete = match answer {
+                    Answer::Failed(e) if e.code == ErrorCode::TupleNotFound => Ok(false),
+                    Answer::Failed(e) => Err((of, upkeep_error(e, dih, index_table, false))),
+                    // Another row holds the key: its entry stays.
+                    Answer::Done(result, ..) | Answer::CommittedAtLast(result, ..) => {
+                        entry_base_key(&result)
+                            .map(|named| named == base_key)
+                            .map_err(|e| (of, e))
                     }
-                }
-            },
+                };
+                delete.and_then(|delete| {
+                    if delete {
+                        let version = dih
+                            .table(index_table)
+                            .map(|t| t.layout.table.version)
+                            .unwrap_or_default();
+                        self.send_upkeep(txn, of, index_table, version, key, None, dih, q)
+                            .map_err(|e| (of, e))?;
+                    }
+                    // Behind the delete, on the same link: it runs first.
+                    for (of, op) in then_insert {
+                        self.send_upkeep_op(txn, of, op, dih, q)
+                            .map_err(|e| (of, e))?;
+                    }
+                    Ok(())
+                })
+            }
             Derived::Lookup { of, then } => {
                 let of = *of;
                 match answer {
                     Answer::Failed(e) => self.client_op_failed(txn, of, e),
                     Answer::Done(result, ..) | Answer::CommittedAtLast(result, ..) => {
-                        match entry_base_key(&result) {
-                            Ok(key) => {
-                                let mut op = std::mem::replace(
-                                    then,
-                                    KeyOp {
-                                        op: OpType::Read,
-                                        lock: LockMode::CommittedRead,
-                                        flags: 0,
-                                        table: TableId(0),
-                                        version: Default::default(),
-                                        key: Vec::new(),
-                                        attrs: Vec::new(),
-                                    },
-                                );
+                        match (entry_base_key(&result), then.take()) {
+                            (Ok(key), Some(mut op)) => {
                                 op.key = key;
                                 self.send_derived(txn, Derived::Base { of }, op, dih, q)
                                     .map_err(|e| (of, e))
                             }
-                            Err(e) => Err((of, e)),
+                            (Err(e), _) => Err((of, e)),
+                            (Ok(_), None) => Err((
+                                of,
+                                bad(
+                                    ErrorCode::Internal,
+                                    "a unique key look-up answered twice".into(),
+                                ),
+                            )),
                         }
                     }
                 }

@@ -275,6 +275,9 @@ fn unknown_table_and_stale_version() {
     let op = h.op(OpType::Insert, 1, 1, "a");
     let out = h.send(1, 3, ExecType::Commit, vec![op]);
     assert_eq!(refused(&out).0, ErrorCode::NoSuchTable as u16);
+    // Nothing of the refused writes stays behind.
+    let s = h.node.stats();
+    assert_eq!((s.transactions, s.operations, s.lqh_records), (0, 0, 0));
 }
 
 #[test]

@@ -31,9 +31,16 @@ fn unique_index(base: &TableDef, name: &str, col: u16, id: TableId) -> (UniqueIn
 
 impl Unique {
     fn new() -> Unique {
+        Unique::with(false)
+    }
+
+    /// Both indexes listed as being built (`building`).
+    fn with(building: bool) -> Unique {
         let mut base = table();
-        let (u_v, by_v) = unique_index(&base, "by_v", 1, BY_V);
-        let (u_s, by_s) = unique_index(&base, "by_s", 2, BY_S);
+        let (mut u_v, by_v) = unique_index(&base, "by_v", 1, BY_V);
+        let (mut u_s, by_s) = unique_index(&base, "by_s", 2, BY_S);
+        u_v.building = building;
+        u_s.building = building;
         base.unique_indexes = vec![u_v, u_s];
         base.validate().unwrap();
         let mut h = Harness::with_table(KernelConfig::default(), by_v.clone());
@@ -287,4 +294,75 @@ fn an_index_table_takes_no_writes_of_its_own() {
     let out = u.h.send(1, 11, ExecType::Commit, vec![op]);
     assert_eq!(refused(&out).0, ErrorCode::BadRequest as u16);
     assert_eq!(u.entry(BY_V, u.v_key(10)), None);
+}
+
+/// An entry of index `by_v` written directly (as a build does).
+fn put_entry(u: &mut Unique, v: i64, k: u32) {
+    let mut attrs = 1u16.to_le_bytes().to_vec();
+    shoal_types::layout::push_attr(&mut attrs, 1, Some(&u.h.key(k)));
+    let op = KeyOp {
+        op: OpType::Insert,
+        lock: LockMode::Exclusive,
+        flags: 0,
+        table: BY_V,
+        version: SchemaVersion(1),
+        key: u.v_key(v),
+        attrs,
+    };
+    u.h.commit(vec![op]);
+}
+
+#[test]
+fn while_building_an_entry_goes_only_with_its_own_row() {
+    let mut u = Unique::with(true);
+    // Rows the build has not reached: no entries yet.
+    let ops = vec![u.insert(1, 10, Some("a")), u.insert(2, 20, Some("b"))];
+    u.h.commit(ops);
+    let k1 = u.h.key(1);
+    assert_eq!(
+        u.entry(BY_V, u.v_key(10)),
+        Some(k1.clone()),
+        "writes keep it already"
+    );
+    let del = u.h.op(OpType::Delete, 1, 0, "");
+    let del_entry = KeyOp {
+        op: OpType::Delete,
+        lock: LockMode::Exclusive,
+        flags: 0,
+        table: BY_V,
+        version: SchemaVersion(1),
+        key: u.v_key(20),
+        attrs: Vec::new(),
+    };
+    u.h.commit(vec![del_entry]);
+    // Row 2 lost its entry (as if the build had not reached it); row 3
+    // takes its value meanwhile (the build will find the clash).
+    let op = u.insert(3, 20, Some("c"));
+    u.h.commit(vec![op]);
+    assert_eq!(u.entry(BY_V, u.v_key(20)), Some(u.h.key(3)));
+    // Deleting row 2 leaves row 3's entry alone.
+    let del2 = u.h.op(OpType::Delete, 2, 0, "");
+    u.h.commit(vec![del2]);
+    assert_eq!(u.entry(BY_V, u.v_key(20)), Some(u.h.key(3)));
+    // A delete of a row whose entry is missing needs nothing.
+    put_entry(&mut u, 40, 9);
+    let op = u.insert(4, 41, Some("d"));
+    u.h.commit(vec![op]);
+    let upd = u.h.op(OpType::Update, 4, 40, "d");
+    let out = u.h.send(1, 21, ExecType::Commit, vec![upd]);
+    assert_eq!(
+        refused(&out).0,
+        ErrorCode::TupleAlreadyExists as u16,
+        "a real clash"
+    );
+    // A row deleted and inserted again with its value in one request.
+    let ops = vec![del, u.insert(1, 10, Some("a"))];
+    u.h.commit(ops);
+    assert_eq!(u.entry(BY_V, u.v_key(10)), Some(k1));
+    // Reads by the index wait for the build.
+    let read = u.by_v(u.h.read(1, LockMode::CommittedRead), 10);
+    let out = u.h.send(1, 22, ExecType::Commit, vec![read]);
+    assert_eq!(refused(&out).0, ErrorCode::NodeNotReady as u16);
+    let s = u.h.node.stats();
+    assert_eq!((s.transactions, s.operations, s.lqh_records), (0, 0, 0));
 }

@@ -352,9 +352,16 @@ impl Connection {
                 };
                 self.respond_result(id, result).await
             }
-            Request::DropIndex { table, index } => {
+            Request::DropIndex {
+                table,
+                index,
+                index_table,
+            } => {
                 let result = match self.require_api() {
-                    Ok(_) => shared.drop_index(&table, &index).await.map(Response::Table),
+                    Ok(_) => shared
+                        .drop_index(&table, &index, index_table)
+                        .await
+                        .map(Response::Table),
                     Err(e) => Err(e),
                 };
                 self.respond_result(id, result).await
@@ -375,12 +382,22 @@ impl Connection {
                 };
                 self.respond_result(id, result).await
             }
-            Request::UniqueIndexBuilt { table, index } => {
+            Request::UniqueIndexBuilt {
+                table,
+                index,
+                index_table,
+            } => {
                 let result = match self.require_api() {
-                    Ok(_) => shared
-                        .unique_index_built(&table, &index)
-                        .await
-                        .map(Response::Table),
+                    Ok(node_id) => {
+                        let owner = BuildOwner {
+                            node_id,
+                            conn_id: self.handle.conn_id,
+                        };
+                        shared
+                            .unique_index_built(&table, &index, index_table, owner)
+                            .await
+                            .map(Response::Table)
+                    }
                     Err(e) => Err(e),
                 };
                 self.respond_result(id, result).await

@@ -1,6 +1,7 @@
 //! The schema: creating and dropping tables (on disk first, then pushed
 //! to every connected data node and acknowledged), and looking them up.
 
+use super::unique::no_such_unique_index;
 use super::*;
 
 /// The longest mgmd waits for data nodes to build a new index.
@@ -26,6 +27,28 @@ impl Shared {
         what: &str,
         timeout: std::time::Duration,
     ) -> Result<(), ShoalError> {
+        self.collect_acks(waits, what, timeout, false).await
+    }
+
+    /// [`Shared::await_acks_within`] where a node that disconnects before
+    /// acknowledging fails the change (a new unique index: such a node may
+    /// still coordinate writes that do not keep it).
+    pub(super) async fn await_every_ack(
+        &self,
+        waits: Vec<AckWait>,
+        what: &str,
+        timeout: std::time::Duration,
+    ) -> Result<(), ShoalError> {
+        self.collect_acks(waits, what, timeout, true).await
+    }
+
+    async fn collect_acks(
+        &self,
+        waits: Vec<AckWait>,
+        what: &str,
+        timeout: std::time::Duration,
+        every: bool,
+    ) -> Result<(), ShoalError> {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut outcome = Ok(());
         let mut unfinished = Vec::new();
@@ -41,6 +64,19 @@ impl Shared {
                     outcome = Err(ShoalError::with_detail(
                         e.code,
                         format!("data node {} failed {what}: {}", w.node_id, e.detail),
+                    ));
+                }
+                Ok(Err(_)) if every => {
+                    warn!(
+                        node_id = w.node_id,
+                        "data node disconnected before acknowledging {what}"
+                    );
+                    outcome = Err(ShoalError::with_detail(
+                        ErrorCode::NodeNotReady,
+                        format!(
+                            "data node {} disconnected before acknowledging {what}; retry",
+                            w.node_id
+                        ),
                     ));
                 }
                 Ok(Err(_)) => {
@@ -103,6 +139,9 @@ impl Shared {
         let _op = self.schema_op.lock().await;
         let (def, hidden, file) = {
             let st = self.lock();
+            if !def.unique_indexes.is_empty() {
+                self.every_data_node_connected(&st, "a table with unique indexes")?;
+            }
             let hidden_count = def.unique_indexes.len();
             let mut names = vec![def.name.clone()];
             names.extend(
@@ -177,12 +216,13 @@ impl Shared {
         // A node acks a table's unique indexes once the transactions it
         // had begun before have ended: not bounded by the table's size,
         // but by the longest transaction.
-        let timeout = if hidden.is_empty() {
-            self.ack_timeout
+        let acks = if hidden.is_empty() {
+            self.await_acks(waits, &what).await
         } else {
-            self.ack_timeout.max(INDEX_BUILD_ACK_TIMEOUT)
+            let timeout = self.ack_timeout.max(INDEX_BUILD_ACK_TIMEOUT);
+            self.await_every_ack(waits, &what, timeout).await
         };
-        match self.await_acks_within(waits, &what, timeout).await {
+        match acks {
             Ok(()) => {
                 let mut st = self.lock();
                 for t in std::iter::once(&def).chain(&hidden) {
@@ -342,15 +382,24 @@ impl Shared {
         &self,
         table: &str,
         index: &str,
+        index_table: Option<TableId>,
     ) -> Result<TableDef, ShoalError> {
         let _op = self.schema_op.lock().await;
         let unique = self
             .lock()
             .tables
             .get(table)
-            .is_some_and(|t| t.unique_index(index).is_some());
-        if unique {
-            return self.drop_unique_index(table, index, "on request").await;
+            .and_then(|t| t.unique_index(index).map(|u| u.table));
+        match (unique, index_table) {
+            (Some(id), Some(wanted)) if id != wanted => {
+                return Err(ShoalError::with_detail(
+                    ErrorCode::NoSuchColumn,
+                    format!("unique index `{index}` of table `{table}` is another one (hidden table id {id}, not {wanted}): it was dropped and created again"),
+                ))
+            }
+            (Some(_), _) => return self.drop_unique_index(table, index, "on request").await,
+            (None, Some(_)) => return Err(no_such_unique_index(table, index)),
+            (None, None) => {}
         }
         let def = {
             let st = self.lock();

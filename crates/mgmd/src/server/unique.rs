@@ -7,6 +7,36 @@ use super::schema::{no_such_table, INDEX_BUILD_ACK_TIMEOUT};
 use super::*;
 
 impl Shared {
+    /// Refuses a unique index while a configured data node is not
+    /// connected: a node cut off from mgmd but still coordinating writes
+    /// would not keep the index (a stopped node learns it at its start,
+    /// before it serves).
+    pub(super) fn every_data_node_connected(
+        &self,
+        st: &State,
+        what: &str,
+    ) -> Result<(), ShoalError> {
+        let missing: Vec<u16> = self
+            .config
+            .data_node_ids()
+            .into_iter()
+            .filter(|id| {
+                !st.sessions
+                    .get(id)
+                    .is_some_and(|s| s.kind == SessionKind::DataNode)
+            })
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(ShoalError::with_detail(
+            ErrorCode::NodeNotReady,
+            format!(
+                "data node(s) {missing:?} not connected to mgmd: {what} is created only while every data node is (a node cut off from mgmd would not keep it); retry once they are"
+            ),
+        ))
+    }
+
     /// The hidden table of unique index `index` of `base`, with id `id`,
     /// placed by mgmd like any table.
     pub(super) fn hidden_table(
@@ -40,6 +70,7 @@ impl Shared {
         index.building = true;
         let (before, def, hidden, file) = {
             let st = self.lock();
+            self.every_data_node_connected(&st, "a unique index")?;
             let before = st
                 .tables
                 .get(table)
@@ -112,7 +143,7 @@ impl Shared {
         );
         let what = format!("creating unique index `{}` of table `{table}`", index.name);
         let timeout = self.ack_timeout.max(INDEX_BUILD_ACK_TIMEOUT);
-        match self.await_acks_within(waits, &what, timeout).await {
+        match self.await_every_ack(waits, &what, timeout).await {
             Ok(()) => {
                 self.lock().creating.remove(&hidden.name);
                 info!(table, index = %index.name, "unique index created; building");
@@ -187,6 +218,8 @@ impl Shared {
         &self,
         table: &str,
         index: &str,
+        index_table: TableId,
+        caller: BuildOwner,
     ) -> Result<TableDef, ShoalError> {
         let _op = self.schema_op.lock().await;
         let def = {
@@ -201,8 +234,21 @@ impl Shared {
                 .iter_mut()
                 .find(|u| u.name == index)
                 .ok_or_else(|| no_such_unique_index(table, index))?;
+            if u.table != index_table {
+                return Err(ShoalError::with_detail(
+                    ErrorCode::NoSuchColumn,
+                    format!("unique index `{index}` of table `{table}` is another one (hidden table id {}, not {index_table}): it was dropped and created again", u.table),
+                ));
+            }
             if !u.building {
                 return Ok(def);
+            }
+            let key = (table.to_string(), index.to_string());
+            if st.unique_builds.get(&key) != Some(&caller) {
+                return Err(ShoalError::with_detail(
+                    ErrorCode::BadRequest,
+                    format!("the build of unique index `{index}` of table `{table}` belongs to another connection"),
+                ));
             }
             u.building = false;
             st.unique_builds
@@ -295,7 +341,7 @@ impl Shared {
     }
 }
 
-fn no_such_unique_index(table: &str, index: &str) -> ShoalError {
+pub(super) fn no_such_unique_index(table: &str, index: &str) -> ShoalError {
     ShoalError::with_detail(
         ErrorCode::NoSuchColumn,
         format!("table `{table}` has no unique index `{index}`"),

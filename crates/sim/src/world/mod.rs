@@ -649,8 +649,8 @@ impl World {
         Ok(())
     }
 
-    /// The schema, as mgmd gives it to a starting node: a unique index's
-    /// table before the table it indexes.
+    /// The schema, as mgmd gives it to a starting node (all of it before
+    /// the node serves, so the order does not matter).
     fn create_tables(&self, node: &mut DataNode) {
         if let Some(hidden) = &self.unique_def {
             node.create_table(hidden);
