@@ -308,6 +308,29 @@ fn check_name(kind: &str, name: &str) -> Result<(), ShoalError> {
     Ok(())
 }
 
+/// A table's name: `table`, or `database.table` for a table of an SQL
+/// database (each part a name of its own; a table without a database is
+/// in the SQL node's database `shoal`).
+fn check_table_name(name: &str) -> Result<(), ShoalError> {
+    match name.split_once('.') {
+        Some((database, table)) => {
+            check_name("database", database)?;
+            check_name("table", table)
+        }
+        None => check_name("table", name),
+    }
+}
+
+/// The database part of a table's name (`None`: the table has none).
+pub fn database_of(table: &str) -> Option<&str> {
+    table.split_once('.').map(|(d, _)| d)
+}
+
+/// Checks a database name (SQL's `CREATE DATABASE`).
+pub fn check_database_name(name: &str) -> Result<(), ShoalError> {
+    check_name("database", name)
+}
+
 impl TableDef {
     /// A table definition for a create request; `primary_key` names columns.
     pub fn new(
@@ -430,12 +453,13 @@ impl TableDef {
     /// Checks every rule a table must satisfy; mgmd calls it before storing.
     pub fn validate(&self) -> Result<(), ShoalError> {
         if self.options.index_of.is_some() {
-            // `<table>$unique$<index>`: two names and a separator.
-            if self.name.is_empty() || self.name.len() > 2 * NAME_LEN_MAX + 8 {
+            // `[<database>.]<table>$unique$<index>`: three names and
+            // separators.
+            if self.name.is_empty() || self.name.len() > 3 * NAME_LEN_MAX + 9 {
                 return Err(bad(format!("unique index table name {:?}", self.name)));
             }
         } else {
-            check_name("table", &self.name)?;
+            check_table_name(&self.name)?;
         }
         if self.columns.is_empty() || self.columns.len() > COLUMNS_MAX {
             return Err(bad(format!(
@@ -657,6 +681,11 @@ mod tests {
             "nullable pk"
         );
         assert!(TableDef::new("t-1", cols(), &["id"]).is_err(), "bad name");
+        assert!(TableDef::new("db.t1", cols(), &["id"]).is_ok(), "a database's table");
+        assert!(TableDef::new("db.t.x", cols(), &["id"]).is_err(), "two dots");
+        assert!(TableDef::new(".t1", cols(), &["id"]).is_err(), "no database name");
+        assert_eq!(database_of("db.t1"), Some("db"));
+        assert_eq!(database_of("t1"), None);
         assert!(TableDef::new("t1", cols(), &[]).is_err(), "no pk");
         let mut dup = cols();
         dup.push(ColumnDef::new("id", ColumnType::Double));
