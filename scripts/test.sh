@@ -19,6 +19,17 @@ for component in rustfmt clippy; do
     fi
 done
 
+# The SQL node's tests run the stock MariaDB command-line client.
+if ! command -v mariadb >/dev/null; then
+    step "installing mariadb-client (the SQL tests' client)"
+    if [[ $(id -u) -eq 0 ]]; then SUDO=; else SUDO=sudo; fi
+    if ! { $SUDO apt-get install -y -q mariadb-client >/dev/null 2>&1 ||
+        { $SUDO apt-get update -q >/dev/null && $SUDO apt-get install -y -q mariadb-client >/dev/null; }; }; then
+        echo "cannot install mariadb-client with apt-get; install it (Debian: apt-get install mariadb-client) and run again" >&2
+        exit 1
+    fi
+fi
+
 step "cargo fmt --check"
 cargo fmt --all --check
 

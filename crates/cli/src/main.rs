@@ -26,7 +26,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Start a whole local cluster (mgmd + data nodes) on 127.0.0.1 and keep
+    /// Start a whole local cluster (mgmd, data nodes, an SQL node) on 127.0.0.1 and keep
     /// it running (restarts what exits); Ctrl-C stops it.
     Up(up::UpArgs),
     /// Run the management server.
@@ -58,6 +58,19 @@ enum Command {
         /// mgmd address.
         #[arg(long, default_value = "127.0.0.1:1186")]
         connect: String,
+    },
+    /// Run an SQL node: the MySQL protocol on a port, for stock clients
+    /// (`mariadb -h 127.0.0.1 -P 3306 -u root`), connectors and sysbench.
+    Sql {
+        /// mgmd address.
+        #[arg(long, default_value = "127.0.0.1:1186")]
+        connect: String,
+        /// The port to serve the MySQL protocol on.
+        #[arg(long, default_value_t = 3306)]
+        port: u16,
+        /// The address to listen on.
+        #[arg(long, default_value = "127.0.0.1")]
+        bind: String,
     },
     /// Benchmarks: `shoal bench flexasynch -t 1 -p 256 ...` (NDB's flags),
     /// `shoal bench readperf -c -d -s 1000000 -r 1000` (NDB's testReadPerf),
@@ -106,6 +119,15 @@ fn main() -> ExitCode {
         .map_err(|e| e.to_string()),
         Command::Mgm(args) => mgm::run(args),
         Command::Verify { connect } => verify(&connect),
+        Command::Sql {
+            connect,
+            port,
+            bind,
+        } => run_sql(shoal_sql::node::SqlNodeOptions {
+            mgmd_addr: connect,
+            bind,
+            port,
+        }),
         Command::Bench { name, args } => match name.as_str() {
             "flexasynch" | "flexAsynch" => shoal_bench::flexasynch::main(&args),
             "readperf" | "testReadPerf" => shoal_bench::readperf::main(&args),
@@ -141,6 +163,28 @@ fn verify(connect: &str) -> Result<(), String> {
             Err("replicas differ".into())
         }
     })
+}
+
+fn run_sql(opts: shoal_sql::node::SqlNodeOptions) -> Result<(), String> {
+    // Deep stacks: parsing and planning recurse over a statement's tree
+    // (operators per statement are bounded, see `exec::split`).
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_stack_size(32 << 20)
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    rt.block_on(shoal_sql::node::run(opts, stop_signal()))
+}
+
+/// Completes on Ctrl-C or SIGTERM.
+async fn stop_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
 }
 
 fn run_mgmd(config_path: &std::path::Path) -> Result<(), String> {

@@ -138,7 +138,8 @@ pub struct Supervisor {
 }
 
 impl Supervisor {
-    /// `programs[0]` must be mgmd; the others data nodes.
+    /// `programs[0]` must be mgmd; the others data nodes and SQL nodes
+    /// (restarted whenever they exit, like mgmd).
     pub fn new(programs: Vec<Program>, data_dir: &Path, mgmd_addr: &str) -> Supervisor {
         assert!(programs.first().is_some_and(|p| p.data_node.is_none()));
         let now = Instant::now();

@@ -43,6 +43,32 @@ pub struct UpArgs {
     /// whole cluster loses every row.
     #[arg(long)]
     pub diskless: bool,
+    /// SQL nodes (MySQL protocol) to start; 0 for none.
+    #[arg(long, default_value_t = 1)]
+    pub sql_nodes: u32,
+    /// The first SQL node's port (the next ones take the ports after it).
+    /// Default: 3306, or the first free port after it.
+    #[arg(long)]
+    pub sql_port: Option<u16>,
+}
+
+/// The SQL nodes' first port: `--sql-port` if given (it must be free, as
+/// must the ones after it), else the first run of free ports from 3306.
+fn sql_ports(args: &UpArgs) -> Result<Vec<u16>, String> {
+    let n = args.sql_nodes as usize;
+    let all_free = |first: u16| (0..n).all(|i| first.checked_add(i as u16).is_some_and(port_free));
+    let first = match args.sql_port {
+        Some(p) if all_free(p) => p,
+        Some(p) => {
+            return Err(format!(
+                "--sql-port {p}: port {p} (or one of the {n} from it) on 127.0.0.1 is taken; pass another"
+            ))
+        }
+        None => (3306u16..3406)
+            .find(|&p| all_free(p))
+            .ok_or("no free ports for SQL nodes from 3306 to 3405; pass --sql-port")?,
+    };
+    Ok((0..n).map(|i| first + i as u16).collect())
 }
 
 extern "C" fn on_signal(_: libc::c_int) {
@@ -96,7 +122,8 @@ pub fn run(args: UpArgs) -> Result<(), String> {
     }
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let connect = config.mgmd_addr();
-    let programs = programs(&exe, &args, &config_path, &connect);
+    let sql_ports = sql_ports(&args)?;
+    let programs = programs(&exe, &args, &config_path, &connect, &sql_ports);
     let mut supervisor = Supervisor::new(programs, &data_dir, &connect);
     // One thread for everything: the children's PR_SET_PDEATHSIG is tied
     // to the thread that forked them (see `supervisor`).
@@ -112,6 +139,12 @@ pub fn run(args: UpArgs) -> Result<(), String> {
         println!("  connect string:  {connect}");
         println!("  config:          {}", config_path.display());
         println!("  logs, pid files: {}/*.log, *.pid", data_dir.display());
+        for (i, port) in sql_ports.iter().enumerate() {
+            println!(
+                "  SQL node {}:      mariadb -h 127.0.0.1 -P {port} -u root   (MySQL protocol; root has no password, from 127.0.0.1 only)",
+                i + 1
+            );
+        }
         println!("Data nodes and mgmd that exit are restarted.");
         println!("Next:");
         println!("  shoal mgm --connect {connect} -e show");
@@ -138,12 +171,14 @@ pub fn run(args: UpArgs) -> Result<(), String> {
     })
 }
 
-/// mgmd first, then data nodes 1..=N (optionally pinned with taskset).
+/// mgmd first, then data nodes 1..=N (optionally pinned with taskset),
+/// then the SQL nodes.
 fn programs(
     exe: &std::path::Path,
     args: &UpArgs,
     config_path: &std::path::Path,
     connect: &str,
+    sql_ports: &[u16],
 ) -> Vec<Program> {
     let mut programs = vec![Program {
         name: "mgmd".into(),
@@ -189,6 +224,21 @@ fn programs(
             } else {
                 Vec::new()
             },
+        });
+    }
+    for (i, port) in sql_ports.iter().enumerate() {
+        programs.push(Program {
+            name: format!("sql-{}", i + 1),
+            data_node: None,
+            exe: exe.to_path_buf(),
+            args: vec![
+                "sql".into(),
+                "--connect".into(),
+                connect.to_string(),
+                "--port".into(),
+                port.to_string(),
+            ],
+            first_args: Vec::new(),
         });
     }
     programs

@@ -295,6 +295,39 @@ impl Cluster {
             .retain(|t, _| t != name && !t.starts_with(&prefix));
     }
 
+    /// Creates SQL database `name`: tables named `name.table` may then be
+    /// created. Errors: `TableExists` (721) if it exists or is reserved
+    /// (`shoal`, `information_schema`, `mysql`, ...), `BadTableDefinition`
+    /// (740) for a bad name.
+    pub async fn create_database(&self, name: &str) -> Result<(), ShoalError> {
+        shoal_types::schema::check_database_name(name)?;
+        with_mgm!(self, |s| s.create_database(name))
+    }
+
+    /// Drops SQL database `name` with every table named `name.*` (and
+    /// their unique indexes); returns the names of the tables dropped.
+    /// `NoSuchTable` (723) if the database does not exist.
+    pub async fn drop_database(&self, name: &str) -> Result<Vec<String>, ShoalError> {
+        let prefix = format!("{name}.");
+        self.cache().retain(|t, _| !t.starts_with(&prefix));
+        let dropped = with_mgm!(self, |s| s.drop_database(name));
+        // Tables created in the database by others meanwhile.
+        self.cache().retain(|t, _| !t.starts_with(&prefix));
+        Ok(dropped?.into_iter().map(|t| t.name).collect())
+    }
+
+    /// Every SQL database, sorted by name (not `shoal`, the database of
+    /// the tables whose names have none).
+    pub async fn databases(&self) -> Result<Vec<String>, ShoalError> {
+        with_mgm!(self, |s| s.list_databases())
+    }
+
+    /// Every table clients see (not the hidden tables of unique
+    /// indexes), from mgmd, by id.
+    pub async fn tables(&self) -> Result<Vec<TableDef>, ShoalError> {
+        with_mgm!(self, |s| s.list_tables())
+    }
+
     /// Adds an ordered index `index` on `columns` (in key order) to
     /// table `table`, which may hold rows and take writes meanwhile:
     /// every data node builds it, and the call returns once all have.

@@ -637,6 +637,48 @@ impl ApiSession {
         list_tables(&mut self.conn).await
     }
 
+    /// Creates SQL database `name`; `TableExists` if it exists (or is
+    /// reserved).
+    pub async fn create_database(&mut self, name: &str) -> Result<(), ShoalError> {
+        self.expect_ok(
+            Request::CreateDatabase {
+                name: name.to_string(),
+            },
+            SCHEMA_REQUEST_TIMEOUT,
+        )
+        .await
+    }
+
+    /// Drops SQL database `name` with its tables; returns the tables
+    /// dropped. `NoSuchTable` if it does not exist.
+    pub async fn drop_database(&mut self, name: &str) -> Result<Vec<TableDef>, ShoalError> {
+        match self
+            .conn
+            .request(
+                Request::DropDatabase {
+                    name: name.to_string(),
+                },
+                SCHEMA_REQUEST_TIMEOUT,
+            )
+            .await?
+        {
+            Response::Tables(t) => Ok(t),
+            other => Err(unexpected(&other)),
+        }
+    }
+
+    /// Every SQL database, sorted by name.
+    pub async fn list_databases(&mut self) -> Result<Vec<String>, ShoalError> {
+        match self
+            .conn
+            .request(Request::ListDatabases, REQUEST_TIMEOUT)
+            .await?
+        {
+            Response::Databases(d) => Ok(d),
+            other => Err(unexpected(&other)),
+        }
+    }
+
     pub async fn show(&mut self) -> Result<ClusterStatus, ShoalError> {
         self.conn.show().await
     }

@@ -266,6 +266,16 @@ pub enum Request {
         index: String,
         index_table: shoal_types::TableId,
     },
+    /// API node only: create SQL database `name` (tables named
+    /// `name.table` may then be created). Answer: `Response::Ok`; an
+    /// existing or reserved name: `TableExists`.
+    CreateDatabase { name: String },
+    /// API node only: drop SQL database `name` with every table named
+    /// `name.*` (and their unique indexes' hidden tables). Answer:
+    /// `Response::Tables` (the tables dropped); missing: `NoSuchTable`.
+    DropDatabase { name: String },
+    /// Any connection. Answer: `Response::Databases`.
+    ListDatabases,
     /// Any connection. Answer: `Response::Table`.
     GetTable { name: String },
     /// Any connection. Answer: `Response::Tables`.
@@ -353,6 +363,8 @@ pub enum Response {
     Nodes(Vec<NodeInfo>),
     Table(TableDef),
     Tables(Vec<TableDef>),
+    /// SQL database names, sorted.
+    Databases(Vec<String>),
     /// The arbitrator's answer: `true` = this side survives.
     Arbitration {
         granted: bool,
@@ -591,6 +603,35 @@ mod tests {
         assert_eq!(
             serde_json::to_string(&f).unwrap(),
             r#"{"v":1,"id":7,"request":{"create_unique_index":{"table":"t","index":{"name":"u","columns":[1],"table":0,"building":false}}}}"#
+        );
+        let f = ClientFrame {
+            v: 1,
+            id: 8,
+            request: Request::CreateDatabase { name: "db".into() },
+        };
+        assert_eq!(
+            serde_json::to_string(&f).unwrap(),
+            r#"{"v":1,"id":8,"request":{"create_database":{"name":"db"}}}"#
+        );
+        let f = ClientFrame {
+            v: 1,
+            id: 9,
+            request: Request::ListDatabases,
+        };
+        assert_eq!(
+            serde_json::to_string(&f).unwrap(),
+            r#"{"v":1,"id":9,"request":"list_databases"}"#
+        );
+        let s = ServerFrame {
+            v: 1,
+            msg: ServerMessage::Response {
+                id: 9,
+                response: Response::Databases(vec!["db".into()]),
+            },
+        };
+        assert_eq!(
+            serde_json::to_string(&s).unwrap(),
+            r#"{"v":1,"msg":{"response":{"id":9,"response":{"databases":["db"]}}}}"#
         );
         let s = ServerFrame {
             v: 1,

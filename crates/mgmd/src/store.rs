@@ -1,6 +1,6 @@
 //! mgmd's durable files, all in its data dir and all JSON:
 //!
-//! - `schema.json`: the tables and the next table id;
+//! - `schema.json`: the tables, the next table id and the SQL databases;
 //! - `starts.json`: per data node, how many times it registered (the
 //!   incarnation handed to it, NDB's start number);
 //! - `arbitration.json`: the arbitrator's last survival grant.
@@ -48,6 +48,11 @@ pub(crate) struct SchemaFile {
     /// The id the next created table gets; ids are never reused.
     pub next_table_id: u32,
     pub tables: Vec<TableDef>,
+    /// SQL databases (`CREATE DATABASE`); a table named `db.t` belongs to
+    /// database `db`, which must be listed here. Absent in files written
+    /// before databases existed: none.
+    #[serde(default)]
+    pub databases: BTreeSet<String>,
 }
 
 /// The start-number file's content.
@@ -152,6 +157,7 @@ impl Store {
                 cluster_id,
                 next_table_id: 1,
                 tables: Vec::new(),
+                databases: BTreeSet::new(),
             });
         };
         self.check_header(
@@ -160,9 +166,23 @@ impl Store {
             (file.format_version, SCHEMA_FORMAT_VERSION),
             (file.cluster_id, cluster_id),
         )?;
+        for d in &file.databases {
+            if shoal_types::schema::check_database_name(d).is_err() {
+                return Err(self.inconsistent(
+                    SCHEMA_FILE,
+                    "schema",
+                    format!("at database {d:?} (not a valid name)"),
+                ));
+            }
+        }
         let mut seen = std::collections::HashSet::new();
         for t in &file.tables {
-            let bad = t.id.0 == 0 || t.id.0 >= file.next_table_id || !seen.insert(t.name.clone());
+            let orphan = shoal_types::schema::database_of(&t.name)
+                .is_some_and(|d| !file.databases.contains(d));
+            let bad = t.id.0 == 0
+                || t.id.0 >= file.next_table_id
+                || !seen.insert(t.name.clone())
+                || orphan;
             if bad {
                 return Err(self.inconsistent(
                     SCHEMA_FILE,

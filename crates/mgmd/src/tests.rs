@@ -1527,3 +1527,111 @@ async fn a_unique_index_whose_builder_leaves_is_dropped_also_across_a_restart() 
     drop(s);
     mgmd.stop().await;
 }
+
+fn names(tables: &[TableDef]) -> Vec<String> {
+    let mut n: Vec<String> = tables.iter().map(|t| t.name.clone()).collect();
+    n.sort();
+    n
+}
+
+#[tokio::test]
+async fn databases_hold_their_tables_and_go_with_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let mgmd = Mgmd::start(dir.path(), 1).await;
+    let mut s = api(&mgmd.addr).await;
+    let _node = acking_data_node(&mgmd.addr, 1).await;
+    assert!(s.list_databases().await.unwrap().is_empty());
+
+    // A table of a database needs the database.
+    let e = s.create_table(table("db1.t1")).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::NoSuchTable, "{e}");
+    assert!(e.detail.contains("database `db1` does not exist"), "{e}");
+
+    s.create_database("db1").await.unwrap();
+    let e = s.create_database("db1").await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::TableExists, "{e}");
+    for reserved in ["shoal", "information_schema", "mysql"] {
+        let e = s.create_database(reserved).await.unwrap_err();
+        assert_eq!(e.code, ErrorCode::TableExists, "{reserved}: {e}");
+        assert!(e.detail.contains("reserved"), "{e}");
+    }
+    for bad in ["", "a.b", "a-b", &"x".repeat(65)] {
+        let e = s.create_database(bad).await.unwrap_err();
+        assert_eq!(e.code, ErrorCode::BadTableDefinition, "{bad:?}: {e}");
+    }
+    s.create_database("db2").await.unwrap();
+    assert_eq!(s.list_databases().await.unwrap(), vec!["db1", "db2"]);
+
+    s.create_table(table("db1.t1")).await.unwrap();
+    s.create_table(users("db1.t2", true)).await.unwrap();
+    s.create_table(table("db2.t1")).await.unwrap();
+    s.create_table(table("plain")).await.unwrap();
+    assert!(s.get_table("db1.t2$unique$by_email").await.is_ok());
+
+    // Databases survive a restart, and the file lists them.
+    drop(s);
+    mgmd.stop().await;
+    let mgmd = Mgmd::start(dir.path(), 1).await;
+    let mut s = api(&mgmd.addr).await;
+    let _node = acking_data_node(&mgmd.addr, 1).await;
+    assert_eq!(s.list_databases().await.unwrap(), vec!["db1", "db2"]);
+
+    // Dropping a database drops its tables and their hidden tables only.
+    let dropped = s.drop_database("db1").await.unwrap();
+    assert_eq!(names(&dropped), vec!["db1.t1", "db1.t2"]);
+    for gone in ["db1.t1", "db1.t2", "db1.t2$unique$by_email"] {
+        assert_eq!(
+            s.get_table(gone).await.unwrap_err().code,
+            ErrorCode::NoSuchTable,
+            "{gone}"
+        );
+    }
+    assert_eq!(
+        names(&s.list_tables().await.unwrap()),
+        vec!["db2.t1", "plain"]
+    );
+    assert_eq!(s.list_databases().await.unwrap(), vec!["db2"]);
+    let e = s.drop_database("db1").await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::NoSuchTable, "{e}");
+    assert!(e.detail.contains("database `db1`"), "{e}");
+    let e = s.create_table(table("db1.t1")).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::NoSuchTable, "{e}");
+    // An empty database drops too.
+    s.create_database("empty").await.unwrap();
+    assert!(s.drop_database("empty").await.unwrap().is_empty());
+    drop(s);
+    mgmd.stop().await;
+
+    // A schema file from before databases (no `databases` key) loads.
+    let config = ClusterConfig::local(1, 1, 0, dir.path());
+    let path = config.mgmd_data_dir().join(server::SCHEMA_FILE);
+    let mut file: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(file["databases"], serde_json::json!(["db2"]));
+    let with_db = file.clone();
+    file.as_object_mut().unwrap().remove("databases");
+    file["tables"]
+        .as_array_mut()
+        .unwrap()
+        .retain(|t| !t["name"].as_str().unwrap().contains('.'));
+    std::fs::write(&path, serde_json::to_vec(&file).unwrap()).unwrap();
+    let mgmd = Mgmd::start(dir.path(), 1).await;
+    let mut s = api(&mgmd.addr).await;
+    assert!(s.list_databases().await.unwrap().is_empty());
+    assert_eq!(names(&s.list_tables().await.unwrap()), vec!["plain"]);
+    drop(s);
+    mgmd.stop().await;
+
+    // A table of a database the file does not list is refused at start.
+    let mut orphan = with_db;
+    orphan["databases"] = serde_json::json!([]);
+    std::fs::write(&path, serde_json::to_vec(&orphan).unwrap()).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let err = server::run(config, listener, std::future::pending())
+        .await
+        .unwrap_err();
+    assert!(
+        err.detail.contains("db2.t1") && err.detail.contains(server::SCHEMA_FILE),
+        "{err}"
+    );
+}

@@ -681,9 +681,18 @@ mod tests {
             "nullable pk"
         );
         assert!(TableDef::new("t-1", cols(), &["id"]).is_err(), "bad name");
-        assert!(TableDef::new("db.t1", cols(), &["id"]).is_ok(), "a database's table");
-        assert!(TableDef::new("db.t.x", cols(), &["id"]).is_err(), "two dots");
-        assert!(TableDef::new(".t1", cols(), &["id"]).is_err(), "no database name");
+        assert!(
+            TableDef::new("db.t1", cols(), &["id"]).is_ok(),
+            "a database's table"
+        );
+        assert!(
+            TableDef::new("db.t.x", cols(), &["id"]).is_err(),
+            "two dots"
+        );
+        assert!(
+            TableDef::new(".t1", cols(), &["id"]).is_err(),
+            "no database name"
+        );
         assert_eq!(database_of("db.t1"), Some("db"));
         assert_eq!(database_of("t1"), None);
         assert!(TableDef::new("t1", cols(), &[]).is_err(), "no pk");

@@ -324,6 +324,24 @@ impl Connection {
                 let result = shared.get_table(&name).map(Response::Table);
                 self.respond_result(id, result).await
             }
+            Request::CreateDatabase { name } => {
+                let result = match self.require_api() {
+                    Ok(_) => shared.create_database(&name).await.map(|()| Response::Ok),
+                    Err(e) => Err(e),
+                };
+                self.respond_result(id, result).await
+            }
+            Request::DropDatabase { name } => {
+                let result = match self.require_api() {
+                    Ok(_) => shared.drop_database(&name).await.map(Response::Tables),
+                    Err(e) => Err(e),
+                };
+                self.respond_result(id, result).await
+            }
+            Request::ListDatabases => {
+                self.respond(id, Response::Databases(shared.list_databases()))
+                    .await
+            }
             Request::ListTables => {
                 self.respond(id, Response::Tables(shared.list_tables()))
                     .await

@@ -21,6 +21,9 @@
 //!   data node either finds a table in its initial schema or receives the
 //!   event for it, never neither nor both.
 //! - Table ids are never reused: `next_table_id` is persisted with the tables.
+//! - A table named `db.t` exists only while SQL database `db` does: it is
+//!   created only in an existing database, and dropping a database drops
+//!   its tables first (`schema`, `DropDatabase`).
 //! - A table and the hidden tables of its unique indexes change on disk
 //!   in one write, so the file never holds an index without its hidden
 //!   table. A unique index still building belongs to the API connection
@@ -79,6 +82,7 @@ pub use crate::store::{
     ARBITRATION_FILE, ARBITRATION_FORMAT_VERSION, SCHEMA_FILE, SCHEMA_FORMAT_VERSION, STARTS_FILE,
     STARTS_FORMAT_VERSION,
 };
+pub use schema::{DATABASES_MAX, RESERVED_DATABASES};
 
 /// Most tables the cluster holds (NDB's limit on MaxNoOfTables).
 pub const TABLES_MAX: usize = 20_320;
@@ -125,6 +129,7 @@ pub async fn run(
         addr = %local_addr,
         data_dir = %store.dir.display(),
         tables = schema.tables.len(),
+        databases = schema.databases.len(),
         next_table_id = schema.next_table_id,
         starts = ?starts,
         arbitration_grant = ?grant,
@@ -156,6 +161,7 @@ pub async fn run(
             sessions: BTreeMap::new(),
             next_table_id: schema.next_table_id,
             tables,
+            databases: schema.databases,
             creating: BTreeSet::new(),
             unique_builds: BTreeMap::new(),
             starts,
@@ -264,6 +270,8 @@ struct State {
     sessions: BTreeMap<u16, Session>,
     next_table_id: u32,
     tables: BTreeMap<String, TableDef>,
+    /// SQL databases; every table named `db.t` has its `db` here.
+    databases: BTreeSet<String>,
     /// Tables whose creation waits for acks (a table with unique indexes:
     /// until its indexes are in place): data nodes already know them,
     /// clients do not see them yet.
@@ -363,6 +371,7 @@ impl State {
             cluster_id,
             next_table_id: self.next_table_id,
             tables,
+            databases: self.databases.clone(),
         }
     }
 

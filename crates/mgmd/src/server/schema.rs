@@ -1,8 +1,24 @@
 //! The schema: creating and dropping tables (on disk first, then pushed
-//! to every connected data node and acknowledged), and looking them up.
+//! to every connected data node and acknowledged), and looking them up;
+//! SQL databases (names only, on disk with the tables: data nodes never
+//! hear of them), whose tables are named `database.table`.
 
 use super::unique::no_such_unique_index;
 use super::*;
+use shoal_types::schema::{check_database_name, database_of};
+
+/// Most SQL databases the cluster holds.
+pub const DATABASES_MAX: usize = 4096;
+/// Database names mgmd never creates: `shoal` is the SQL node's name for
+/// the tables whose names have no database part, the others are MySQL's
+/// system schemas, which SQL nodes serve themselves.
+pub const RESERVED_DATABASES: &[&str] = &[
+    "shoal",
+    "information_schema",
+    "mysql",
+    "performance_schema",
+    "sys",
+];
 
 /// The longest mgmd waits for data nodes to build a new index.
 pub(super) const INDEX_BUILD_ACK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(280);
@@ -139,6 +155,11 @@ impl Shared {
         let _op = self.schema_op.lock().await;
         let (def, hidden, file) = {
             let st = self.lock();
+            if let Some(database) = database_of(&def.name) {
+                if !st.databases.contains(database) {
+                    return Err(no_such_database(database, &format!("table `{}`", def.name)));
+                }
+            }
             if !def.unique_indexes.is_empty() {
                 self.every_data_node_connected(&st, "a table with unique indexes")?;
             }
@@ -273,6 +294,11 @@ impl Shared {
     /// hidden table of an index is refused: the index is dropped instead.
     pub(super) async fn drop_table(&self, name: &str) -> Result<(), ShoalError> {
         let _op = self.schema_op.lock().await;
+        self.drop_table_locked(name).await
+    }
+
+    /// [`Shared::drop_table`] with `schema_op` held by the caller.
+    async fn drop_table_locked(&self, name: &str) -> Result<(), ShoalError> {
         let (def, waits) = {
             let mut st = self.lock();
             let def = st.tables.get(name).ok_or_else(|| no_such_table(name))?;
@@ -471,6 +497,85 @@ impl Shared {
         tables
     }
 
+    /// Creates SQL database `name` (on disk before the answer). Errors:
+    /// a bad or reserved name (`BadTableDefinition`, `TableExists`), one
+    /// that exists (`TableExists`), too many (`RequestTooLarge`).
+    pub(super) async fn create_database(&self, name: &str) -> Result<(), ShoalError> {
+        check_database_name(name)?;
+        if RESERVED_DATABASES.contains(&name) {
+            return Err(ShoalError::with_detail(
+                ErrorCode::TableExists,
+                format!("database `{name}` is reserved (it always exists on SQL nodes)"),
+            ));
+        }
+        let _op = self.schema_op.lock().await;
+        let file = {
+            let st = self.lock();
+            if st.databases.contains(name) {
+                return Err(ShoalError::with_detail(
+                    ErrorCode::TableExists,
+                    format!("database `{name}` already exists"),
+                ));
+            }
+            if st.databases.len() >= DATABASES_MAX {
+                return Err(ShoalError::with_detail(
+                    ErrorCode::RequestTooLarge,
+                    format!("the cluster holds {DATABASES_MAX} databases, the most it can"),
+                ));
+            }
+            let mut file = st.schema_file(self.config.cluster_id);
+            file.databases.insert(name.to_string());
+            file
+        };
+        self.store.save_schema(file).await?;
+        self.lock().databases.insert(name.to_string());
+        info!(database = name, "database created");
+        Ok(())
+    }
+
+    /// Drops SQL database `name`: each of its tables (with the hidden
+    /// tables of their unique indexes), then the name. Returns the tables
+    /// dropped. A table whose drop some data node failed to acknowledge
+    /// stays dropped (as for `DropTable`); the first such error is
+    /// returned once the database is gone. Missing: `NoSuchTable`.
+    pub(super) async fn drop_database(&self, name: &str) -> Result<Vec<TableDef>, ShoalError> {
+        let _op = self.schema_op.lock().await;
+        let tables: Vec<TableDef> = {
+            let st = self.lock();
+            if !st.databases.contains(name) {
+                return Err(no_such_database(name, "the drop"));
+            }
+            st.tables
+                .values()
+                .filter(|t| t.options.index_of.is_none() && database_of(&t.name) == Some(name))
+                .cloned()
+                .collect()
+        };
+        let mut first_error = None;
+        for t in &tables {
+            if let Err(e) = self.drop_table_locked(&t.name).await {
+                warn!(database = name, table = %t.name, "dropping a table of the database: {e}");
+                first_error.get_or_insert(e);
+            }
+        }
+        let file = {
+            let mut st = self.lock();
+            st.databases.remove(name);
+            st.schema_file(self.config.cluster_id)
+        };
+        self.store.save_schema(file).await?;
+        info!(database = name, tables = tables.len(), "database dropped");
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(tables),
+        }
+    }
+
+    /// Every SQL database, by name.
+    pub(super) fn list_databases(&self) -> Vec<String> {
+        self.lock().databases.iter().cloned().collect()
+    }
+
     pub(super) fn ack_event(&self, node_id: u16, event_id: u64, result: Result<(), ShoalError>) {
         let mut st = self.lock();
         let waiter = st
@@ -484,6 +589,15 @@ impl Shared {
             None => debug!(node_id, event_id, "late or unknown event ack ignored"),
         }
     }
+}
+
+/// `NoSuchTable` (723) for a missing database, said so in the detail
+/// (SQL nodes answer MySQL's 1049 "Unknown database" or 1008).
+pub(super) fn no_such_database(name: &str, needed_by: &str) -> ShoalError {
+    ShoalError::with_detail(
+        ErrorCode::NoSuchTable,
+        format!("database `{name}` does not exist (needed by {needed_by})"),
+    )
 }
 
 pub(super) fn no_such_table(name: &str) -> ShoalError {

@@ -1,0 +1,751 @@
+//! The SQL node's executor over real processes on 127.0.0.1: sessions
+//! (`shoal_sql::Session`, no wire) on a cluster of mgmd and a data node.
+//! Covers connect chatter and variables, databases, CREATE TABLE with
+//! every column kind and index kind, SHOW and DESCRIBE, INSERT / REPLACE /
+//! UPDATE / DELETE / TRUNCATE, SELECT by primary key, IN list, unique key,
+//! index range and full scan with pushed filters, ORDER BY / LIMIT,
+//! index DDL, transactions (commit, rollback, autocommit off, a lock wait
+//! timeout that ends the transaction, locks released at close), MySQL's
+//! error codes, multi-statement strings, and tables shared with the native
+//! API both ways.
+
+mod common;
+
+use common::{runtime, TestCluster};
+use shoal_client::{Cluster, ColumnDef, ColumnType, ExecType, LockMode, TableDef, Value};
+use shoal_sql::{Handler, Outcome, Session, SessionFactory, SqlError};
+
+type Rows = Vec<Vec<Option<String>>>;
+
+async fn run(s: &mut Session, sql: &str) -> Vec<Result<Outcome, SqlError>> {
+    s.query(sql).await
+}
+
+/// Runs `sql`; every statement must succeed; the last outcome.
+async fn ok(s: &mut Session, sql: &str) -> Outcome {
+    let mut out = run(s, sql).await;
+    for r in &out {
+        if let Err(e) = r {
+            panic!("{sql}: {e}");
+        }
+    }
+    out.pop().expect("an outcome").unwrap()
+}
+
+/// Affected rows of an OK.
+async fn affected(s: &mut Session, sql: &str) -> u64 {
+    match ok(s, sql).await {
+        Outcome::Ok { affected_rows, .. } => affected_rows,
+        other => panic!("{sql}: expected an OK, got {other:?}"),
+    }
+}
+
+async fn rows(s: &mut Session, sql: &str) -> Rows {
+    match ok(s, sql).await {
+        Outcome::Rows { rows, .. } => rows
+            .into_iter()
+            .map(|r| {
+                r.into_iter()
+                    .map(|v| v.map(|b| String::from_utf8_lossy(&b).into_owned()))
+                    .collect()
+            })
+            .collect(),
+        other => panic!("{sql}: expected rows, got {other:?}"),
+    }
+}
+
+/// The first column of every row.
+async fn column(s: &mut Session, sql: &str) -> Vec<String> {
+    rows(s, sql)
+        .await
+        .into_iter()
+        .map(|r| r[0].clone().unwrap_or_else(|| "NULL".into()))
+        .collect()
+}
+
+async fn err(s: &mut Session, sql: &str) -> SqlError {
+    match run(s, sql).await.pop().expect("a result") {
+        Err(e) => e,
+        Ok(o) => panic!("{sql}: expected an error, got {o:?}"),
+    }
+}
+
+async fn err_code(s: &mut Session, sql: &str, code: u16) -> SqlError {
+    let e = err(s, sql).await;
+    assert_eq!(e.code, code, "{sql}: {e}");
+    e
+}
+
+fn r(cells: &[&str]) -> Vec<Option<String>> {
+    cells
+        .iter()
+        .map(|c| (*c != "NULL").then(|| c.to_string()))
+        .collect()
+}
+
+#[test]
+fn sql_statements_against_a_real_cluster() {
+    let cluster = TestCluster::start_with(|c| c.deadlock_timeout_ms = 300);
+    let rt = runtime();
+    rt.block_on(async {
+        let native = Cluster::connect(&cluster.mgmd_addr).await.unwrap();
+        let factory = SessionFactory::new(native.clone());
+        let mut s = factory.session("root", "127.0.0.1");
+
+        // --- What connectors send at connect.
+        ok(&mut s, "SET NAMES utf8mb4 COLLATE utf8mb4_0900_ai_ci").await;
+        ok(&mut s, "SET autocommit=1").await;
+        ok(&mut s, "SET @@session.autocommit = ON, sql_mode='STRICT_TRANS_TABLES'").await;
+        ok(&mut s, "SET SESSION time_zone = '+00:00'").await;
+        let chatter = rows(
+            &mut s,
+            "SELECT @@version, @@version_comment, @@session.autocommit, @@max_allowed_packet, @@sql_mode, DATABASE(), USER(), CONNECTION_ID(), 1+1",
+        )
+        .await;
+        assert_eq!(chatter.len(), 1);
+        let c = &chatter[0];
+        assert!(c[0].as_deref().unwrap().contains("shoal"), "{c:?}");
+        assert_eq!(c[2].as_deref(), Some("1"));
+        assert_eq!(c[3].as_deref(), Some("67108864"));
+        assert_eq!(c[4].as_deref(), Some("STRICT_TRANS_TABLES"));
+        assert_eq!(c[5], None, "no database yet");
+        assert_eq!(c[6].as_deref(), Some("root@127.0.0.1"));
+        assert_eq!(c[8].as_deref(), Some("2"));
+        if let Outcome::Rows { columns, .. } = ok(&mut s, "SELECT 1+1, @@version_comment LIMIT 1").await {
+            assert_eq!(columns[0].name, "1+1", "a column is named by its text");
+            assert_eq!(columns[1].name, "@@version_comment");
+        }
+        assert_eq!(column(&mut s, "SHOW VARIABLES LIKE 'auto%commit'").await, vec!["autocommit"]);
+        assert!(rows(&mut s, "SHOW WARNINGS").await.is_empty());
+        err_code(&mut s, "SELECT @@no_such_variable", 1193).await;
+        err_code(&mut s, "SET @@session.version = 'x'", 1238).await;
+        let e = err_code(&mut s, "SELEC 1", 1064).await;
+        assert_eq!(&e.sqlstate, b"42000");
+
+        // --- Databases.
+        let dbs = column(&mut s, "SHOW DATABASES").await;
+        for d in ["information_schema", "mysql", "shoal"] {
+            assert!(dbs.contains(&d.to_string()), "{dbs:?}");
+        }
+        err_code(&mut s, "SHOW TABLES", 1046).await;
+        assert_eq!(affected(&mut s, "CREATE DATABASE app").await, 1);
+        err_code(&mut s, "CREATE DATABASE app", 1007).await;
+        err_code(&mut s, "CREATE DATABASE shoal", 1007).await;
+        ok(&mut s, "CREATE DATABASE IF NOT EXISTS app").await;
+        err_code(&mut s, "USE nope", 1049).await;
+        err_code(&mut s, "CREATE TABLE nope.t (id INT PRIMARY KEY)", 1049).await;
+        err_code(&mut s, "DROP DATABASE nope", 1008).await;
+        ok(&mut s, "DROP DATABASE IF EXISTS nope").await;
+        ok(&mut s, "USE app").await;
+        assert_eq!(column(&mut s, "SELECT DATABASE()").await, vec!["app"]);
+        assert!(native.databases().await.unwrap().contains(&"app".to_string()));
+
+        // --- CREATE TABLE and what SHOW says of it.
+        ok(
+            &mut s,
+            "CREATE TABLE t1 (
+                id INT NOT NULL,
+                k INT NOT NULL DEFAULT 0,
+                c VARCHAR(10),
+                d DOUBLE,
+                f FLOAT,
+                ts TIMESTAMP NULL,
+                dt DATETIME,
+                b VARBINARY(8),
+                u VARCHAR(20),
+                big BIGINT UNSIGNED,
+                tiny TINYINT,
+                ch CHAR(4),
+                note TEXT,
+                PRIMARY KEY (id),
+                UNIQUE KEY by_u (u),
+                KEY by_k (k)
+            ) ENGINE=ndbcluster COMMENT='NDB_TABLE=READ_BACKUP=1'",
+        )
+        .await;
+        err_code(&mut s, "CREATE TABLE t1 (id INT PRIMARY KEY)", 1050).await;
+        ok(&mut s, "CREATE TABLE IF NOT EXISTS t1 (id INT PRIMARY KEY)").await;
+        err_code(&mut s, "CREATE TABLE nokey (a INT)", 1173).await;
+        err_code(&mut s, "CREATE TABLE ai (id INT AUTO_INCREMENT PRIMARY KEY)", 1235).await;
+        err_code(&mut s, "CREATE TABLE two (a INT PRIMARY KEY, b INT, PRIMARY KEY (b))", 1068).await;
+        err_code(&mut s, "CREATE TABLE bad (a INT PRIMARY KEY, KEY (zz))", 1072).await;
+        err_code(&mut s, "CREATE TABLE dupcol (a INT PRIMARY KEY, A INT)", 1060).await;
+        assert_eq!(column(&mut s, "SHOW TABLES").await, vec!["t1"]);
+        assert_eq!(
+            rows(&mut s, "SHOW FULL TABLES FROM app LIKE 't%'").await,
+            vec![r(&["t1", "BASE TABLE"])]
+        );
+        let desc = rows(&mut s, "DESCRIBE t1").await;
+        assert_eq!(desc[0], r(&["id", "int", "NO", "PRI", "NULL", ""]));
+        assert_eq!(desc[1], r(&["k", "int", "NO", "MUL", "0", ""]));
+        assert_eq!(desc[2], r(&["c", "varchar(10)", "YES", "", "NULL", ""]));
+        assert_eq!(desc[8][3].as_deref(), Some("UNI"));
+        assert_eq!(desc[9][1].as_deref(), Some("bigint unsigned"));
+        assert_eq!(desc[11][1].as_deref(), Some("char(4)"));
+        assert!(desc[12][1].as_deref().unwrap().starts_with("varchar("), "TEXT: {:?}", desc[12]);
+        let full = rows(&mut s, "SHOW FULL COLUMNS FROM t1").await;
+        assert_eq!(full[2][2].as_deref(), Some("utf8mb4_bin"));
+        let create = rows(&mut s, "SHOW CREATE TABLE t1").await;
+        let ddl = create[0][1].clone().unwrap();
+        for part in ["UNIQUE KEY `by_u` (`u`)", "KEY `by_k` (`k`)", "PRIMARY KEY (`id`)", "READ_BACKUP=1", "`c` varchar(10) DEFAULT NULL"] {
+            assert!(ddl.contains(part), "{part} in {ddl}");
+        }
+        let index = rows(&mut s, "SHOW INDEX FROM t1").await;
+        let keys: Vec<&str> = index.iter().map(|r| r[2].as_deref().unwrap()).collect();
+        assert_eq!(keys, vec!["PRIMARY", "by_u", "by_k"]);
+
+        // --- INSERT, and what SELECT returns of every type.
+        assert_eq!(
+            affected(
+                &mut s,
+                "INSERT INTO t1 (id, k, c, d, f, ts, dt, b, u, big, tiny, ch) VALUES
+                 (1, 10, 'apple', 0.1, 1.5, '2024-01-02 03:04:05', '1999-12-31 23:59:59', x'00ff', 'u1', 18446744073709551615, -128, 'ab'),
+                 (2, 20, 'banana', -2.5e20, NULL, NULL, NULL, NULL, 'u2', 0, 127, NULL),
+                 (3, 30, NULL, 3, 0.25, NULL, NULL, 'xyz', NULL, NULL, NULL, 'abcd')",
+            )
+            .await,
+            3
+        );
+        let all = rows(&mut s, "SELECT id, k, c, d, f, ts, dt, b, u, big, tiny, ch, note FROM t1 ORDER BY id").await;
+        assert_eq!(
+            all,
+            vec![
+                r(&["1", "10", "apple", "0.1", "1.5", "2024-01-02 03:04:05", "1999-12-31 23:59:59", "\u{0}\u{fffd}", "u1", "18446744073709551615", "-128", "ab", "NULL"]),
+                r(&["2", "20", "banana", "-2.5e20", "NULL", "NULL", "NULL", "NULL", "u2", "0", "127", "NULL", "NULL"]),
+                r(&["3", "30", "NULL", "3", "0.25", "NULL", "NULL", "xyz", "NULL", "NULL", "NULL", "abcd", "NULL"]),
+            ]
+        );
+        // Defaults for columns left out.
+        ok(&mut s, "INSERT INTO t1 (id) VALUES (4)").await;
+        assert_eq!(column(&mut s, "SELECT k FROM t1 WHERE id = 4").await, vec!["0"]);
+        ok(&mut s, "INSERT INTO t1 SET id = 5, k = 50, c = 'cherry', u = 'u5'").await;
+
+        // --- Errors with MySQL's codes.
+        let e = err_code(&mut s, "INSERT INTO t1 (id, k) VALUES (6, 1), (1, 2)", 1062).await;
+        assert_eq!(e.message, "Duplicate entry '1' for key 'PRIMARY'");
+        assert_eq!(&e.sqlstate, b"23000");
+        assert!(rows(&mut s, "SELECT * FROM t1 WHERE id = 6").await.is_empty(), "the statement left nothing");
+        let e = err_code(&mut s, "INSERT INTO t1 (id, u) VALUES (7, 'u2')", 1062).await;
+        assert_eq!(e.message, "Duplicate entry 'u2' for key 'by_u'");
+        assert_eq!(affected(&mut s, "INSERT IGNORE INTO t1 (id) VALUES (1), (8)").await, 1);
+        err_code(&mut s, "INSERT INTO t1 (id, tiny) VALUES (9, 300)", 1264).await;
+        err_code(&mut s, "INSERT INTO t1 (id, big) VALUES (9, -1)", 1264).await;
+        let e = err_code(&mut s, "INSERT INTO t1 (id, k) VALUES (9, NULL)", 1048).await;
+        assert_eq!(e.message, "Column 'k' cannot be null");
+        let e = err_code(&mut s, "INSERT INTO t1 (id, c) VALUES (9, 'elevenchars')", 1406).await;
+        assert_eq!(&e.sqlstate, b"22001");
+        ok(&mut s, "INSERT INTO t1 (id, c) VALUES (9, 'éééééééééé')").await;
+        err_code(&mut s, "INSERT INTO t1 (id, k) VALUES (10, 'abc')", 1366).await;
+        err_code(&mut s, "INSERT INTO t1 (id, ts) VALUES (10, 'yesterday')", 1292).await;
+        let e = err_code(&mut s, "INSERT INTO t1 (id, nope) VALUES (10, 1)", 1054).await;
+        assert_eq!(&e.sqlstate, b"42S22");
+        err_code(&mut s, "INSERT INTO t1 (id, k) VALUES (10)", 1136).await;
+        let e = err_code(&mut s, "SELECT * FROM missing", 1146).await;
+        assert_eq!(e.message, "Table 'app.missing' doesn't exist");
+        err_code(&mut s, "SELECT nope FROM t1", 1054).await;
+        err_code(&mut s, "SELECT * FROM t1 WHERE nope = 1", 1054).await;
+        err_code(&mut s, "SELECT COUNT(*) FROM t1", 1235).await;
+        err_code(&mut s, "SELECT * FROM t1 JOIN t1 AS x ON t1.id = x.id", 1235).await;
+        err_code(&mut s, "SELECT id FROM t1 GROUP BY id", 1235).await;
+
+        // --- SELECT by every access path.
+        assert_eq!(column(&mut s, "SELECT c FROM t1 WHERE id = 2").await, vec!["banana"]);
+        assert_eq!(column(&mut s, "SELECT c FROM t1 WHERE id = '2'").await, vec!["banana"]);
+        let mut by_in = column(&mut s, "SELECT id FROM t1 WHERE id IN (3, 1, 99, NULL)").await;
+        by_in.sort();
+        assert_eq!(by_in, vec!["1", "3"]);
+        assert!(column(&mut s, "SELECT id FROM t1 WHERE id = 1 AND k = 11").await.is_empty(), "re-checked");
+        assert_eq!(column(&mut s, "SELECT id FROM t1 WHERE u = 'u5'").await, vec!["5"]);
+        assert_eq!(
+            column(&mut s, "SELECT id FROM t1 WHERE k BETWEEN 15 AND 35 ORDER BY k").await,
+            vec!["2", "3"]
+        );
+        assert_eq!(
+            column(&mut s, "SELECT id FROM t1 WHERE k > 10 ORDER BY k DESC LIMIT 2").await,
+            vec!["5", "3"]
+        );
+        assert_eq!(column(&mut s, "SELECT id FROM t1 ORDER BY k DESC LIMIT 1, 2").await, vec!["3", "2"]);
+        assert_eq!(
+            column(&mut s, "SELECT id FROM t1 WHERE c LIKE '%an%' OR c IS NULL ORDER BY id").await,
+            vec!["2", "3", "4", "8"]
+        );
+        assert_eq!(
+            column(&mut s, "SELECT id FROM t1 WHERE NOT (k >= 20) AND c IS NOT NULL ORDER BY 1").await,
+            vec!["1", "9"]
+        );
+        assert_eq!(
+            column(&mut s, "SELECT id FROM t1 WHERE k % 20 = 10 ORDER BY id").await,
+            vec!["1", "3", "5"],
+            "evaluated in the SQL node"
+        );
+        assert_eq!(
+            rows(&mut s, "SELECT id, k * 2 AS kk, CONCAT(c, '!') FROM t1 WHERE id <= 2 ORDER BY kk DESC").await,
+            vec![r(&["2", "40", "banana!"]), r(&["1", "20", "apple!"])]
+        );
+        assert_eq!(
+            column(&mut s, "SELECT id FROM t1 WHERE ts = '2024-01-02 03:04:05'").await,
+            vec!["1"]
+        );
+        assert_eq!(column(&mut s, "SELECT id FROM t1 WHERE b = x'00ff'").await, vec!["1"]);
+        assert_eq!(column(&mut s, "SELECT app.t1.id FROM app.t1 WHERE t1.id = 3").await, vec!["3"]);
+        assert_eq!(column(&mut s, "SELECT x.id FROM t1 AS x WHERE x.id = 3").await, vec!["3"]);
+        assert_eq!(column(&mut s, "SELECT id FROM t1 WHERE id = 1 LOCK IN SHARE MODE").await, vec!["1"]);
+        assert_eq!(column(&mut s, "SELECT id FROM t1 WHERE k = 20 FOR UPDATE").await, vec!["2"]);
+        assert_eq!(column(&mut s, "SELECT id FROM t1 WHERE c = 'apple' FOR SHARE").await, vec!["1"]);
+
+        // --- What a prepare answers, and parameters spliced as the
+        // protocol splices them (strings with quotes as X'...').
+        let described = s.prepare("SELECT id, c AS name, k + ? FROM t1 WHERE id = ?").await.unwrap();
+        let names: Vec<&str> = described.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, vec!["id", "name", "k + ?"]);
+        assert!(described[0].primary_key && !described[0].nullable);
+        assert_eq!(s.prepare("SELECT * FROM missing WHERE id = ?").await.unwrap_err().code, 1146);
+        assert_eq!(s.prepare("SELECT ?, 1").await.unwrap().len(), 2);
+        assert!(s.prepare("INSERT INTO t1 (id) VALUES (?)").await.unwrap().is_empty());
+        assert_eq!(s.prepare("SHOW TABLES").await.unwrap().len(), 1);
+        assert_eq!(column(&mut s, "SELECT id FROM t1 WHERE c = X'6170706C65'").await, vec!["1"]);
+        assert_eq!(column(&mut s, "SELECT id FROM t1 WHERE u = X'7535'").await, vec!["5"]);
+
+        // --- UPDATE, DELETE, REPLACE.
+        let upd = ok(&mut s, "UPDATE t1 SET c = 'APPLE' WHERE id = 1").await;
+        assert!(matches!(&upd, Outcome::Ok { affected_rows: 1, info, .. } if info.contains("Rows matched: 1")), "{upd:?}");
+        assert_eq!(affected(&mut s, "UPDATE t1 SET c = 'none' WHERE id = 99").await, 0);
+        assert_eq!(affected(&mut s, "UPDATE t1 SET k = k + 1 WHERE id IN (1, 2)").await, 2);
+        assert_eq!(column(&mut s, "SELECT k FROM t1 WHERE id = 2").await, vec!["21"]);
+        assert_eq!(affected(&mut s, "UPDATE t1 SET k = k WHERE id = 2").await, 0, "matched, not changed");
+        assert_eq!(affected(&mut s, "UPDATE t1 SET d = 7 WHERE c LIKE 'b%'").await, 1);
+        assert_eq!(column(&mut s, "SELECT d FROM t1 WHERE id = 2").await, vec!["7"]);
+        err_code(&mut s, "UPDATE t1 SET u = 'u1' WHERE id = 2", 1062).await;
+        err_code(&mut s, "UPDATE t1 SET tiny = 1000 WHERE id = 2", 1264).await;
+        assert_eq!(affected(&mut s, "UPDATE t1 SET id = 20 WHERE id = 2").await, 1, "a new key");
+        assert_eq!(column(&mut s, "SELECT c FROM t1 WHERE id = 20").await, vec!["banana"]);
+        assert!(column(&mut s, "SELECT c FROM t1 WHERE id = 2").await.is_empty());
+        assert_eq!(affected(&mut s, "REPLACE INTO t1 (id, k) VALUES (20, 1), (21, 2)").await, 3);
+        assert_eq!(column(&mut s, "SELECT c FROM t1 WHERE id = 20").await, vec!["NULL"]);
+        assert_eq!(affected(&mut s, "DELETE FROM t1 WHERE id = 21").await, 1);
+        assert_eq!(affected(&mut s, "DELETE FROM t1 WHERE id = 21").await, 0);
+        assert_eq!(affected(&mut s, "DELETE FROM t1 WHERE k < 5 ORDER BY id LIMIT 1").await, 1);
+        assert_eq!(column(&mut s, "SELECT id FROM t1 WHERE k < 5 ORDER BY id").await, vec!["8", "9", "20"]);
+        assert_eq!(affected(&mut s, "DELETE FROM t1 WHERE c IS NULL AND k < 5").await, 2);
+        assert_eq!(
+            column(&mut s, "SELECT id FROM t1 ORDER BY id").await,
+            vec!["1", "3", "5", "9"]
+        );
+
+        // --- A table made by SQL, seen by the native API.
+        let t1 = native.table("app.t1").await.unwrap();
+        let rec = t1.record(&["id", "c", "k"]).unwrap();
+        let mut tx = native.transaction();
+        let read = tx.read(&rec, &[Value::Int(1)], LockMode::CommittedRead).unwrap();
+        tx.execute(ExecType::Commit).await.unwrap();
+        let row = tx.row(read).unwrap();
+        assert_eq!(row.get("c"), Some(Value::Str("APPLE".into())));
+        assert_eq!(row.get("k"), Some(Value::Int(11)));
+        let mut tx = native.transaction();
+        tx.insert(&rec, &[Value::Int(30), Value::Str("native".into()), Value::Int(3)]).unwrap();
+        tx.execute(ExecType::Commit).await.unwrap();
+        assert_eq!(column(&mut s, "SELECT c FROM t1 WHERE id = 30").await, vec!["native"]);
+
+        // --- And a native table, seen by SQL in database `shoal`.
+        native
+            .create_table(
+                TableDef::new(
+                    "natives",
+                    vec![
+                        ColumnDef::new("id", ColumnType::BigInt { unsigned: true }),
+                        ColumnDef::new("name", ColumnType::VarChar(12)).nullable(),
+                    ],
+                    &["id"],
+                )
+                .unwrap(),
+            )
+            .await
+            .unwrap();
+        let nat = native.table("natives").await.unwrap();
+        let mut tx = native.transaction();
+        tx.insert(&nat.full_record(), &[Value::UInt(1), Value::Str("one".into())]).unwrap();
+        tx.execute(ExecType::Commit).await.unwrap();
+        assert_eq!(column(&mut s, "SELECT name FROM shoal.natives WHERE id = 1").await, vec!["one"]);
+        assert!(!column(&mut s, "SHOW TABLES FROM app").await.contains(&"natives".to_string()));
+        ok(&mut s, "USE shoal").await;
+        assert!(column(&mut s, "SHOW TABLES").await.contains(&"natives".to_string()));
+        ok(&mut s, "INSERT INTO natives VALUES (2, 'two')").await;
+        ok(&mut s, "USE app").await;
+
+        // --- Transactions.
+        ok(&mut s, "BEGIN").await;
+        assert!(s.status().in_transaction);
+        ok(&mut s, "INSERT INTO t1 (id, k) VALUES (40, 1)").await;
+        ok(&mut s, "UPDATE t1 SET k = 99 WHERE id = 1").await;
+        assert_eq!(column(&mut s, "SELECT k FROM t1 WHERE id = 40").await, vec!["1"], "own write by key");
+        ok(&mut s, "ROLLBACK").await;
+        assert!(!s.status().in_transaction);
+        assert!(column(&mut s, "SELECT id FROM t1 WHERE id = 40").await.is_empty());
+        assert_eq!(column(&mut s, "SELECT k FROM t1 WHERE id = 1").await, vec!["11"]);
+        ok(&mut s, "START TRANSACTION; INSERT INTO t1 (id, k) VALUES (41, 1); COMMIT").await;
+        assert_eq!(column(&mut s, "SELECT id FROM t1 WHERE id = 41").await, vec!["41"]);
+        ok(&mut s, "SET autocommit = 0").await;
+        assert!(!s.status().autocommit && !s.status().in_transaction);
+        ok(&mut s, "INSERT INTO t1 (id, k) VALUES (42, 1)").await;
+        assert!(s.status().in_transaction, "an implicit transaction");
+        ok(&mut s, "ROLLBACK").await;
+        ok(&mut s, "INSERT INTO t1 (id, k) VALUES (43, 1)").await;
+        ok(&mut s, "SET autocommit = 1").await;
+        assert!(!s.status().in_transaction, "switching autocommit on commits");
+        assert_eq!(column(&mut s, "SELECT id FROM t1 WHERE id IN (42, 43)").await, vec!["43"]);
+
+        // A lock wait that times out (1205) ends the waiter's transaction.
+        let mut other = factory.session("root", "127.0.0.1");
+        ok(&mut other, "USE app").await;
+        ok(&mut s, "BEGIN").await;
+        assert_eq!(column(&mut s, "SELECT k FROM t1 WHERE id = 1 FOR UPDATE").await, vec!["11"]);
+        ok(&mut other, "BEGIN").await;
+        ok(&mut other, "INSERT INTO t1 (id, k) VALUES (44, 1)").await;
+        let e = err_code(&mut other, "UPDATE t1 SET k = 5 WHERE id = 1", 1205).await;
+        assert_eq!(&e.sqlstate, b"HY000");
+        assert!(!other.status().in_transaction, "Shoal rolled it back");
+        assert!(column(&mut other, "SELECT id FROM t1 WHERE id = 44").await.is_empty(), "the insert went with it");
+        // A plain SELECT reads the committed row without waiting.
+        assert_eq!(column(&mut other, "SELECT k FROM t1 WHERE id = 1").await, vec!["11"]);
+        // An error of the SQL node's own leaves a transaction open.
+        err_code(&mut s, "SELECT nope FROM t1", 1054).await;
+        assert!(s.status().in_transaction);
+        ok(&mut s, "UPDATE t1 SET k = 12 WHERE id = 1").await;
+        // Closing the session rolls back and frees the lock.
+        s.close().await;
+        assert_eq!(affected(&mut other, "UPDATE t1 SET k = 13 WHERE id = 1").await, 1);
+        let mut s = factory.session("root", "127.0.0.1");
+        ok(&mut s, "USE app").await;
+        assert_eq!(column(&mut s, "SELECT k FROM t1 WHERE id = 1").await, vec!["13"]);
+        // A locking scan (non-key WHERE) in a transaction, then a writer
+        // of one of its rows waits and times out.
+        ok(&mut s, "BEGIN").await;
+        assert_eq!(
+            column(&mut s, "SELECT id FROM t1 WHERE c = 'cherry' FOR UPDATE").await,
+            vec!["5"]
+        );
+        err_code(&mut other, "DELETE FROM t1 WHERE id = 5", 1205).await;
+        ok(&mut s, "COMMIT").await;
+        assert_eq!(affected(&mut other, "DELETE FROM t1 WHERE id = 5").await, 1);
+
+        // --- Index DDL.
+        ok(&mut s, "CREATE INDEX by_c ON t1 (c)").await;
+        err_code(&mut s, "CREATE INDEX by_c ON t1 (d)", 1061).await;
+        ok(&mut s, "ALTER TABLE t1 ADD INDEX by_d (d), ADD UNIQUE KEY by_tiny (tiny)").await;
+        assert_eq!(column(&mut s, "SELECT id FROM t1 WHERE c = 'APPLE'").await, vec!["1"]);
+        assert_eq!(column(&mut s, "SELECT id FROM t1 WHERE tiny = -128").await, vec!["1"]);
+        ok(&mut s, "INSERT INTO t1 (id, k) VALUES (50, 1), (51, 1)").await;
+        let e = err_code(&mut s, "CREATE UNIQUE INDEX by_k_unique ON t1 (k)", 1062).await;
+        assert!(e.message.contains("by_k_unique"), "{e}");
+        ok(&mut s, "DROP INDEX by_c ON t1").await;
+        ok(&mut s, "ALTER TABLE t1 DROP INDEX by_d, DROP KEY by_tiny").await;
+        err_code(&mut s, "DROP INDEX by_c ON t1", 1091).await;
+        let e = err_code(&mut s, "ALTER TABLE t1 REORGANIZE PARTITION", 1235).await;
+        assert!(e.message.contains("REORGANIZE"), "{e}");
+        err_code(&mut s, "ALTER TABLE t1 ADD COLUMN z INT", 1235).await;
+        let keys = column(&mut s, "SHOW INDEX FROM t1").await;
+        assert_eq!(keys.len(), 3, "{keys:?}");
+
+        // --- Multi-statement strings stop at the first error.
+        let results = run(&mut s, "INSERT INTO t1 (id) VALUES (60); SELECT id FROM t1 WHERE id = 60; SELEC 1; INSERT INTO t1 (id) VALUES (61)").await;
+        assert_eq!(results.len(), 3, "{results:?}");
+        assert!(results[0].is_ok() && results[1].is_ok());
+        assert_eq!(results[2].as_ref().unwrap_err().code, 1064);
+        assert!(column(&mut s, "SELECT id FROM t1 WHERE id = 61").await.is_empty());
+        assert_eq!(err(&mut s, " ; ").await.code, 1065);
+
+        // --- TRUNCATE, DROP TABLE, DROP DATABASE.
+        ok(&mut s, "TRUNCATE TABLE t1").await;
+        assert!(column(&mut s, "SELECT id FROM t1").await.is_empty());
+        ok(&mut s, "CREATE TABLE t2 (a CHAR(3) PRIMARY KEY, n SMALLINT UNSIGNED) PARTITION BY KEY (a) PARTITIONS 3").await;
+        assert_eq!(native.table("app.t2").await.unwrap().def().options.fragment_count, Some(3));
+        ok(&mut s, "INSERT INTO t2 VALUES ('x', 1)").await;
+        ok(&mut s, "DROP TABLE t1").await;
+        err_code(&mut s, "DROP TABLE t1", 1051).await;
+        ok(&mut s, "DROP TABLE IF EXISTS t1").await;
+        assert_eq!(affected(&mut s, "DROP DATABASE app").await, 1, "with its one table");
+        assert_eq!(column(&mut s, "SELECT DATABASE()").await, vec!["NULL"]);
+        assert!(native.table("app.t2").await.is_err());
+        assert!(!column(&mut s, "SHOW DATABASES").await.contains(&"app".to_string()));
+    });
+}
+
+/// A row of the model table: `k`, `s`, `u` (all nullable).
+type ModelRow = (Option<i64>, Option<&'static str>, Option<i64>);
+
+/// A predicate as SQL text and as the model evaluates it (three-valued:
+/// `None` is UNKNOWN).
+type Pred = (String, Box<dyn Fn(i64, &ModelRow) -> Option<bool>>);
+
+/// A small seeded generator (xorshift): the test needs no crate for it.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: u64) -> i64 {
+        (self.next() % n) as i64
+    }
+}
+
+const STRINGS: [Option<&str>; 5] = [Some("a"), Some("ab"), Some("b"), Some("ba"), None];
+
+fn sql_opt(v: Option<i64>) -> String {
+    v.map_or("NULL".into(), |v| v.to_string())
+}
+
+fn cmp(a: Option<i64>, f: impl Fn(i64) -> bool) -> Option<bool> {
+    a.map(f)
+}
+
+fn predicate(rng: &mut Rng) -> Pred {
+    let c = rng.below(10);
+    let c2 = c + rng.below(5);
+    match rng.below(13) {
+        0 => {
+            let id = rng.below(60);
+            (format!("id = {id}"), Box::new(move |i, _| Some(i == id)))
+        }
+        1 => {
+            // Up to 7 keys: past the key lookup limit (4) it scans.
+            let ids: Vec<i64> = (0..1 + rng.below(7)).map(|_| rng.below(60)).collect();
+            let list = ids
+                .iter()
+                .map(i64::to_string)
+                .collect::<Vec<_>>()
+                .join(", ");
+            (
+                format!("id IN ({list})"),
+                Box::new(move |i, _| Some(ids.contains(&i))),
+            )
+        }
+        2 => (
+            format!("k = {c}"),
+            Box::new(move |_, r| cmp(r.0, |k| k == c)),
+        ),
+        3 => (
+            format!("k BETWEEN {c} AND {c2}"),
+            Box::new(move |_, r| cmp(r.0, |k| k >= c && k <= c2)),
+        ),
+        4 => (
+            format!("k > {c}"),
+            Box::new(move |_, r| cmp(r.0, |k| k > c)),
+        ),
+        5 => (
+            format!("k >= {c} AND s LIKE 'a%'"),
+            Box::new(move |_, r| {
+                let a = cmp(r.0, |k| k >= c);
+                let b = r.1.map(|s| s.starts_with('a'));
+                match (a, b) {
+                    (Some(false), _) | (_, Some(false)) => Some(false),
+                    (Some(true), Some(true)) => Some(true),
+                    _ => None,
+                }
+            }),
+        ),
+        6 => {
+            let u = rng.below(40);
+            (
+                format!("u = {u}"),
+                Box::new(move |_, r| cmp(r.2, |x| x == u)),
+            )
+        }
+        7 => ("s IS NULL".into(), Box::new(|_, r| Some(r.1.is_none()))),
+        8 => (
+            format!("NOT (k < {c})"),
+            Box::new(move |_, r| cmp(r.0, |k| k >= c)),
+        ),
+        9 => {
+            let s = STRINGS[rng.below(4) as usize].unwrap();
+            (
+                format!("k = {c} AND s = '{s}'"),
+                Box::new(move |_, r| {
+                    let a = cmp(r.0, |k| k == c);
+                    let b = r.1.map(|x| x == s);
+                    match (a, b) {
+                        (Some(false), _) | (_, Some(false)) => Some(false),
+                        (Some(true), Some(true)) => Some(true),
+                        _ => None,
+                    }
+                }),
+            )
+        }
+        10 => {
+            let id = rng.below(60);
+            (
+                format!("(k < {c} OR id > {id})"),
+                Box::new(move |i, r| match (cmp(r.0, |k| k < c), i > id) {
+                    (_, true) | (Some(true), _) => Some(true),
+                    (Some(false), false) => Some(false),
+                    (None, false) => None,
+                }),
+            )
+        }
+        11 => (
+            "k IS NOT NULL AND k % 3 = 1".into(),
+            Box::new(|_, r| Some(r.0.is_some_and(|k| k % 3 == 1))),
+        ),
+        _ => (
+            format!("s IN ('a', 'ba') OR u <= {c}"),
+            Box::new(move |_, r| {
+                let a = r.1.map(|s| s == "a" || s == "ba");
+                let b = cmp(r.2, |u| u <= c);
+                match (a, b) {
+                    (Some(true), _) | (_, Some(true)) => Some(true),
+                    (Some(false), Some(false)) => Some(false),
+                    _ => None,
+                }
+            }),
+        ),
+    }
+}
+
+/// Random writes and reads through every access path, at tiny limits
+/// (batches of 3 operations, at most 4 key lookups a statement), checked
+/// against a model of the table after every statement.
+#[test]
+fn sql_results_agree_with_a_model_at_tiny_limits() {
+    let cluster = TestCluster::start();
+    let rt = runtime();
+    rt.block_on(async {
+        let native = Cluster::connect(&cluster.mgmd_addr).await.unwrap();
+        let limits = shoal_sql::exec::Limits {
+            result_bytes_max: 1 << 20,
+            rows_max: 10_000,
+            key_lookups_max: 4,
+            batch_ops_max: 3,
+        };
+        let mut s = SessionFactory::new(native.clone())
+            .with_limits(limits)
+            .session("root", "127.0.0.1");
+        ok(&mut s, "CREATE DATABASE m; USE m").await;
+        ok(
+            &mut s,
+            "CREATE TABLE t (id INT PRIMARY KEY, k INT, s VARCHAR(4), u INT,
+                UNIQUE KEY by_u (u), KEY by_k (k), KEY by_ks (k, s))",
+        )
+        .await;
+        let mut model: std::collections::BTreeMap<i64, ModelRow> = Default::default();
+        let mut rng = Rng(0x5EED_1234_ABCD_0001);
+        for step in 0..400 {
+            match rng.below(10) {
+                0..=2 => {
+                    let n = 1 + rng.below(5);
+                    let rows: Vec<(i64, ModelRow)> = (0..n)
+                        .map(|_| {
+                            let k = (rng.below(8) > 0).then(|| rng.below(10));
+                            let u = (rng.below(3) > 0).then(|| rng.below(40));
+                            (rng.below(60), (k, STRINGS[rng.below(5) as usize], u))
+                        })
+                        .collect();
+                    let values: Vec<String> = rows
+                        .iter()
+                        .map(|(id, (k, st, u))| {
+                            let st = st.map_or("NULL".into(), |x| format!("'{x}'"));
+                            format!("({id}, {}, {st}, {})", sql_opt(*k), sql_opt(*u))
+                        })
+                        .collect();
+                    let sql = format!("INSERT INTO t (id, k, s, u) VALUES {}", values.join(", "));
+                    // It fails whole if a key or a unique value repeats.
+                    let mut ids: Vec<i64> = model.keys().copied().collect();
+                    let mut us: Vec<i64> = model.values().filter_map(|r| r.2).collect();
+                    let mut clash = false;
+                    for (id, (_, _, u)) in &rows {
+                        clash |= ids.contains(id) || u.is_some_and(|u| us.contains(&u));
+                        ids.push(*id);
+                        us.extend(*u);
+                    }
+                    if clash {
+                        err_code(&mut s, &sql, 1062).await;
+                    } else {
+                        assert_eq!(affected(&mut s, &sql).await, n as u64, "{sql}");
+                        model.extend(rows);
+                    }
+                }
+                3 | 4 => {
+                    let (text, holds) = predicate(&mut rng);
+                    let d = 1 + rng.below(3);
+                    let sql = format!("UPDATE t SET k = k + {d} WHERE {text}");
+                    let mut changed = 0;
+                    for (&id, row) in model.iter_mut() {
+                        if holds(id, row) == Some(true) {
+                            if let Some(k) = row.0 {
+                                row.0 = Some(k + d);
+                                changed += 1;
+                            }
+                        }
+                    }
+                    assert_eq!(affected(&mut s, &sql).await, changed, "step {step}: {sql}");
+                }
+                5 => {
+                    let (text, holds) = predicate(&mut rng);
+                    let sql = format!("DELETE FROM t WHERE {text}");
+                    let before = model.len();
+                    model.retain(|&id, row| holds(id, row) != Some(true));
+                    let gone = (before - model.len()) as u64;
+                    assert_eq!(affected(&mut s, &sql).await, gone, "step {step}: {sql}");
+                }
+                _ => {
+                    let (text, holds) = predicate(&mut rng);
+                    let sql = format!("SELECT id, k, s, u FROM t WHERE {text} ORDER BY id");
+                    let want: Rows = model
+                        .iter()
+                        .filter(|(&id, row)| holds(id, row) == Some(true))
+                        .map(|(id, (k, st, u))| {
+                            vec![
+                                Some(id.to_string()),
+                                k.map(|k| k.to_string()),
+                                st.map(str::to_string),
+                                u.map(|u| u.to_string()),
+                            ]
+                        })
+                        .collect();
+                    assert_eq!(rows(&mut s, &sql).await, want, "step {step}: {sql}");
+                }
+            }
+        }
+        let everything: Vec<String> = model.keys().map(i64::to_string).collect();
+        assert_eq!(
+            column(&mut s, "SELECT id FROM t ORDER BY id").await,
+            everything
+        );
+        // Past a result's byte limit, or a statement's row limit: 1038.
+        ok(&mut s, "DELETE FROM t WHERE id >= 0").await;
+        ok(
+            &mut s,
+            "INSERT INTO t (id, k) VALUES (1000, 1), (1001, 2), (1002, 3), (1003, 4)",
+        )
+        .await;
+        for small in [
+            shoal_sql::exec::Limits {
+                result_bytes_max: 16,
+                ..limits
+            },
+            shoal_sql::exec::Limits {
+                rows_max: 3,
+                ..limits
+            },
+        ] {
+            let mut tiny = SessionFactory::new(native.clone())
+                .with_limits(small)
+                .session("root", "127.0.0.1");
+            ok(&mut tiny, "USE m").await;
+            let e = err_code(&mut tiny, "SELECT id, k FROM t WHERE k > 0", 1038).await;
+            assert!(
+                e.message.contains("limit") || e.message.contains("rows"),
+                "{e}"
+            );
+            // An index that serves the ORDER BY stops the scan at the LIMIT.
+            assert_eq!(
+                column(&mut tiny, "SELECT id FROM t WHERE k > 0 ORDER BY k LIMIT 2").await,
+                vec!["1000", "1001"]
+            );
+        }
+        ok(&mut s, "DROP DATABASE m").await;
+    });
+}

@@ -1,0 +1,132 @@
+//! Statement execution: each statement is split off the query string and
+//! parsed ([`split`]), its expressions compiled ([`expr`]), its access to
+//! a table planned ([`plan`]) and run through the native client only:
+//! [`select`] reads, [`dml`] writes, [`ddl`] changes the schema through
+//! mgmd, [`show`] answers the questions tools ask.
+//!
+//! Invariants: executors never commit or roll back the transaction they
+//! are handed (the session does, by its autocommit rules); they execute
+//! their operations with `NoCommit`, so a failure leaves the decision to
+//! the session; every row a statement reads or writes is bounded (key
+//! lookups per statement, result bytes, operations per transaction on the
+//! data nodes).
+
+pub mod ddl;
+pub mod dml;
+pub mod error;
+pub mod expr;
+pub mod plan;
+pub mod select;
+pub mod show;
+pub mod split;
+
+use crate::outcome::SqlError;
+use shoal_types::Value;
+use std::collections::{BTreeMap, HashMap};
+
+/// Limits of one statement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Bytes of a result set (text values) a statement may build: results
+    /// are buffered until the protocol streams them. Past it the
+    /// statement fails (1038).
+    pub result_bytes_max: usize,
+    /// Rows a sort or an UPDATE / DELETE may hold at once.
+    pub rows_max: usize,
+    /// Key lookups a statement plans (`IN` lists, combinations of them)
+    /// before it scans instead.
+    pub key_lookups_max: usize,
+    /// Operations sent per round trip (inserts, key reads, updates).
+    pub batch_ops_max: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            result_bytes_max: 64 << 20,
+            rows_max: 1_000_000,
+            key_lookups_max: 1024,
+            batch_ops_max: 256,
+        }
+    }
+}
+
+pub fn too_many_rows(limit: usize, what: &str) -> SqlError {
+    SqlError::new(
+        1038,
+        "HY001",
+        format!(
+            "Out of memory for {what}: more than {limit} rows (the SQL node buffers them; narrow the statement with WHERE or LIMIT)"
+        ),
+    )
+}
+
+pub fn result_too_large(limit: usize) -> SqlError {
+    SqlError::new(
+        1038,
+        "HY001",
+        format!(
+            "Result larger than the SQL node's limit of {limit} bytes (results are buffered until streaming comes); narrow it with WHERE or LIMIT"
+        ),
+    )
+}
+
+/// What expressions may ask of the session: its database, user and
+/// variables, folded into constants when a statement compiles.
+pub struct Env<'a> {
+    pub database: Option<&'a str>,
+    pub user: &'a str,
+    pub host: &'a str,
+    pub connection_id: u32,
+    /// System variables, by lower-case name.
+    pub variables: &'a BTreeMap<String, Value>,
+    /// User variables (`@x`), by lower-case name.
+    pub user_variables: &'a HashMap<String, Value>,
+    pub last_insert_id: u64,
+    /// The statement's `NOW()`, in seconds since 1970 UTC.
+    pub now_secs: i64,
+    pub limits: Limits,
+    /// The statement runs in a transaction of its own (autocommit): its
+    /// last batch of operations may commit it, saving a round trip; the
+    /// session commits only a transaction still open.
+    pub own_transaction: bool,
+    /// The statement is only described (a prepare): `?` parameters
+    /// compile as NULL.
+    pub describe_only: bool,
+}
+
+impl Env<'_> {
+    /// How to execute a batch: the last one of a statement in its own
+    /// transaction commits.
+    pub fn exec_type(&self, last: bool) -> shoal_client::ExecType {
+        if last && self.own_transaction {
+            shoal_client::ExecType::Commit
+        } else {
+            shoal_client::ExecType::NoCommit
+        }
+    }
+}
+
+impl Env<'_> {
+    /// `@@name` (1193 if the SQL node has no such variable).
+    pub fn system_variable(&self, name: &str) -> Result<Value, SqlError> {
+        self.variables
+            .get(&name.to_ascii_lowercase())
+            .cloned()
+            .ok_or_else(|| {
+                SqlError::new(1193, "HY000", format!("Unknown system variable '{name}'"))
+            })
+    }
+
+    /// `@name` (NULL until set).
+    pub fn user_variable(&self, name: &str) -> Value {
+        self.user_variables
+            .get(&name.to_ascii_lowercase())
+            .cloned()
+            .unwrap_or(Value::Null)
+    }
+
+    pub fn user_at_host(&self) -> String {
+        format!("{}@{}", self.user, self.host)
+    }
+}

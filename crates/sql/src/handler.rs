@@ -1,0 +1,58 @@
+//! The interface between the protocol layer and SQL execution: a
+//! [`Handler`] per client connection, made by a [`HandlerFactory`] once
+//! the client authenticated.
+
+use crate::outcome::{Column, Outcome, SqlError};
+use std::future::Future;
+
+/// What an OK packet's status flags report of a connection's session.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SessionStatus {
+    /// A transaction is open (`SERVER_STATUS_IN_TRANS`).
+    pub in_transaction: bool,
+    /// Autocommit is on (`SERVER_STATUS_AUTOCOMMIT`).
+    pub autocommit: bool,
+}
+
+/// One client connection's SQL: its session state and statements.
+pub trait Handler: Send + 'static {
+    /// Runs `sql`, one or more statements separated by `;` (multi-statements).
+    /// One entry per statement run; execution stops after the first error
+    /// (which is the last entry), as MySQL does.
+    fn query(&mut self, sql: &str) -> impl Future<Output = Vec<Result<Outcome, SqlError>>> + Send;
+
+    /// `COM_INIT_DB`, and the database named in the handshake.
+    fn use_database(&mut self, database: &str)
+        -> impl Future<Output = Result<(), SqlError>> + Send;
+
+    /// The session's state for the status flags of the next OK or EOF.
+    fn status(&self) -> SessionStatus;
+
+    /// The connection closed (`COM_QUIT`, or it broke): roll back an open
+    /// transaction, so nothing stays locked.
+    fn close(&mut self) -> impl Future<Output = ()> + Send;
+
+    /// `COM_STMT_PREPARE`: checks one statement whose `?` are parameters
+    /// and answers the columns of the result set it will return (empty if
+    /// it returns none), as MySQL answers them before any execution. An
+    /// error (unknown table, syntax) is the prepare's answer.
+    ///
+    /// The default knows nothing and accepts everything, so no columns are
+    /// announced. Connector/Python copes, but libmariadb (sysbench, the
+    /// mariadb tools) does not: after executing a statement that announced
+    /// no columns yet returned rows, its next command fails with 2014
+    /// "Commands out of sync". An execution must return as many columns as
+    /// its prepare announced (libmariadb: 2057 otherwise).
+    fn prepare(&mut self, sql: &str) -> impl Future<Output = Result<Vec<Column>, SqlError>> + Send {
+        let _ = sql;
+        std::future::ready(Ok(Vec::new()))
+    }
+}
+
+/// Makes a connection's [`Handler`] once its client authenticated.
+pub trait HandlerFactory: Send + Sync + 'static {
+    type Handler: Handler;
+
+    /// A handler for `user`, connected from `peer`.
+    fn handler(&self, user: &str, peer: std::net::SocketAddr) -> Self::Handler;
+}

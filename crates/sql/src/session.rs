@@ -1,0 +1,838 @@
+//! One client connection's SQL session: its current database, autocommit,
+//! the open transaction and its variables, and the dispatch of each
+//! statement to the executor ([`crate::exec`]).
+//!
+//! Transactions follow MySQL's rules over Shoal's (READ COMMITTED, as
+//! NDB): with autocommit on and no `BEGIN`, each statement runs in a
+//! transaction of its own, committed at its end (rolled back if it
+//! fails); `BEGIN` / `START TRANSACTION`, or `SET autocommit = 0` and a
+//! statement, open a transaction that `COMMIT` or `ROLLBACK` ends; DDL
+//! commits the open transaction first. Plain SELECTs read committed rows;
+//! `FOR UPDATE` and `FOR SHARE` / `LOCK IN SHARE MODE` lock them.
+//!
+//! Invariants:
+//! - `txn` is `Some` only while `in_transaction` (it is made lazily at
+//!   the transaction's first statement).
+//! - When Shoal aborts the open transaction (a lock wait timeout, a
+//!   duplicate key, a node failure), the statement's error is returned
+//!   and the transaction is gone: the session is out of it, as a MySQL
+//!   client is told by the status flags, and later statements start
+//!   afresh. An error of the SQL node's own (unknown column, bad value)
+//!   leaves the transaction open.
+//! - Closing the session rolls back what is open, so nothing stays
+//!   locked.
+
+use crate::catalog;
+use crate::exec::error::from_shoal;
+use crate::exec::expr::Compiler;
+use crate::exec::split::{parse, split, Parsed};
+use crate::exec::{ddl, dml, select, show, Env, Limits};
+use crate::handler::{Handler, HandlerFactory, SessionStatus};
+use crate::outcome::{Column, Outcome, SqlError};
+use shoal_client::{Cluster, ExecType, Transaction, TransactionState, Value};
+use sqlparser::ast::{
+    ContextModifier, Delete, Expr, Insert, ObjectName, Query, Set, SetAssignment, Statement,
+    Update, Use,
+};
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+/// The version the SQL node reports (`@@version`, `VERSION()`): MySQL 8's
+/// dialect, then Shoal's name.
+pub const SERVER_VERSION: &str = "8.0.36-shoal";
+/// `@@version_comment` (the `mariadb` client prints it at connect).
+pub const VERSION_COMMENT: &str = "Shoal SQL node (NDB-style cluster)";
+/// `@@max_allowed_packet` unless the factory says otherwise.
+pub const MAX_ALLOWED_PACKET_DEFAULT: u64 = 64 << 20;
+
+/// Variables a client may read (`@@name`, `SHOW VARIABLES`) and their
+/// defaults. Writable ones are listed in [`WRITABLE`].
+fn default_variables() -> BTreeMap<String, Value> {
+    let s = |v: &str| Value::Str(v.to_string());
+    let n = |v: u64| Value::UInt(v);
+    [
+        ("autocommit", n(1)),
+        ("auto_increment_increment", n(1)),
+        ("auto_increment_offset", n(1)),
+        ("character_set_client", s("utf8mb4")),
+        ("character_set_connection", s("utf8mb4")),
+        ("character_set_database", s("utf8mb4")),
+        ("character_set_results", s("utf8mb4")),
+        ("character_set_server", s("utf8mb4")),
+        ("character_set_system", s("utf8mb3")),
+        ("collation_connection", s("utf8mb4_bin")),
+        ("collation_database", s("utf8mb4_bin")),
+        ("collation_server", s("utf8mb4_bin")),
+        ("default_storage_engine", s("ndbcluster")),
+        ("foreign_key_checks", n(1)),
+        ("init_connect", s("")),
+        ("interactive_timeout", n(28_800)),
+        ("license", s("Apache-2.0")),
+        ("lower_case_table_names", n(0)),
+        ("max_allowed_packet", n(MAX_ALLOWED_PACKET_DEFAULT)),
+        ("max_execution_time", n(0)),
+        ("net_buffer_length", n(16_384)),
+        ("net_read_timeout", n(30)),
+        ("net_write_timeout", n(60)),
+        ("performance_schema", n(0)),
+        ("protocol_version", n(10)),
+        ("query_cache_size", n(0)),
+        ("query_cache_type", s("OFF")),
+        ("sql_auto_is_null", n(0)),
+        ("sql_mode", s("ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION")),
+        ("sql_notes", n(1)),
+        ("sql_safe_updates", n(0)),
+        ("sql_select_limit", n(u64::MAX)),
+        ("sql_warnings", n(0)),
+        ("storage_engine", s("ndbcluster")),
+        ("system_time_zone", s("UTC")),
+        ("time_zone", s("SYSTEM")),
+        ("transaction_isolation", s("READ-COMMITTED")),
+        ("transaction_read_only", n(0)),
+        ("tx_isolation", s("READ-COMMITTED")),
+        ("tx_read_only", n(0)),
+        ("unique_checks", n(1)),
+        ("version", s(SERVER_VERSION)),
+        ("version_comment", s(VERSION_COMMENT)),
+        ("version_compile_machine", s(std::env::consts::ARCH)),
+        ("version_compile_os", s(std::env::consts::OS)),
+        ("wait_timeout", n(28_800)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+/// Session variables a client may set (accepted and remembered; only
+/// `autocommit` changes behaviour so far).
+const WRITABLE: &[&str] = &[
+    "autocommit",
+    "auto_increment_increment",
+    "auto_increment_offset",
+    "character_set_client",
+    "character_set_connection",
+    "character_set_database",
+    "character_set_results",
+    "character_set_server",
+    "collation_connection",
+    "collation_database",
+    "collation_server",
+    "default_storage_engine",
+    "foreign_key_checks",
+    "interactive_timeout",
+    "max_execution_time",
+    "net_read_timeout",
+    "net_write_timeout",
+    "sql_auto_is_null",
+    "sql_mode",
+    "sql_notes",
+    "sql_safe_updates",
+    "sql_select_limit",
+    "sql_warnings",
+    "storage_engine",
+    "time_zone",
+    "transaction_isolation",
+    "transaction_read_only",
+    "tx_isolation",
+    "tx_read_only",
+    "unique_checks",
+    "wait_timeout",
+];
+
+/// Makes a [`Session`] per authenticated connection, all on one cluster
+/// connection (the SQL node is one API node).
+pub struct SessionFactory {
+    cluster: Cluster,
+    next_connection_id: Arc<AtomicU32>,
+    limits: Limits,
+    /// Variables every session starts with, over the defaults.
+    overrides: BTreeMap<String, Value>,
+}
+
+impl SessionFactory {
+    pub fn new(cluster: Cluster) -> SessionFactory {
+        SessionFactory {
+            cluster,
+            next_connection_id: Arc::new(AtomicU32::new(1)),
+            limits: Limits::default(),
+            overrides: BTreeMap::new(),
+        }
+    }
+
+    /// Statement limits of every session.
+    pub fn with_limits(mut self, limits: Limits) -> SessionFactory {
+        self.limits = limits;
+        self
+    }
+
+    /// Starts every session with `@@name` = `value` (for what the server
+    /// decides: `max_allowed_packet`, `port`, ...).
+    pub fn with_variable(mut self, name: &str, value: Value) -> SessionFactory {
+        self.overrides.insert(name.to_ascii_lowercase(), value);
+        self
+    }
+
+    /// A session for `user` connected from `host` (no handshake: tests
+    /// and tools that drive sessions directly).
+    pub fn session(&self, user: &str, host: &str) -> Session {
+        let id = self.next_connection_id.fetch_add(1, Ordering::Relaxed);
+        let mut s = Session::new(self.cluster.clone(), user, host, id).with_limits(self.limits);
+        for (k, v) in &self.overrides {
+            s.variables.insert(k.clone(), v.clone());
+        }
+        s
+    }
+}
+
+impl HandlerFactory for SessionFactory {
+    type Handler = Session;
+
+    fn handler(&self, user: &str, peer: SocketAddr) -> Session {
+        self.session(user, &peer.ip().to_string())
+    }
+}
+
+/// One connection's session (see the module's documentation).
+pub struct Session {
+    cluster: Cluster,
+    user: String,
+    host: String,
+    connection_id: u32,
+    database: Option<String>,
+    autocommit: bool,
+    /// In a transaction: after BEGIN, or after a statement with autocommit
+    /// off, until COMMIT / ROLLBACK (or Shoal aborts it).
+    in_transaction: bool,
+    /// The open transaction's Shoal transaction, once a statement used it.
+    txn: Option<Transaction>,
+    variables: BTreeMap<String, Value>,
+    user_variables: HashMap<String, Value>,
+    last_insert_id: u64,
+    limits: Limits,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("connection_id", &self.connection_id)
+            .field("user", &self.user)
+            .field("database", &self.database)
+            .field("autocommit", &self.autocommit)
+            .field("in_transaction", &self.in_transaction)
+            .finish()
+    }
+}
+
+/// A statement that runs in a transaction.
+#[derive(Clone, Copy)]
+enum Work<'a> {
+    Select(&'a Query, &'a str),
+    Insert(&'a Insert),
+    Update(&'a Update),
+    Delete(&'a Delete),
+}
+
+fn now_secs() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64)
+}
+
+impl Session {
+    pub fn new(cluster: Cluster, user: &str, host: &str, connection_id: u32) -> Session {
+        Session {
+            cluster,
+            user: user.to_string(),
+            host: host.to_string(),
+            connection_id,
+            database: None,
+            autocommit: true,
+            in_transaction: false,
+            txn: None,
+            variables: default_variables(),
+            user_variables: HashMap::new(),
+            last_insert_id: 0,
+            limits: Limits::default(),
+        }
+    }
+
+    pub fn with_limits(mut self, limits: Limits) -> Session {
+        self.limits = limits;
+        self
+    }
+
+    /// The current database (`None` until USE or a handshake's database).
+    pub fn database(&self) -> Option<&str> {
+        self.database.as_deref()
+    }
+
+    pub fn connection_id(&self) -> u32 {
+        self.connection_id
+    }
+
+    pub fn autocommit(&self) -> bool {
+        self.autocommit
+    }
+
+    pub fn in_transaction(&self) -> bool {
+        self.in_transaction
+    }
+
+    fn env(&self) -> Env<'_> {
+        Env {
+            database: self.database.as_deref(),
+            user: &self.user,
+            host: &self.host,
+            connection_id: self.connection_id,
+            variables: &self.variables,
+            user_variables: &self.user_variables,
+            last_insert_id: self.last_insert_id,
+            now_secs: now_secs(),
+            limits: self.limits,
+            own_transaction: false,
+            describe_only: false,
+        }
+    }
+
+    /// Runs `sql`: each statement in turn, stopping after the first
+    /// error (its entry is the last).
+    pub async fn run(&mut self, sql: &str) -> Vec<Result<Outcome, SqlError>> {
+        let pieces = match split(sql) {
+            Ok(p) => p,
+            Err(e) => return vec![Err(e)],
+        };
+        let mut out = Vec::with_capacity(pieces.len());
+        for piece in pieces {
+            let result = match parse(&piece) {
+                Ok(parsed) => self.statement(&parsed).await,
+                Err(e) => Err(e),
+            };
+            let failed = result.is_err();
+            out.push(result);
+            if failed {
+                break;
+            }
+        }
+        out
+    }
+
+    /// Commits the open transaction (DDL, BEGIN inside a transaction,
+    /// `SET autocommit = 1` do, as in MySQL).
+    async fn implicit_commit(&mut self) -> Result<(), SqlError> {
+        self.in_transaction = false;
+        match self.txn.take() {
+            Some(mut t) => t
+                .execute(ExecType::Commit)
+                .await
+                .map_err(|e| from_shoal(&e)),
+            None => Ok(()),
+        }
+    }
+
+    /// Runs `work` in the open transaction, or in one of its own. An
+    /// autocommit statement that met a stale cached table (1412: another
+    /// node dropped or changed it) runs once more on mgmd's current
+    /// schema, as nothing of it was done.
+    async fn transactional(&mut self, work: Work<'_>) -> Result<Outcome, SqlError> {
+        let own = !self.in_transaction && self.autocommit;
+        match self.transactional_once(work).await {
+            Err(e) if own && e.code == 1412 => self.transactional_once(work).await,
+            other => other,
+        }
+    }
+
+    async fn transactional_once(&mut self, work: Work<'_>) -> Result<Outcome, SqlError> {
+        let own = !self.in_transaction && self.autocommit;
+        if !own {
+            self.in_transaction = true;
+        }
+        let mut txn = match self.txn.take() {
+            Some(t) => t,
+            None => self.cluster.transaction(),
+        };
+        let result = {
+            let mut env = self.env();
+            env.own_transaction = own;
+            let cluster = &self.cluster;
+            match work {
+                Work::Select(q, text) => select::select(&env, cluster, &mut txn, q, text).await,
+                Work::Insert(i) => dml::insert(&env, cluster, &mut txn, i).await,
+                Work::Update(u) => dml::update(&env, cluster, &mut txn, u).await,
+                Work::Delete(d) => dml::delete(&env, cluster, &mut txn, d).await,
+            }
+        };
+        match result {
+            Ok(outcome) => {
+                if own {
+                    // Its last batch may have committed it already.
+                    if txn.state() != TransactionState::Committed {
+                        txn.execute(ExecType::Commit)
+                            .await
+                            .map_err(|e| from_shoal(&e))?;
+                    }
+                } else {
+                    self.txn = Some(txn);
+                }
+                Ok(outcome)
+            }
+            Err(e) => {
+                let gone = matches!(
+                    txn.state(),
+                    TransactionState::Aborted
+                        | TransactionState::Failed
+                        | TransactionState::Committed
+                );
+                if own {
+                    // Dropped: rolled back on the data node.
+                    drop(txn);
+                } else if gone {
+                    // Shoal aborted it: the session is out of it (MySQL
+                    // rolls back the whole transaction here too).
+                    self.in_transaction = false;
+                    drop(txn);
+                } else {
+                    self.txn = Some(txn);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    async fn statement(&mut self, parsed: &Parsed) -> Result<Outcome, SqlError> {
+        let text = parsed.text.as_str();
+        match &parsed.statement {
+            Statement::Query(q) => self.transactional(Work::Select(q, text)).await,
+            Statement::Insert(i) => self.transactional(Work::Insert(i)).await,
+            Statement::Update(u) => self.transactional(Work::Update(u)).await,
+            Statement::Delete(d) => self.transactional(Work::Delete(d)).await,
+            Statement::StartTransaction {
+                statements,
+                exception,
+                ..
+            } => {
+                if !statements.is_empty() || exception.is_some() {
+                    return Err(SqlError::not_supported("BEGIN ... END blocks"));
+                }
+                self.implicit_commit().await?;
+                self.in_transaction = true;
+                Ok(Outcome::ok())
+            }
+            Statement::Commit { chain, .. } => {
+                if *chain {
+                    return Err(SqlError::not_supported("COMMIT AND CHAIN"));
+                }
+                self.implicit_commit().await?;
+                Ok(Outcome::ok())
+            }
+            Statement::Rollback { chain, savepoint } => {
+                if *chain || savepoint.is_some() {
+                    return Err(SqlError::not_supported("savepoints and ROLLBACK AND CHAIN"));
+                }
+                self.in_transaction = false;
+                if let Some(mut t) = self.txn.take() {
+                    t.execute(ExecType::Rollback)
+                        .await
+                        .map_err(|e| from_shoal(&e))?;
+                }
+                Ok(Outcome::ok())
+            }
+            Statement::Set(set) => self.set(set).await,
+            Statement::Use(u) => {
+                let name = match u {
+                    Use::Object(n) | Use::Database(n) | Use::Schema(n) => catalog::single_name(n)?,
+                    other => return Err(SqlError::not_supported(format!("{other}"))),
+                };
+                self.use_db(&name).await?;
+                Ok(Outcome::ok())
+            }
+            Statement::ShowDatabases { show_options, .. }
+            | Statement::ShowSchemas { show_options, .. } => {
+                show::databases(&self.cluster, show_options).await
+            }
+            Statement::ShowTables {
+                full, show_options, ..
+            } => show::tables(&self.env(), &self.cluster, *full, show_options).await,
+            Statement::ShowColumns {
+                full, show_options, ..
+            } => {
+                // SHOW COLUMNS FROM t [FROM db]: sqlparser keeps `t` as the
+                // parent and a second FROM as part of the name.
+                let Some(table) = show_options
+                    .show_in
+                    .as_ref()
+                    .and_then(|i| i.parent_name.as_ref())
+                else {
+                    return Err(SqlError::syntax("SHOW COLUMNS needs FROM table"));
+                };
+                let pattern = match &show_options.filter_position {
+                    Some(
+                        sqlparser::ast::ShowStatementFilterPosition::Infix(f)
+                        | sqlparser::ast::ShowStatementFilterPosition::Suffix(f),
+                    ) => match f {
+                        sqlparser::ast::ShowStatementFilter::Like(p) => Some(p.clone()),
+                        other => {
+                            return Err(SqlError::not_supported(format!("SHOW COLUMNS {other}")))
+                        }
+                    },
+                    None => None,
+                };
+                show::columns(&self.env(), &self.cluster, table, None, *full, pattern).await
+            }
+            Statement::ExplainTable { table_name, .. } => {
+                show::columns(&self.env(), &self.cluster, table_name, None, false, None).await
+            }
+            Statement::ShowCreate { obj_type, obj_name } => match obj_type {
+                sqlparser::ast::ShowCreateObject::Table => {
+                    show::create_table(&self.env(), &self.cluster, obj_name).await
+                }
+                other => Err(SqlError::not_supported(format!("SHOW CREATE {other}"))),
+            },
+            // GLOBAL or SESSION: sessions start from the global values.
+            Statement::ShowVariables { filter, .. } => {
+                show::variables(&self.env(), filter.as_ref())
+            }
+            Statement::ShowStatus { filter, .. } => show::status(filter.as_ref()),
+            Statement::ShowVariable { variable } => {
+                let first = variable.first().map(|w| w.value.to_ascii_uppercase());
+                match first.as_deref() {
+                    Some("WARNINGS" | "ERRORS") if variable.len() == 1 => Ok(show::warnings()),
+                    Some("COUNT") => Ok(show::strings(
+                        &["@@session.warning_count"],
+                        vec![vec![Some("0".into())]],
+                    )),
+                    Some("ENGINES") | Some("STORAGE") => Ok(show::engines()),
+                    Some("INDEX" | "INDEXES" | "KEYS") => {
+                        show::index(&self.env(), &self.cluster, variable).await
+                    }
+                    _ => Err(SqlError::not_supported(format!("{}", parsed.statement))),
+                }
+            }
+            Statement::CreateDatabase {
+                db_name,
+                if_not_exists,
+                ..
+            } => {
+                self.implicit_commit().await?;
+                ddl::create_database(&self.cluster, db_name, *if_not_exists).await
+            }
+            Statement::CreateSchema {
+                schema_name,
+                if_not_exists,
+                ..
+            } => {
+                self.implicit_commit().await?;
+                let sqlparser::ast::SchemaName::Simple(name) = schema_name else {
+                    return Err(SqlError::not_supported(format!("{schema_name}")));
+                };
+                ddl::create_database(&self.cluster, name, *if_not_exists).await
+            }
+            Statement::CreateTable(ct) => {
+                self.implicit_commit().await?;
+                ddl::create_table(&self.env(), &self.cluster, ct, parsed.partitioning.as_ref())
+                    .await
+            }
+            Statement::CreateIndex(ci) => {
+                self.implicit_commit().await?;
+                ddl::create_index(&self.env(), &self.cluster, ci).await
+            }
+            Statement::AlterTable(at) => {
+                self.implicit_commit().await?;
+                ddl::alter_table(&self.env(), &self.cluster, at).await
+            }
+            Statement::Truncate(t) => {
+                self.implicit_commit().await?;
+                dml::truncate(&self.env(), &self.cluster, t).await
+            }
+            Statement::Drop {
+                object_type,
+                if_exists,
+                names,
+                table,
+                ..
+            } => {
+                let kind = ddl::drop_kind(object_type)
+                    .ok_or_else(|| SqlError::not_supported(format!("DROP {object_type}")))?;
+                self.implicit_commit().await?;
+                match kind {
+                    "table" => {
+                        ddl::drop_tables(&self.env(), &self.cluster, names, *if_exists).await
+                    }
+                    "index" => {
+                        ddl::drop_index_statement(
+                            &self.env(),
+                            &self.cluster,
+                            names,
+                            table.as_ref(),
+                            *if_exists,
+                        )
+                        .await
+                    }
+                    _ => {
+                        let [name] = names.as_slice() else {
+                            return Err(SqlError::syntax("DROP DATABASE drops one database"));
+                        };
+                        let name = catalog::single_name(name)?;
+                        let out = ddl::drop_database(&self.cluster, &name, *if_exists).await?;
+                        if self.database.as_deref() == Some(name.as_str()) {
+                            self.database = None;
+                        }
+                        Ok(out)
+                    }
+                }
+            }
+            Statement::UnlockTables => Ok(Outcome::ok()),
+            other => Err(SqlError::not_supported(statement_kind(other))),
+        }
+    }
+
+    async fn use_db(&mut self, name: &str) -> Result<(), SqlError> {
+        if !catalog::database_exists(&self.cluster, name).await? {
+            return Err(catalog::unknown_database(name));
+        }
+        self.database = Some(name.to_string());
+        Ok(())
+    }
+
+    /// A SET's value: an expression, or a bare word (`ON`, `utf8mb4`).
+    fn set_value(&self, name: &str, e: &Expr) -> Result<Value, SqlError> {
+        if let Expr::Identifier(i) = e {
+            if !i.value.starts_with('@') && i.quote_style.is_none() {
+                if i.value.eq_ignore_ascii_case("DEFAULT") {
+                    return default_variables()
+                        .get(name)
+                        .cloned()
+                        .ok_or_else(|| unknown_variable(name));
+                }
+                return Ok(Value::Str(i.value.clone()));
+            }
+        }
+        let env = self.env();
+        Compiler {
+            env: &env,
+            scope: None,
+            clause: "field list",
+        }
+        .compile(e)?
+        .eval(&[])
+    }
+
+    /// Sets system variable `name` (lower case) of the session.
+    async fn set_system(&mut self, name: &str, value: Value) -> Result<(), SqlError> {
+        if !WRITABLE.contains(&name) {
+            return Err(if self.variables.contains_key(name) {
+                SqlError::new(
+                    1238,
+                    "HY000",
+                    format!("Variable '{name}' is a read only variable"),
+                )
+            } else {
+                unknown_variable(name)
+            });
+        }
+        if name == "autocommit" {
+            let on = match &value {
+                Value::Str(s) => match s.to_ascii_uppercase().as_str() {
+                    "ON" | "TRUE" | "1" => true,
+                    "OFF" | "FALSE" | "0" => false,
+                    _ => return Err(wrong_value(name, s)),
+                },
+                other => match crate::exec::expr::truth(other) {
+                    Some(b) => b,
+                    None => return Err(wrong_value(name, "NULL")),
+                },
+            };
+            if on && !self.autocommit {
+                // Switching autocommit on commits the open transaction.
+                self.implicit_commit().await?;
+            }
+            self.autocommit = on;
+            self.variables
+                .insert(name.into(), Value::UInt(u64::from(on)));
+            return Ok(());
+        }
+        if name == "transaction_isolation" || name == "tx_isolation" {
+            // Every isolation level reads committed rows (as in NDB).
+            let v = Value::Str("READ-COMMITTED".into());
+            self.variables
+                .insert("transaction_isolation".into(), v.clone());
+            self.variables.insert("tx_isolation".into(), v);
+            return Ok(());
+        }
+        self.variables.insert(name.into(), value);
+        Ok(())
+    }
+
+    async fn set(&mut self, set: &Set) -> Result<Outcome, SqlError> {
+        match set {
+            Set::SetNames {
+                charset_name,
+                collation_name,
+            } => {
+                let cs = Value::Str(charset_name.value.clone());
+                for v in [
+                    "character_set_client",
+                    "character_set_connection",
+                    "character_set_results",
+                ] {
+                    self.variables.insert(v.into(), cs.clone());
+                }
+                let coll = collation_name
+                    .clone()
+                    .unwrap_or_else(|| "utf8mb4_bin".into());
+                self.variables
+                    .insert("collation_connection".into(), Value::Str(coll));
+                Ok(Outcome::ok())
+            }
+            Set::SetNamesDefault {} => Ok(Outcome::ok()),
+            Set::SetTransaction { .. } => Ok(Outcome::ok()),
+            Set::SetTimeZone { value, .. } => {
+                let v = self.set_value("time_zone", value)?;
+                self.variables.insert("time_zone".into(), v);
+                Ok(Outcome::ok())
+            }
+            Set::SingleAssignment {
+                scope,
+                variable,
+                values,
+                ..
+            } => {
+                let [value] = values.as_slice() else {
+                    return Err(SqlError::syntax("SET takes one value per variable"));
+                };
+                self.assign(*scope, variable, value).await?;
+                Ok(Outcome::ok())
+            }
+            Set::MultipleAssignments { assignments } => {
+                for SetAssignment { scope, name, value } in assignments {
+                    self.assign(*scope, name, value).await?;
+                }
+                Ok(Outcome::ok())
+            }
+            other => Err(SqlError::not_supported(format!("{other}"))),
+        }
+    }
+
+    async fn assign(
+        &mut self,
+        scope: Option<ContextModifier>,
+        name: &ObjectName,
+        value: &Expr,
+    ) -> Result<(), SqlError> {
+        let parts: Vec<String> = name
+            .0
+            .iter()
+            .filter_map(|p| p.as_ident().map(|i| i.value.clone()))
+            .collect();
+        let (global, var) = match parts.as_slice() {
+            [one] if one.starts_with("@@") => (false, one[2..].to_string()),
+            [one] if one.starts_with('@') => {
+                let v = self.set_value("", value)?;
+                self.user_variables.insert(one[1..].to_ascii_lowercase(), v);
+                return Ok(());
+            }
+            [one] => (scope == Some(ContextModifier::Global), one.clone()),
+            [s, one] if s.starts_with("@@") => (s[2..].eq_ignore_ascii_case("global"), one.clone()),
+            _ => return Err(SqlError::syntax(format!("bad variable {name}"))),
+        };
+        let var = var.to_ascii_lowercase();
+        if global {
+            return Err(SqlError::new(
+                1227,
+                "42000",
+                format!("Access denied; SET GLOBAL {var} is not supported by the SQL node yet"),
+            ));
+        }
+        let v = self.set_value(&var, value)?;
+        self.set_system(&var, v).await
+    }
+}
+
+fn unknown_variable(name: &str) -> SqlError {
+    SqlError::new(1193, "HY000", format!("Unknown system variable '{name}'"))
+}
+
+fn wrong_value(name: &str, v: &str) -> SqlError {
+    SqlError::new(
+        1231,
+        "42000",
+        format!("Variable '{name}' can't be set to the value of '{v}'"),
+    )
+}
+
+/// A statement's kind for "not supported" (its first words, not its
+/// whole text).
+fn statement_kind(s: &Statement) -> String {
+    let text = s.to_string();
+    text.split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+impl Handler for Session {
+    fn query(
+        &mut self,
+        sql: &str,
+    ) -> impl std::future::Future<Output = Vec<Result<Outcome, SqlError>>> + Send {
+        self.run(sql)
+    }
+
+    async fn use_database(&mut self, database: &str) -> Result<(), SqlError> {
+        self.use_db(database).await
+    }
+
+    /// Describes a statement with `?` parameters: a SELECT's result
+    /// columns (its table and columns resolved now, so an unknown one
+    /// fails here), SHOW's and DESCRIBE's by running them (they only
+    /// read), nothing for the others.
+    async fn prepare(&mut self, sql: &str) -> Result<Vec<Column>, SqlError> {
+        let pieces = split(sql)?;
+        let [one] = pieces.as_slice() else {
+            return Err(SqlError::syntax(
+                "a prepared statement holds exactly one statement",
+            ));
+        };
+        let parsed = parse(one)?;
+        match &parsed.statement {
+            Statement::Query(q) => {
+                let mut env = self.env();
+                env.describe_only = true;
+                select::describe(&env, &self.cluster, q, &parsed.text).await
+            }
+            Statement::ShowDatabases { .. }
+            | Statement::ShowSchemas { .. }
+            | Statement::ShowTables { .. }
+            | Statement::ShowColumns { .. }
+            | Statement::ExplainTable { .. }
+            | Statement::ShowCreate { .. }
+            | Statement::ShowVariables { .. }
+            | Statement::ShowStatus { .. }
+            | Statement::ShowVariable { .. } => match self.statement(&parsed).await? {
+                Outcome::Rows { columns, .. } => Ok(columns),
+                Outcome::Ok { .. } => Ok(Vec::new()),
+            },
+            _ => Ok(Vec::new()),
+        }
+    }
+
+    fn status(&self) -> SessionStatus {
+        SessionStatus {
+            in_transaction: self.in_transaction,
+            autocommit: self.autocommit,
+        }
+    }
+
+    async fn close(&mut self) {
+        self.in_transaction = false;
+        if let Some(mut t) = self.txn.take() {
+            if let Err(e) = t.execute(ExecType::Rollback).await {
+                tracing::debug!(
+                    "rolling back connection {}'s transaction at close: {e}",
+                    self.connection_id
+                );
+            }
+        }
+    }
+}
