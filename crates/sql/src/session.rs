@@ -141,6 +141,9 @@ const WRITABLE: &[&str] = &[
     "wait_timeout",
 ];
 
+/// The bytes one session's user variables may hold together.
+const USER_VARIABLE_BYTES_MAX: usize = 64 << 20;
+
 /// Makes a [`Session`] per authenticated connection, all on one cluster
 /// connection (the SQL node is one API node).
 pub struct SessionFactory {
@@ -304,11 +307,25 @@ impl Session {
             Err(e) => return vec![Err(e)],
         };
         let mut out = Vec::with_capacity(pieces.len());
+        // The results of one query are all held until it ends: their
+        // bytes together stay within the bound one result has.
+        let mut result_bytes = 0usize;
         for piece in pieces {
-            let result = match parse(&piece) {
+            let mut result = match parse(&piece) {
                 Ok(parsed) => self.statement(&parsed).await,
                 Err(e) => Err(e),
             };
+            if let Ok(Outcome::Rows { rows, .. }) = &result {
+                result_bytes = result_bytes.saturating_add(
+                    rows.iter()
+                        .flatten()
+                        .map(|v| v.as_ref().map_or(1, |b| b.len() + 1))
+                        .sum::<usize>(),
+                );
+                if result_bytes > self.limits.result_bytes_max {
+                    result = Err(crate::exec::result_too_large(self.limits.result_bytes_max));
+                }
+            }
             let failed = result.is_err();
             out.push(result);
             if failed {
@@ -729,7 +746,28 @@ impl Session {
             [one] if one.starts_with("@@") => (false, one[2..].to_string()),
             [one] if one.starts_with('@') => {
                 let v = self.set_value("", value)?;
-                self.user_variables.insert(one[1..].to_ascii_lowercase(), v);
+                let name = one[1..].to_ascii_lowercase();
+                // Bounded in bytes per session, each value by the
+                // expression bound, their sum by this.
+                let bytes = |v: &Value| match v {
+                    Value::Str(s) => s.len(),
+                    Value::Bytes(b) => b.len(),
+                    _ => 8,
+                };
+                let held: usize = self
+                    .user_variables
+                    .iter()
+                    .filter(|(k, _)| **k != name)
+                    .map(|(k, v)| k.len() + bytes(v))
+                    .sum();
+                if held + name.len() + bytes(&v) > USER_VARIABLE_BYTES_MAX {
+                    return Err(SqlError::new(
+                        1038,
+                        "HY001",
+                        format!("user variables would take more than {USER_VARIABLE_BYTES_MAX} bytes in this session; set fewer or shorter ones"),
+                    ));
+                }
+                self.user_variables.insert(name, v);
                 return Ok(());
             }
             [one] => (scope == Some(ContextModifier::Global), one.clone()),

@@ -720,6 +720,10 @@ fn boolean(b: Option<bool>) -> Value {
 }
 
 /// A number as arithmetic sees it.
+/// The longest string an expression may build (MySQL bounds them by
+/// `max_allowed_packet`, the SQL node's default of 64 MiB).
+pub const STRING_BYTES_MAX: usize = 64 << 20;
+
 #[derive(Clone, Copy, Debug)]
 enum Num {
     Int(i128),
@@ -1164,6 +1168,14 @@ fn function(f: Func, args: &[Scalar], row: &[Value]) -> Result<Value, SqlError> 
                 }
                 binary |= matches!(v, Value::Bytes(_));
                 out.extend(value_text(&v));
+                if out.len() > STRING_BYTES_MAX {
+                    // MySQL's answer past max_allowed_packet.
+                    return Err(SqlError::new(
+                        1301,
+                        "HY000",
+                        format!("Result of concat() was larger than {STRING_BYTES_MAX} bytes"),
+                    ));
+                }
             }
             if binary {
                 Value::Bytes(out)
