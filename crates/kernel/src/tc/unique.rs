@@ -74,6 +74,14 @@ fn bad(code: ErrorCode, detail: String) -> ShoalError {
     ShoalError::with_detail(code, detail)
 }
 
+/// The schema version DIH has of `table` (0 if unknown: its LQH answers
+/// "no such table").
+fn table_version(dih: &Dih, table: TableId) -> shoal_types::SchemaVersion {
+    dih.table(table)
+        .map(|t| t.layout.table.version)
+        .unwrap_or_default()
+}
+
 /// The base table of hidden table `index_table` and its index's
 /// definition, as DIH has them.
 fn index_of(dih: &Dih, index_table: TableId) -> Option<(&TableDef, &shoal_types::UniqueIndexDef)> {
@@ -294,10 +302,7 @@ impl Tc {
                 format!("table id {} is not a unique index", op.table),
             ));
         };
-        let hidden_version = dih
-            .table(op.table)
-            .map(|t| t.layout.table.version)
-            .unwrap_or_default();
+        let hidden_version = table_version(dih, op.table);
         // A write locks the entry so the row it names stays the one with
         // this key; a read locks it as the client asked.
         let lock = match op.op {
@@ -365,10 +370,7 @@ impl Tc {
                 continue;
             };
             let (building, pk_col) = (u.building, u.columns.len() as u16);
-            let version = dih
-                .table(c.index_table)
-                .map(|t| t.layout.table.version)
-                .unwrap_or_default();
+            let version = table_version(dih, c.index_table);
             if let Some(old) = c.old {
                 if building {
                     let lookup = entry_read(
@@ -510,10 +512,7 @@ impl Tc {
                 };
                 delete.and_then(|delete| {
                     if delete {
-                        let version = dih
-                            .table(index_table)
-                            .map(|t| t.layout.table.version)
-                            .unwrap_or_default();
+                        let version = table_version(dih, index_table);
                         self.send_upkeep(txn, of, index_table, version, key, None, dih, q)
                             .map_err(|e| (of, e))?;
                     }

@@ -16,12 +16,16 @@ use shoal_types::AttrSlice;
 pub(super) const UNIQUE_TABLE: TableId = TableId(2);
 
 /// Adds index `by_s` to the simulated table; returns its hidden table.
-pub(super) fn add_unique_index(def: &mut TableDef) -> TableDef {
+/// `building`: the index stays listed as being built for the whole run
+/// (as an index added to a table with rows is until its build is done):
+/// reads through it are refused, and a write deletes an old entry only
+/// after reading that it names its row.
+pub(super) fn add_unique_index(def: &mut TableDef, building: bool) -> TableDef {
     let index = UniqueIndexDef {
         name: "by_s".into(),
         columns: vec![S_COL],
         table: UNIQUE_TABLE,
-        building: false,
+        building,
     };
     let mut hidden = index.table_def(def).expect("a valid unique index");
     hidden.id = UNIQUE_TABLE;
