@@ -19,16 +19,20 @@ for component in rustfmt clippy; do
     fi
 done
 
-# The SQL node's tests run the stock MariaDB command-line client.
-if ! command -v mariadb >/dev/null; then
-    step "installing mariadb-client (the SQL tests' client)"
-    if [[ $(id -u) -eq 0 ]]; then SUDO=; else SUDO=sudo; fi
-    if ! { $SUDO apt-get install -y -q mariadb-client >/dev/null 2>&1 ||
-        { $SUDO apt-get update -q >/dev/null && $SUDO apt-get install -y -q mariadb-client >/dev/null; }; }; then
-        echo "cannot install mariadb-client with apt-get; install it (Debian: apt-get install mariadb-client) and run again" >&2
+# The SQL node's tests run the stock MariaDB command-line client and
+# sysbench.
+if [[ $(id -u) -eq 0 ]]; then SUDO=; else SUDO=sudo; fi
+install_package() { # install_package COMMAND PACKAGE WHY
+    command -v "$1" >/dev/null && return
+    step "installing $2 ($3)"
+    if ! { $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$2" >/dev/null 2>&1 ||
+        { $SUDO apt-get update -q >/dev/null && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$2" >/dev/null; }; }; then
+        echo "cannot install $2 with apt-get; install it (Debian: apt-get install $2) and run again" >&2
         exit 1
     fi
-fi
+}
+install_package mariadb mariadb-client "the SQL tests' client"
+install_package sysbench sysbench "the SQL node's OLTP test"
 
 step "cargo fmt --check"
 cargo fmt --all --check

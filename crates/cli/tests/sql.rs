@@ -4,98 +4,13 @@
 
 mod common;
 
-use common::{free_port, TestCluster, SHOAL};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
-
-/// A `shoal sql` process; killed when dropped.
-struct SqlNode {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for SqlNode {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_sql(cluster: &TestCluster) -> SqlNode {
-    let port = free_port();
-    let log = std::fs::File::create(cluster.dir.path().join("sql.log")).unwrap();
-    let child = Command::new(SHOAL)
-        .args([
-            "sql",
-            "--connect",
-            &cluster.mgmd_addr,
-            "--port",
-            &port.to_string(),
-        ])
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .expect("start shoal sql");
-    let node = SqlNode { child, port };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            Instant::now() < deadline,
-            "shoal sql did not listen within 30 s: {}",
-            cluster.log("sql")
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    node
-}
-
-/// Runs `sql` with the `mariadb` client (batch mode: tab-separated rows,
-/// no headers); `None` if the client is not installed.
-fn mariadb(port: u16, database: Option<&str>, sql: &str) -> Option<Output> {
-    let mut cmd = Command::new("mariadb");
-    cmd.args(["--protocol=tcp", "-h", "127.0.0.1", "-P", &port.to_string()])
-        .args(["-u", "root", "--batch", "--skip-column-names"]);
-    if let Some(db) = database {
-        cmd.args(["-D", db]);
-    }
-    match cmd.args(["-e", sql]).output() {
-        Ok(out) => Some(out),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => panic!("running mariadb: {e}"),
-    }
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-/// Runs `sql`, which must succeed; its output.
-fn query(port: u16, database: Option<&str>, sql: &str) -> String {
-    let out = mariadb(port, database, sql).expect("mariadb installed");
-    assert!(out.status.success(), "{sql}: {}", stderr(&out));
-    stdout(&out)
-}
-
-/// Runs `sql`, which must fail with MySQL error `code`.
-fn fails(port: u16, database: Option<&str>, sql: &str, code: u16) -> String {
-    let out = mariadb(port, database, sql).expect("mariadb installed");
-    let err = stderr(&out);
-    assert!(!out.status.success(), "{sql} succeeded: {}", stdout(&out));
-    assert!(err.contains(&format!("ERROR {code}")), "{sql}: {err}");
-    err
-}
+use common::sql_node::{fails, query, start_sql, stderr};
+use common::TestCluster;
+use std::process::Command;
+use std::time::Duration;
 
 #[test]
 fn the_mariadb_client_creates_writes_and_reads_through_an_sql_node() {
-    if mariadb(1, None, "").is_none() {
-        eprintln!("mariadb (the client) is not installed: skipped (scripts/test.sh installs it)");
-        return;
-    }
     let cluster = TestCluster::start_nodes(2, 2, |_| {});
     let sql = start_sql(&cluster);
     let p = sql.port;

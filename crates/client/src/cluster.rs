@@ -42,6 +42,10 @@ pub struct ClusterOptions {
     /// `CommitOutcomeUnknown` (4012). Keep it above the cluster's failure
     /// detection time (four heartbeat intervals) plus the takeover.
     pub takeover_wait: Duration,
+    /// Values an AUTO_INCREMENT fetch takes at least (NDB's
+    /// `ndb_autoincrement_prefetch_sz`; 0 counts as 1;
+    /// `crate::auto_increment`).
+    pub auto_increment_prefetch: u64,
 }
 
 impl Default for ClusterOptions {
@@ -50,6 +54,7 @@ impl Default for ClusterOptions {
             connect_timeout: Duration::from_secs(10),
             receive_timeout: Some(Duration::from_secs(60)),
             takeover_wait: Duration::from_secs(30),
+            auto_increment_prefetch: crate::auto_increment::PREFETCH_DEFAULT,
         }
     }
 }
@@ -72,6 +77,7 @@ struct Inner {
     shared: Arc<Shared>,
     /// `close` was called: no reconnecting.
     closed: AtomicBool,
+    counters: crate::auto_increment::Counters,
 }
 
 impl Inner {
@@ -197,6 +203,7 @@ impl Cluster {
             tables: Mutex::new(HashMap::new()),
             shared,
             closed: AtomicBool::new(false),
+            counters: Default::default(),
         });
         tokio::spawn(keep_connected(Arc::downgrade(&inner)));
         Ok(Cluster { inner })
@@ -274,6 +281,12 @@ impl Cluster {
     /// Creates a table (through mgmd, which assigns its id and version and
     /// waits until every data node has it).
     pub async fn create_table(&self, def: TableDef) -> Result<Table, ShoalError> {
+        crate::auto_increment::check_new_table(&def)?;
+        self.create_table_any(def).await
+    }
+
+    /// [`Cluster::create_table`] of any name (the system table's too).
+    pub(crate) async fn create_table_any(&self, def: TableDef) -> Result<Table, ShoalError> {
         def.validate()?;
         let created = with_mgm!(self, |s| s.create_table(def.clone()))?;
         let table = Table::new(created);
@@ -284,8 +297,14 @@ impl Cluster {
     /// Drops a table; its rows are gone and operations on it fail with
     /// `NoSuchTable` (723).
     pub async fn drop_table(&self, name: &str) -> Result<(), ShoalError> {
+        crate::auto_increment::refuse_reserved(name)?;
+        let dropping = self.table_any(name).await.ok();
         self.forget_with_hidden(name);
-        with_mgm!(self, |s| s.drop_table(name))
+        with_mgm!(self, |s| s.drop_table(name))?;
+        if let Some(t) = dropping {
+            self.forget_auto_increment(t.def()).await;
+        }
+        Ok(())
     }
 
     /// Forgets `name` and the hidden tables of its unique indexes.
@@ -313,7 +332,11 @@ impl Cluster {
         let dropped = with_mgm!(self, |s| s.drop_database(name));
         // Tables created in the database by others meanwhile.
         self.cache().retain(|t, _| !t.starts_with(&prefix));
-        Ok(dropped?.into_iter().map(|t| t.name).collect())
+        let dropped = dropped?;
+        for t in &dropped {
+            self.forget_auto_increment(t).await;
+        }
+        Ok(dropped.into_iter().map(|t| t.name).collect())
     }
 
     /// Every SQL database, sorted by name (not `shoal`, the database of
@@ -322,10 +345,20 @@ impl Cluster {
         with_mgm!(self, |s| s.list_databases())
     }
 
+    /// One request about SQL accounts (`crate::users`).
+    pub(crate) async fn users_request(
+        &self,
+        request: shoal_mgmd::proto::UsersRequest,
+    ) -> Result<Vec<shoal_mgmd::proto::UserAccount>, ShoalError> {
+        with_mgm!(self, |s| s.users(request.clone()))
+    }
+
     /// Every table clients see (not the hidden tables of unique
-    /// indexes), from mgmd, by id.
+    /// indexes, nor the AUTO_INCREMENT counters'), from mgmd, by id.
     pub async fn tables(&self) -> Result<Vec<TableDef>, ShoalError> {
-        with_mgm!(self, |s| s.list_tables())
+        let mut tables = with_mgm!(self, |s| s.list_tables())?;
+        tables.retain(|t| t.name != crate::auto_increment::SEQUENCE_TABLE);
+        Ok(tables)
     }
 
     /// Adds an ordered index `index` on `columns` (in key order) to
@@ -365,6 +398,7 @@ impl Cluster {
         index: &str,
         index_table: Option<shoal_types::TableId>,
     ) -> Result<Table, ShoalError> {
+        crate::auto_increment::refuse_reserved(table)?;
         self.cache().remove(table);
         self.cache()
             .remove(&UniqueIndexDef::table_name(table, index));
@@ -475,6 +509,12 @@ impl Cluster {
 
     /// The table called `name`, from the cache or else from mgmd.
     pub async fn table(&self, name: &str) -> Result<Table, ShoalError> {
+        crate::auto_increment::refuse_reserved(name)?;
+        self.table_any(name).await
+    }
+
+    /// [`Cluster::table`] of any name (the system table's too).
+    pub(crate) async fn table_any(&self, name: &str) -> Result<Table, ShoalError> {
         if let Some(t) = self.cache().get(name) {
             return Ok(t.clone());
         }
@@ -537,6 +577,14 @@ impl Cluster {
         for c in &conns {
             c.join_writer(Duration::from_secs(5)).await;
         }
+    }
+
+    pub(crate) fn counters(&self) -> &crate::auto_increment::Counters {
+        &self.inner.counters
+    }
+
+    pub(crate) fn auto_increment_prefetch(&self) -> u64 {
+        self.inner.opts.auto_increment_prefetch.max(1)
     }
 
     fn cache(&self) -> std::sync::MutexGuard<'_, HashMap<String, Table>> {

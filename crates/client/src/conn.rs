@@ -1183,6 +1183,7 @@ pub(crate) mod tests {
             connect_timeout: Duration::from_secs(5),
             receive_timeout,
             takeover_wait: Duration::from_millis(100),
+            ..ClusterOptions::default()
         };
         let hello = Hello::new(NodeType::Api, 1, 100, NODE);
         Connection::open(addr, &hello, &opts, Shared::new(opts.takeover_wait))

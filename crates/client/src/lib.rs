@@ -45,6 +45,13 @@
 //!   adds one to a table with rows, filling it while writes go on
 //!   ([`unique`]).
 //!
+//! - [`auto_increment`] keeps every table's AUTO_INCREMENT counter in a
+//!   hidden table of the cluster, each `Cluster` taking ranges of values
+//!   from it as NDB's API nodes do ([`Cluster::auto_increment_values`]).
+//!
+//! - [`users`]: the SQL accounts mgmd keeps for every SQL node
+//!   ([`Cluster::create_users`], [`Cluster::grant`], ...).
+//!
 //! - When a data node fails, [`outcomes`] tells a commit that lost its
 //!   answer how it ended, from the report of the node that took the failed
 //!   coordinator's transactions over; the cluster reconnects to data nodes
@@ -67,6 +74,7 @@
 //! one `multi_thread` runtime shared by all.
 
 mod attr_reader;
+pub mod auto_increment;
 pub mod cluster;
 mod column_access;
 pub mod conn;
@@ -80,14 +88,19 @@ pub mod row_buf;
 pub mod scan;
 pub mod transaction;
 pub mod unique;
+pub mod users;
 pub mod verify;
 
+pub use auto_increment::AutoIncrementValues;
 pub use cluster::{Cluster, ClusterOptions};
 pub use error::{ErrorClass, ErrorCode, ShoalError};
 pub use record::{Record, Table};
 pub use row::Row;
 pub use row_buf::RowBuf;
 pub use scan::{LockingScan, Scan, ScanBuilder};
+pub use shoal_mgmd::proto::{
+    AccountName, GrantLevel, Grants, PasswordChange, StoredPassword, UserAccount,
+};
 pub use transaction::{OpId, TableRef, Transaction, TransactionState};
 pub use unique::UniqueIndex;
 pub use verify::ReplicaReport;

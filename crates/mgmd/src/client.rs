@@ -683,6 +683,22 @@ impl ApiSession {
         self.conn.show().await
     }
 
+    /// One request about SQL accounts: the accounts listed, or those the
+    /// change created or changed (written to mgmd's disk first).
+    pub async fn users(
+        &mut self,
+        request: crate::proto::UsersRequest,
+    ) -> Result<Vec<crate::proto::UserAccount>, ShoalError> {
+        match self
+            .conn
+            .request(Request::Users(request), REQUEST_TIMEOUT)
+            .await?
+        {
+            Response::Accounts(a) => Ok(a),
+            other => Err(unexpected(&other)),
+        }
+    }
+
     /// `N stop`: marks data node `node_id` not wanted (its supervisor keeps
     /// it down) and, if it runs, asks it to stop and waits for its ack.
     pub async fn stop_node(&mut self, node_id: u16) -> Result<(), ShoalError> {

@@ -12,6 +12,8 @@
 //! deliberate choice: mgmd traffic is rare and small, and being able to read
 //! it with `tcpdump` or speak it from a script is worth more than speed.
 
+use std::collections::BTreeSet;
+
 use serde::{Deserialize, Serialize};
 use shoal_types::{ErrorCode, ShoalError, TableDef};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -276,6 +278,10 @@ pub enum Request {
     DropDatabase { name: String },
     /// Any connection. Answer: `Response::Databases`.
     ListDatabases,
+    /// API node only: SQL accounts (see [`UsersRequest`]). Only API
+    /// nodes get the password hashes: mgmd trusts every API node, as it
+    /// trusts them with the schema. Answer: `Response::Accounts`.
+    Users(UsersRequest),
     /// Any connection. Answer: `Response::Table`.
     GetTable { name: String },
     /// Any connection. Answer: `Response::Tables`.
@@ -365,9 +371,157 @@ pub enum Response {
     Tables(Vec<TableDef>),
     /// SQL database names, sorted.
     Databases(Vec<String>),
+    /// SQL accounts, by user then host: those a `Users` request listed,
+    /// or those its change created or changed.
+    Accounts(Vec<UserAccount>),
     /// The arbitrator's answer: `true` = this side survives.
     Arbitration {
         granted: bool,
+    },
+}
+
+/// An SQL account's name: a user, and the host (a pattern) it may
+/// connect from. mgmd keeps hosts in lower case (host names compare
+/// without case, as in MySQL); user names compare exactly.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct AccountName {
+    pub user: String,
+    /// `%` (anywhere), `localhost` (a loopback address), an address, or a
+    /// pattern with `%` and `_` (`192.168.1.%`).
+    pub host: String,
+}
+
+impl AccountName {
+    pub fn new(user: &str, host: &str) -> AccountName {
+        AccountName {
+            user: user.to_string(),
+            host: host.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for AccountName {
+    /// `'user'@'host'`, as MySQL's messages name an account.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "'{}'@'{}'", self.user, self.host)
+    }
+}
+
+/// What an SQL node checks a password against: hashes, never the
+/// password itself (SQL nodes hash it before it reaches mgmd).
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredPassword {
+    /// SHA1(SHA1(password)) in 40 upper-case hex digits: checks
+    /// `mysql_native_password` proofs (MySQL's `*HEX` without the `*`).
+    pub native: String,
+    /// SHA256(SHA256(password)) in 64 upper-case hex digits: checks the
+    /// `caching_sha2_password` fast path. Absent for an account created
+    /// from a native hash alone (`IDENTIFIED WITH mysql_native_password
+    /// AS '*HEX'`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+impl std::fmt::Debug for StoredPassword {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Kept out of logs: a native hash and a sniffed scramble are
+        // enough to log in.
+        f.write_str("StoredPassword(..)")
+    }
+}
+
+/// The privileges of an account: ALL PRIVILEGES at the database level,
+/// or on every database.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Grants {
+    /// `ALL PRIVILEGES ON *.*`: every database, and managing accounts
+    /// (creating, changing and dropping them, granting and revoking), as
+    /// MySQL's ALL on `*.*` WITH GRANT OPTION.
+    #[serde(default)]
+    pub all_databases: bool,
+    /// `ALL PRIVILEGES ON db.*`, by database name (a database need not
+    /// exist to be granted, as in MySQL).
+    #[serde(default)]
+    pub databases: BTreeSet<String>,
+}
+
+/// One SQL account.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserAccount {
+    pub user: String,
+    pub host: String,
+    /// `None`: no password (the client logs in with an empty one).
+    pub password: Option<StoredPassword>,
+    #[serde(default)]
+    pub grants: Grants,
+}
+
+impl UserAccount {
+    pub fn name(&self) -> AccountName {
+        AccountName::new(&self.user, &self.host)
+    }
+}
+
+/// Where a GRANT or REVOKE applies.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GrantLevel {
+    /// `*.*`
+    AllDatabases,
+    /// `db.*`
+    Database(String),
+}
+
+/// A new password for an account (`None`: no password).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PasswordChange {
+    pub account: AccountName,
+    pub password: Option<StoredPassword>,
+}
+
+/// Requests about SQL accounts. Each change is all or nothing: it is
+/// checked whole, written to mgmd's `users.json`, then answered; one
+/// account that fails the check fails the request and changes nothing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UsersRequest {
+    /// Creates accounts with their passwords and grants. An existing one:
+    /// `UserExists`, or left as it is with `if_not_exists`.
+    Create {
+        accounts: Vec<UserAccount>,
+        #[serde(default)]
+        if_not_exists: bool,
+    },
+    /// Sets passwords. A missing account: `NoSuchUser`, or skipped with
+    /// `if_exists`.
+    SetPassword {
+        changes: Vec<PasswordChange>,
+        #[serde(default)]
+        if_exists: bool,
+    },
+    /// Drops accounts. A missing one: `NoSuchUser`, or skipped with
+    /// `if_exists`.
+    Drop {
+        accounts: Vec<AccountName>,
+        #[serde(default)]
+        if_exists: bool,
+    },
+    /// Grants ALL at `level` (granting what is held changes nothing).
+    /// A missing account: `NoSuchUser`.
+    Grant {
+        accounts: Vec<AccountName>,
+        level: GrantLevel,
+    },
+    /// Revokes ALL at `level`. A missing account or one without that
+    /// grant: `NoSuchGrant`.
+    Revoke {
+        accounts: Vec<AccountName>,
+        level: GrantLevel,
+    },
+    /// Every account, or those of one user name.
+    List {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        user: Option<String>,
     },
 }
 
@@ -644,6 +798,43 @@ mod tests {
             serde_json::to_string(&s).unwrap(),
             r#"{"v":1,"msg":{"response":{"id":3,"response":{"arbitration":{"granted":true}}}}}"#
         );
+        let f = ClientFrame {
+            v: 1,
+            id: 10,
+            request: Request::Users(UsersRequest::Grant {
+                accounts: vec![AccountName::new("app", "%")],
+                level: GrantLevel::Database("shop".into()),
+            }),
+        };
+        assert_eq!(
+            serde_json::to_string(&f).unwrap(),
+            r#"{"v":1,"id":10,"request":{"users":{"grant":{"accounts":[{"user":"app","host":"%"}],"level":{"database":"shop"}}}}}"#
+        );
+        let s = ServerFrame {
+            v: 1,
+            msg: ServerMessage::Response {
+                id: 10,
+                response: Response::Accounts(vec![UserAccount {
+                    user: "root".into(),
+                    host: "localhost".into(),
+                    password: None,
+                    grants: Grants {
+                        all_databases: true,
+                        databases: BTreeSet::new(),
+                    },
+                }]),
+            },
+        };
+        assert_eq!(
+            serde_json::to_string(&s).unwrap(),
+            r#"{"v":1,"msg":{"response":{"id":10,"response":{"accounts":[{"user":"root","host":"localhost","password":null,"grants":{"all_databases":true,"databases":[]}}]}}}}"#
+        );
+        // A password shows in no Debug output.
+        let p = StoredPassword {
+            native: "A".repeat(40),
+            sha256: None,
+        };
+        assert_eq!(format!("{p:?}"), "StoredPassword(..)");
         // A status from a node that knows nothing of start phases decodes.
         let st: NodeStatus = serde_json::from_str(
             r#"{"state":"starting","data_memory_used_bytes":0,"data_memory_total_bytes":0,"rows":0,"client_connections":0}"#,

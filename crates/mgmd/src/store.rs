@@ -3,7 +3,9 @@
 //! - `schema.json`: the tables, the next table id and the SQL databases;
 //! - `starts.json`: per data node, how many times it registered (the
 //!   incarnation handed to it, NDB's start number);
-//! - `arbitration.json`: the arbitrator's last survival grant.
+//! - `arbitration.json`: the arbitrator's last survival grant;
+//! - `users.json`: the SQL accounts, with password hashes and grants
+//!   (`server::users`).
 //!
 //! Invariants:
 //! - Every file is replaced atomically (temp file, fsync, rename, fsync of
@@ -13,7 +15,8 @@
 //!   is refused at start with an error that names it. mgmd never starts on
 //!   a state it cannot trust (it could hand out an incarnation twice or
 //!   grant both sides of a split).
-//! - A missing file is an empty state (a fresh cluster).
+//! - A missing file is an empty state (a fresh cluster); for `users.json`
+//!   that is the fresh cluster's `root` accounts.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -24,6 +27,7 @@ use shoal_types::arbitration::Grant;
 use shoal_types::{ErrorCode, ShoalError, TableDef};
 
 use crate::config::NODE_ID_MAX;
+use crate::server::users::{self, Accounts};
 
 /// Name of the schema file inside the mgmd data dir.
 pub const SCHEMA_FILE: &str = "schema.json";
@@ -35,6 +39,9 @@ pub const STARTS_FORMAT_VERSION: u32 = 1;
 /// Name of the arbitration file inside the mgmd data dir.
 pub const ARBITRATION_FILE: &str = "arbitration.json";
 pub const ARBITRATION_FORMAT_VERSION: u32 = 1;
+/// Name of the SQL accounts file inside the mgmd data dir.
+pub const USERS_FILE: &str = "users.json";
+pub const USERS_FORMAT_VERSION: u32 = 1;
 
 fn mgmd_err(detail: impl Into<String>) -> ShoalError {
     ShoalError::with_detail(ErrorCode::MgmdFailure, detail)
@@ -84,6 +91,15 @@ struct GrantRecord {
     /// When it was granted (for an operator reading the file).
     #[serde(default)]
     granted_at_unix_ms: u64,
+}
+
+/// The accounts file's content.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct UsersFile {
+    format_version: u32,
+    cluster_id: u64,
+    /// By user, then host.
+    accounts: Vec<crate::proto::UserAccount>,
 }
 
 /// The directory holding mgmd's files.
@@ -277,6 +293,48 @@ impl Store {
             }),
         };
         self.save(ARBITRATION_FILE, file).await
+    }
+
+    /// Reads the SQL accounts; without a file, a fresh cluster's.
+    pub fn load_users(&self, cluster_id: u64) -> Result<Accounts, ShoalError> {
+        let Some(file) = self.read::<UsersFile>(USERS_FILE, "accounts")? else {
+            return Ok(users::default_accounts());
+        };
+        self.check_header(
+            USERS_FILE,
+            "accounts",
+            (file.format_version, USERS_FORMAT_VERSION),
+            (file.cluster_id, cluster_id),
+        )?;
+        let mut accounts = Accounts::new();
+        for a in &file.accounts {
+            let checked = users::checked_account(a).map_err(|e| {
+                self.inconsistent(
+                    USERS_FILE,
+                    "accounts",
+                    format!("at account {}: {}", a.name(), e.detail),
+                )
+            })?;
+            if accounts.insert(checked.name(), checked).is_some() {
+                return Err(self.inconsistent(
+                    USERS_FILE,
+                    "accounts",
+                    format!("account {} is listed twice", a.name()),
+                ));
+            }
+        }
+        users::check_totals(&accounts)
+            .map_err(|e| self.inconsistent(USERS_FILE, "accounts", e.detail))?;
+        Ok(accounts)
+    }
+
+    pub async fn save_users(&self, cluster_id: u64, accounts: &Accounts) -> Result<(), ShoalError> {
+        let file = UsersFile {
+            format_version: USERS_FORMAT_VERSION,
+            cluster_id,
+            accounts: accounts.values().cloned().collect(),
+        };
+        self.save(USERS_FILE, file).await
     }
 
     /// Replaces `name` atomically on the blocking pool (fsync can take

@@ -9,9 +9,13 @@
 //! Invariants: every name handed to the cluster is built here
 //! ([`TableName::shoal_name`]), and table names are compared exactly
 //! (case-sensitive, as MySQL's on Linux); column names are matched
-//! case-insensitively where statements name them.
+//! case-insensitively where statements name them. Every database or
+//! table a statement names is checked against the session's privileges
+//! here ([`privileges`]: 1044 for a database not granted), and SHOW
+//! DATABASES lists only the databases granted.
 
 use crate::exec::error::from_shoal;
+use crate::exec::users::privileges;
 use crate::outcome::SqlError;
 use crate::sqltypes::{sql_type_name, value_text};
 use shoal_client::{Cluster, ErrorCode, Table};
@@ -88,17 +92,19 @@ pub fn resolve(name: &ObjectName, current: Option<&str>) -> Result<TableName, Sq
                 .ok_or_else(|| SqlError::syntax(format!("bad table name {name}")))
         })
         .collect::<Result<_, _>>()?;
-    match parts.as_slice() {
-        [table] => Ok(TableName {
+    let resolved = match parts.as_slice() {
+        [table] => TableName {
             database: current.ok_or_else(no_database_selected)?.to_string(),
             table: table.clone(),
-        }),
-        [database, table] => Ok(TableName {
+        },
+        [database, table] => TableName {
             database: database.clone(),
             table: table.clone(),
-        }),
-        _ => Err(SqlError::syntax(format!("bad table name {name}"))),
-    }
+        },
+        _ => return Err(SqlError::syntax(format!("bad table name {name}"))),
+    };
+    privileges::check_database(&resolved.database)?;
+    Ok(resolved)
 }
 
 /// A single identifier (a database, index or column name).
@@ -112,18 +118,22 @@ pub fn single_name(name: &ObjectName) -> Result<String, SqlError> {
     }
 }
 
-/// Every database, sorted: the cluster's SQL databases, `shoal`, and the
-/// system ones.
+/// Every database the session may use, sorted: the cluster's SQL
+/// databases, `shoal`, and the system ones.
 pub async fn databases(cluster: &Cluster) -> Result<Vec<String>, SqlError> {
     let mut all = cluster.databases().await.map_err(|e| from_shoal(&e))?;
     all.push(SHOAL_DATABASE.to_string());
     all.extend(SYSTEM_DATABASES.iter().map(|s| s.to_string()));
+    all.retain(|d| privileges::may_see(d));
     all.sort();
     all.dedup();
     Ok(all)
 }
 
+/// Whether database `name` exists; 1044 first if the session may not
+/// use it (whether it exists or not, as MySQL answers).
 pub async fn database_exists(cluster: &Cluster, name: &str) -> Result<bool, SqlError> {
+    privileges::check_database(name)?;
     if name == SHOAL_DATABASE || SYSTEM_DATABASES.contains(&name) {
         return Ok(true);
     }
@@ -137,6 +147,7 @@ pub async fn database_exists(cluster: &Cluster, name: &str) -> Result<bool, SqlE
 
 /// The tables of database `database`, by name.
 pub async fn tables_of(cluster: &Cluster, database: &str) -> Result<Vec<TableDef>, SqlError> {
+    privileges::check_database(database)?;
     let mut tables: Vec<TableDef> = cluster
         .tables()
         .await
@@ -153,6 +164,7 @@ pub async fn tables_of(cluster: &Cluster, database: &str) -> Result<Vec<TableDef
 
 /// The table called `name` (1146 if it does not exist).
 pub async fn table(cluster: &Cluster, name: &TableName) -> Result<Table, SqlError> {
+    privileges::check_database(&name.database)?;
     if SYSTEM_DATABASES.contains(&name.database.as_str()) {
         return Err(no_such_table(name));
     }
@@ -211,6 +223,9 @@ pub fn show_create(def: &TableDef, name: &TableName) -> String {
             Some(v) => line.push_str(&format!(" DEFAULT {}", literal(v))),
             None if c.nullable => line.push_str(" DEFAULT NULL"),
             None => {}
+        }
+        if c.auto_increment {
+            line.push_str(" AUTO_INCREMENT");
         }
         lines.push(line);
     }

@@ -4,6 +4,37 @@
 
 use crate::outcome::{Column, Outcome, SqlError};
 use std::future::Future;
+use std::sync::Arc;
+
+/// A `COM_STMT_EXECUTE`: the prepared statement's text and its
+/// parameters, each as the SQL literal that reads back as the value the
+/// client bound.
+#[derive(Clone, Debug)]
+pub struct Execution {
+    /// The prepared text, `?` marking the parameters.
+    pub template: Arc<str>,
+    /// The text around the placeholders: one more part than parameters.
+    pub parts: Arc<[String]>,
+    /// One literal per parameter, in order.
+    pub literals: Vec<String>,
+}
+
+impl Execution {
+    /// The statement with its literals spliced in.
+    pub fn spliced(&self) -> String {
+        let mut sql = String::with_capacity(
+            self.parts.iter().map(String::len).sum::<usize>()
+                + self.literals.iter().map(String::len).sum::<usize>(),
+        );
+        for (i, part) in self.parts.iter().enumerate() {
+            sql.push_str(part);
+            if let Some(literal) = self.literals.get(i) {
+                sql.push_str(literal);
+            }
+        }
+        sql
+    }
+}
 
 /// What an OK packet's status flags report of a connection's session.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -46,6 +77,17 @@ pub trait Handler: Send + 'static {
     fn prepare(&mut self, sql: &str) -> impl Future<Output = Result<Vec<Column>, SqlError>> + Send {
         let _ = sql;
         std::future::ready(Ok(Vec::new()))
+    }
+
+    /// `COM_STMT_EXECUTE` of a statement prepared before. The default runs
+    /// the text with the literals spliced in, as a query; a handler may
+    /// keep the statement parsed instead (the result must be the same).
+    fn execute(
+        &mut self,
+        execution: &Execution,
+    ) -> impl Future<Output = Vec<Result<Outcome, SqlError>>> + Send {
+        let sql = execution.spliced();
+        async move { self.query(&sql).await }
     }
 }
 

@@ -1,7 +1,9 @@
 //! `shoal sql`: an SQL node process (NDB's mysqld as an SQL node). It is
 //! one API node of the cluster (registered through mgmd like any client)
 //! serving the MySQL protocol; every connection's session runs on that
-//! one cluster connection.
+//! one cluster connection. Logins are checked against the accounts mgmd
+//! keeps for the whole cluster (a fresh cluster has `root` without a
+//! password, from this machine only).
 
 use crate::protocol::{serve_with_shutdown, ServerConfig};
 use crate::session::SessionFactory;
@@ -42,7 +44,13 @@ pub async fn run(
         opts.port
     );
     let factory = Arc::new(SessionFactory::new(cluster.clone()));
-    let served = serve_with_shutdown(listener, factory, ServerConfig::default(), shutdown).await;
+    // Logins are checked against the cluster's accounts in mgmd, asked at
+    // each login (`exec::users::ClusterUsers`).
+    let config = ServerConfig {
+        users: factory.users(),
+        ..ServerConfig::default()
+    };
+    let served = serve_with_shutdown(listener, factory, config, shutdown).await;
     cluster.close().await;
     served.map_err(|e| e.to_string())
 }

@@ -21,13 +21,19 @@
 //!   leaves the transaction open.
 //! - Closing the session rolls back what is open, so nothing stays
 //!   locked.
+//! - Every statement runs with the session's privileges in scope
+//!   (`exec::users::privileges`, checked where the catalog resolves
+//!   names): `statement` for parsed ones, `use_db` and `prepare` for
+//!   theirs. A new way in must do the same, or its lookups are refused.
 
 use crate::catalog;
 use crate::exec::error::from_shoal;
 use crate::exec::expr::Compiler;
 use crate::exec::split::{parse, split, Parsed};
+use crate::exec::template::Templates;
+use crate::exec::users::{self, ClusterUsers, Privileges};
 use crate::exec::{ddl, dml, select, show, Env, Limits};
-use crate::handler::{Handler, HandlerFactory, SessionStatus};
+use crate::handler::{Execution, Handler, HandlerFactory, SessionStatus};
 use crate::outcome::{Column, Outcome, SqlError};
 use shoal_client::{Cluster, ExecType, Transaction, TransactionState, Value};
 use sqlparser::ast::{
@@ -148,6 +154,8 @@ const USER_VARIABLE_BYTES_MAX: usize = 64 << 20;
 /// connection (the SQL node is one API node).
 pub struct SessionFactory {
     cluster: Cluster,
+    /// The cluster's accounts, shared by the logins and the sessions.
+    users: Arc<ClusterUsers>,
     next_connection_id: Arc<AtomicU32>,
     limits: Limits,
     /// Variables every session starts with, over the defaults.
@@ -157,11 +165,18 @@ pub struct SessionFactory {
 impl SessionFactory {
     pub fn new(cluster: Cluster) -> SessionFactory {
         SessionFactory {
+            users: Arc::new(ClusterUsers::new(cluster.clone())),
             cluster,
             next_connection_id: Arc::new(AtomicU32::new(1)),
             limits: Limits::default(),
             overrides: BTreeMap::new(),
         }
+    }
+
+    /// The accounts logins are checked against (the protocol server's
+    /// `UserDirectory`).
+    pub fn users(&self) -> Arc<ClusterUsers> {
+        self.users.clone()
     }
 
     /// Statement limits of every session.
@@ -182,6 +197,7 @@ impl SessionFactory {
     pub fn session(&self, user: &str, host: &str) -> Session {
         let id = self.next_connection_id.fetch_add(1, Ordering::Relaxed);
         let mut s = Session::new(self.cluster.clone(), user, host, id).with_limits(self.limits);
+        s.users = self.users.clone();
         for (k, v) in &self.overrides {
             s.variables.insert(k.clone(), v.clone());
         }
@@ -202,6 +218,10 @@ pub struct Session {
     cluster: Cluster,
     user: String,
     host: String,
+    users: Arc<ClusterUsers>,
+    /// What the session may do: read from mgmd at its first statement
+    /// and at each USE, and again after it changed accounts.
+    privileges: Option<Arc<Privileges>>,
     connection_id: u32,
     database: Option<String>,
     autocommit: bool,
@@ -214,6 +234,8 @@ pub struct Session {
     user_variables: HashMap<String, Value>,
     last_insert_id: u64,
     limits: Limits,
+    /// Prepared statements kept parsed.
+    templates: Templates,
 }
 
 impl std::fmt::Debug for Session {
@@ -246,6 +268,8 @@ fn now_secs() -> i64 {
 impl Session {
     pub fn new(cluster: Cluster, user: &str, host: &str, connection_id: u32) -> Session {
         Session {
+            users: Arc::new(ClusterUsers::new(cluster.clone())),
+            privileges: None,
             cluster,
             user: user.to_string(),
             host: host.to_string(),
@@ -258,6 +282,7 @@ impl Session {
             user_variables: HashMap::new(),
             last_insert_id: 0,
             limits: Limits::default(),
+            templates: Templates::default(),
         }
     }
 
@@ -311,9 +336,12 @@ impl Session {
         // bytes together stay within the bound one result has.
         let mut result_bytes = 0usize;
         for piece in pieces {
-            let mut result = match parse(&piece) {
-                Ok(parsed) => self.statement(&parsed).await,
-                Err(e) => Err(e),
+            let mut result = match users::recognize(&piece) {
+                Some(account) => self.account_statement(account).await,
+                None => match parse(&piece) {
+                    Ok(parsed) => self.statement(&parsed).await,
+                    Err(e) => Err(e),
+                },
             };
             if let Ok(Outcome::Rows { rows, .. }) = &result {
                 result_bytes = result_bytes.saturating_add(
@@ -369,13 +397,24 @@ impl Session {
             Some(t) => t,
             None => self.cluster.transaction(),
         };
+        // The first AUTO_INCREMENT value an INSERT generated: the session's
+        // LAST_INSERT_ID() once it succeeded (statements that generate
+        // none leave it as it was, as in MySQL).
+        let mut generated = None;
         let result = {
             let mut env = self.env();
             env.own_transaction = own;
             let cluster = &self.cluster;
             match work {
                 Work::Select(q, text) => select::select(&env, cluster, &mut txn, q, text).await,
-                Work::Insert(i) => dml::insert(&env, cluster, &mut txn, i).await,
+                Work::Insert(i) => {
+                    dml::insert(&env, cluster, &mut txn, i)
+                        .await
+                        .map(|(outcome, first)| {
+                            generated = first;
+                            outcome
+                        })
+                }
                 Work::Update(u) => dml::update(&env, cluster, &mut txn, u).await,
                 Work::Delete(d) => dml::delete(&env, cluster, &mut txn, d).await,
             }
@@ -391,6 +430,9 @@ impl Session {
                     }
                 } else {
                     self.txn = Some(txn);
+                }
+                if let Some(id) = generated {
+                    self.last_insert_id = id;
                 }
                 Ok(outcome)
             }
@@ -417,7 +459,49 @@ impl Session {
         }
     }
 
+    /// The session's privileges, read from mgmd if not yet.
+    async fn privileges(&mut self) -> Arc<Privileges> {
+        if let Some(p) = &self.privileges {
+            return p.clone();
+        }
+        let peer = users::peer_address(&self.host);
+        let p = Arc::new(self.users.privileges(&self.user, peer, &self.host).await);
+        self.privileges = Some(p.clone());
+        p
+    }
+
+    /// CREATE / ALTER / DROP USER, SET PASSWORD, GRANT, REVOKE, SHOW
+    /// GRANTS; those that change accounts commit first, as DDL does.
+    async fn account_statement(
+        &mut self,
+        statement: Result<users::AccountStatement, SqlError>,
+    ) -> Result<Outcome, SqlError> {
+        let statement = statement?;
+        if statement.changes_accounts() {
+            self.implicit_commit().await?;
+        }
+        let privileges = self.privileges().await;
+        let ctx = users::Context {
+            cluster: &self.cluster,
+            privileges: &privileges,
+            database: self.database.as_deref(),
+        };
+        let out = users::run(&ctx, &statement).await;
+        if statement.changes_accounts() {
+            // It may have changed this session's own grants.
+            self.privileges = None;
+        }
+        out
+    }
+
+    /// Runs one parsed statement with the session's privileges in scope
+    /// (the catalog checks every database and table it names).
     async fn statement(&mut self, parsed: &Parsed) -> Result<Outcome, SqlError> {
+        let privileges = self.privileges().await;
+        users::privileges::scope(privileges, self.statement_in_scope(parsed)).await
+    }
+
+    async fn statement_in_scope(&mut self, parsed: &Parsed) -> Result<Outcome, SqlError> {
         let text = parsed.text.as_str();
         match &parsed.statement {
             Statement::Query(q) => self.transactional(Work::Select(q, text)).await,
@@ -531,6 +615,7 @@ impl Session {
                 if_not_exists,
                 ..
             } => {
+                users::privileges::check_database(&catalog::single_name(db_name)?)?;
                 self.implicit_commit().await?;
                 ddl::create_database(&self.cluster, db_name, *if_not_exists).await
             }
@@ -543,6 +628,7 @@ impl Session {
                 let sqlparser::ast::SchemaName::Simple(name) = schema_name else {
                     return Err(SqlError::not_supported(format!("{schema_name}")));
                 };
+                users::privileges::check_database(&catalog::single_name(name)?)?;
                 ddl::create_database(&self.cluster, name, *if_not_exists).await
             }
             Statement::CreateTable(ct) => {
@@ -591,6 +677,7 @@ impl Session {
                             return Err(SqlError::syntax("DROP DATABASE drops one database"));
                         };
                         let name = catalog::single_name(name)?;
+                        users::privileges::check_database(&name)?;
                         let out = ddl::drop_database(&self.cluster, &name, *if_exists).await?;
                         if self.database.as_deref() == Some(name.as_str()) {
                             self.database = None;
@@ -605,7 +692,11 @@ impl Session {
     }
 
     async fn use_db(&mut self, name: &str) -> Result<(), SqlError> {
-        if !catalog::database_exists(&self.cluster, name).await? {
+        // Database privileges are read again at USE, as MySQL does.
+        self.privileges = None;
+        let privileges = self.privileges().await;
+        let exists = catalog::database_exists(&self.cluster, name);
+        if !users::privileges::scope(privileges, exists).await? {
             return Err(catalog::unknown_database(name));
         }
         self.database = Some(name.to_string());
@@ -821,6 +912,18 @@ impl Handler for Session {
         self.use_db(database).await
     }
 
+    /// Runs a prepared statement from its parsed tree when it can (see
+    /// [`Templates`]), else spliced and parsed.
+    async fn execute(&mut self, execution: &Execution) -> Vec<Result<Outcome, SqlError>> {
+        match self
+            .templates
+            .bind(&execution.template, &execution.literals)
+        {
+            Some(parsed) => vec![self.statement(&parsed).await],
+            None => self.run(&execution.spliced()).await,
+        }
+    }
+
     /// Describes a statement with `?` parameters: a SELECT's result
     /// columns (its table and columns resolved now, so an unknown one
     /// fails here), SHOW's and DESCRIBE's by running them (they only
@@ -832,12 +935,26 @@ impl Handler for Session {
                 "a prepared statement holds exactly one statement",
             ));
         };
+        if let Some(account) = users::recognize(one) {
+            // Only SHOW GRANTS returns rows, and it only reads.
+            return match account? {
+                show @ users::AccountStatement::ShowGrants { .. } => {
+                    match self.account_statement(Ok(show)).await? {
+                        Outcome::Rows { columns, .. } => Ok(columns),
+                        Outcome::Ok { .. } => Ok(Vec::new()),
+                    }
+                }
+                _ => Ok(Vec::new()),
+            };
+        }
         let parsed = parse(one)?;
         match &parsed.statement {
             Statement::Query(q) => {
+                let privileges = self.privileges().await;
                 let mut env = self.env();
                 env.describe_only = true;
-                select::describe(&env, &self.cluster, q, &parsed.text).await
+                let describe = select::describe(&env, &self.cluster, q, &parsed.text);
+                users::privileges::scope(privileges, describe).await
             }
             Statement::ShowDatabases { .. }
             | Statement::ShowSchemas { .. }

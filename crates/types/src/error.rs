@@ -146,6 +146,12 @@ error_codes! {
     /// Another process holds the data directory (a second `shoal up`,
     /// mgmd or data node pointed at it).
     DataDirInUse = 6003, Permanent, "Data directory in use by another process";
+    /// An SQL account (user and host) to create exists already.
+    UserExists = 6004, Permanent, "Account already exists";
+    /// An SQL account named by a request does not exist.
+    NoSuchUser = 6005, Permanent, "No such account";
+    /// A REVOKE named an account that does not hold that grant (or does not exist).
+    NoSuchGrant = 6006, Permanent, "No such grant for the account";
     /// A bug: a state the code believes cannot happen.
     Internal = 6999, Permanent, "Internal error";
 }

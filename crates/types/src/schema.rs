@@ -103,6 +103,25 @@ impl ColumnType {
             ColumnType::DateTime => "DATETIME".into(),
         }
     }
+
+    /// The largest value an AUTO_INCREMENT column of this type may be
+    /// given; `None` for a type that cannot be one (not an integer).
+    /// BIGINT UNSIGNED stops one short of `u64::MAX`, as MySQL does (it
+    /// keeps that value to mean "out of range"), so a counter's next
+    /// value always fits a `u64`.
+    pub fn auto_increment_max(self) -> Option<u64> {
+        Some(match self {
+            ColumnType::TinyInt { unsigned: false } => i8::MAX as u64,
+            ColumnType::TinyInt { unsigned: true } => u64::from(u8::MAX),
+            ColumnType::SmallInt { unsigned: false } => i16::MAX as u64,
+            ColumnType::SmallInt { unsigned: true } => u64::from(u16::MAX),
+            ColumnType::Int { unsigned: false } => i32::MAX as u64,
+            ColumnType::Int { unsigned: true } => u64::from(u32::MAX),
+            ColumnType::BigInt { unsigned: false } => i64::MAX as u64,
+            ColumnType::BigInt { unsigned: true } => u64::MAX - 1,
+            _ => return None,
+        })
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -115,6 +134,14 @@ pub struct ColumnDef {
     /// for nullable columns and "must be given" for NOT NULL ones.
     #[serde(default)]
     pub default: Option<Value>,
+    /// SQL's AUTO_INCREMENT: inserts that leave the column out (or give
+    /// NULL or 0) get the table's next value from its cluster-wide
+    /// counter (`shoal_client`'s `auto_increment` module). At most one
+    /// per table, an integer column, NOT NULL ([`TableDef::validate`]);
+    /// a key ([`TableDef::check_auto_increment_key`]). Left out of the
+    /// encoding when false, so tables without one encode as before.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub auto_increment: bool,
 }
 
 impl ColumnDef {
@@ -124,7 +151,14 @@ impl ColumnDef {
             ty,
             nullable: false,
             default: None,
+            auto_increment: false,
         }
+    }
+
+    /// Marks the column AUTO_INCREMENT.
+    pub fn auto_increment(mut self) -> Self {
+        self.auto_increment = true;
+        self
     }
 
     pub fn nullable(mut self) -> Self {
@@ -450,6 +484,89 @@ impl TableDef {
         self.primary_key.contains(&col)
     }
 
+    /// The AUTO_INCREMENT column, if the table has one.
+    pub fn auto_increment_column(&self) -> Option<u16> {
+        self.columns
+            .iter()
+            .position(|c| c.auto_increment)
+            .map(|i| i as u16)
+    }
+
+    /// Marks column `column` AUTO_INCREMENT (after the indexes that make
+    /// it a key were added), checking every rule.
+    pub fn with_auto_increment(mut self, column: &str) -> Result<Self, ShoalError> {
+        let c = self
+            .column_index(column)
+            .ok_or_else(|| bad(format!("AUTO_INCREMENT column {column:?} is not a column")))?;
+        self.columns[usize::from(c)].auto_increment = true;
+        self.validate()?;
+        self.check_auto_increment_key()?;
+        Ok(self)
+    }
+
+    /// SQL's rule that an AUTO_INCREMENT column is a key: part of the
+    /// primary key, or the first column of an index. Checked where a
+    /// table is created, not in [`TableDef::validate`]: an index may be
+    /// dropped later, and a stored definition must stay valid (data
+    /// nodes and clients refuse invalid ones); the counter needs no key.
+    pub fn check_auto_increment_key(&self) -> Result<(), ShoalError> {
+        let Some(c) = self.auto_increment_column() else {
+            return Ok(());
+        };
+        let keyed = self.primary_key.contains(&c)
+            || self
+                .indexes
+                .iter()
+                .any(|i| !i.dropped && i.columns.first() == Some(&c))
+            || self
+                .unique_indexes
+                .iter()
+                .any(|u| u.columns.first() == Some(&c));
+        if keyed {
+            Ok(())
+        } else {
+            Err(bad(format!(
+                "there can be only one AUTO_INCREMENT column and it must be a key: column {:?} is neither part of the primary key nor the first column of an index",
+                self.columns[usize::from(c)].name
+            )))
+        }
+    }
+
+    /// The per-column rules of AUTO_INCREMENT: at most one such column,
+    /// an integer one, NOT NULL, without a DEFAULT.
+    fn validate_auto_increment(&self) -> Result<(), ShoalError> {
+        let mut autos = self.columns.iter().filter(|c| c.auto_increment);
+        let Some(c) = autos.next() else {
+            return Ok(());
+        };
+        if let Some(other) = autos.next() {
+            return Err(bad(format!(
+                "there can be only one AUTO_INCREMENT column and it must be a key: columns {:?} and {:?} are both AUTO_INCREMENT",
+                c.name, other.name
+            )));
+        }
+        if c.ty.auto_increment_max().is_none() {
+            return Err(bad(format!(
+                "AUTO_INCREMENT column {:?} must be an integer column, not {}",
+                c.name,
+                c.ty.sql_name()
+            )));
+        }
+        if c.nullable {
+            return Err(bad(format!(
+                "AUTO_INCREMENT column {:?} must be NOT NULL",
+                c.name
+            )));
+        }
+        if c.default.is_some() {
+            return Err(bad(format!(
+                "AUTO_INCREMENT column {:?} takes no DEFAULT (its values come from the counter)",
+                c.name
+            )));
+        }
+        Ok(())
+    }
+
     /// Checks every rule a table must satisfy; mgmd calls it before storing.
     pub fn validate(&self) -> Result<(), ShoalError> {
         if self.options.index_of.is_some() {
@@ -547,6 +664,7 @@ impl TableDef {
             d.map()
                 .map_err(|e| bad(format!("distribution: {}", e.detail)))?;
         }
+        self.validate_auto_increment()?;
         self.validate_indexes()?;
         self.validate_unique_indexes()
     }
@@ -710,5 +828,68 @@ mod tests {
             ColumnDef::new("a", ColumnType::TinyInt { unsigned: false }).default_value(1000i64),
         ];
         assert!(TableDef::new("t1", bad_default, &["id"]).is_err());
+    }
+
+    #[test]
+    fn auto_increment_columns_follow_mysqls_rules() {
+        let int = ColumnType::Int { unsigned: false };
+        let auto_pk = vec![
+            ColumnDef::new("id", int).auto_increment(),
+            ColumnDef::new("v", int).nullable(),
+        ];
+        let t = TableDef::new("t1", auto_pk, &["id"]).unwrap();
+        assert_eq!(t.auto_increment_column(), Some(0));
+        assert!(t.check_auto_increment_key().is_ok());
+        // At most one; an integer; NOT NULL; no DEFAULT.
+        let two = vec![
+            ColumnDef::new("id", int).auto_increment(),
+            ColumnDef::new("v", int).auto_increment(),
+        ];
+        assert!(TableDef::new("t1", two, &["id"]).is_err());
+        let double = vec![ColumnDef::new("id", ColumnType::Double).auto_increment()];
+        assert!(TableDef::new("t1", double, &["id"]).is_err());
+        let nullable = vec![
+            ColumnDef::new("id", int),
+            ColumnDef::new("v", int).nullable().auto_increment(),
+        ];
+        assert!(TableDef::new("t1", nullable, &["id"]).is_err());
+        let defaulted = vec![ColumnDef::new("id", int)
+            .auto_increment()
+            .default_value(5i64)];
+        assert!(TableDef::new("t1", defaulted, &["id"]).is_err());
+        // A key: part of the primary key, or an index's first column.
+        let plain = vec![ColumnDef::new("id", int), ColumnDef::new("v", int)];
+        let t = TableDef::new("t1", plain, &["id"]).unwrap();
+        let e = t.clone().with_auto_increment("v").unwrap_err();
+        assert!(e.detail.contains("must be a key"), "{e}");
+        let second = t.clone().with_index("iv", &["id", "v"]).unwrap();
+        assert!(
+            second.with_auto_increment("v").is_err(),
+            "not the first column"
+        );
+        let indexed = t.clone().with_index("iv", &["v", "id"]).unwrap();
+        let auto = indexed.with_auto_increment("v").unwrap();
+        assert_eq!(auto.auto_increment_column(), Some(1));
+        let mut dropped = auto.clone();
+        dropped.indexes[0].dropped = true;
+        assert!(dropped.validate().is_ok(), "a stored table stays valid");
+        assert!(dropped.check_auto_increment_key().is_err());
+        let unique = t.with_unique_index("uv", &["v"]).unwrap();
+        assert!(unique.with_auto_increment("v").is_ok());
+    }
+
+    #[test]
+    fn auto_increment_maxima_are_the_types_and_fit_a_counter() {
+        let max = |ty| ColumnType::auto_increment_max(ty).unwrap();
+        assert_eq!(max(ColumnType::TinyInt { unsigned: false }), 127);
+        assert_eq!(max(ColumnType::TinyInt { unsigned: true }), 255);
+        assert_eq!(max(ColumnType::SmallInt { unsigned: false }), 32_767);
+        assert_eq!(max(ColumnType::SmallInt { unsigned: true }), 65_535);
+        assert_eq!(max(ColumnType::Int { unsigned: false }), 2_147_483_647);
+        assert_eq!(max(ColumnType::Int { unsigned: true }), 4_294_967_295);
+        assert_eq!(max(ColumnType::BigInt { unsigned: false }), i64::MAX as u64);
+        assert_eq!(max(ColumnType::BigInt { unsigned: true }), u64::MAX - 1);
+        assert_eq!(ColumnType::VarChar(3).auto_increment_max(), None);
+        assert_eq!(ColumnType::Timestamp.auto_increment_max(), None);
     }
 }

@@ -4,6 +4,9 @@
 
 #![allow(dead_code)]
 
+pub mod sql_node;
+pub mod sql_session;
+
 use shoal_mgmd::ClusterConfig;
 use std::io::Read;
 use std::path::{Path, PathBuf};

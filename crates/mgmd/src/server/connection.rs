@@ -342,6 +342,13 @@ impl Connection {
                 self.respond(id, Response::Databases(shared.list_databases()))
                     .await
             }
+            Request::Users(request) => {
+                let result = match self.require_api() {
+                    Ok(_) => shared.users_request(request).await,
+                    Err(e) => Err(e),
+                };
+                self.respond_result(id, result).await
+            }
             Request::ListTables => {
                 self.respond(id, Response::Tables(shared.list_tables()))
                     .await
@@ -474,8 +481,8 @@ impl Connection {
             Role::Api(id) => Ok(id),
             _ => Err(ShoalError::with_detail(
                 ErrorCode::BadRequest,
-                "register as an API node before changing the schema, stopping, starting, \
-                 restarting or supervising nodes",
+                "register as an API node before changing the schema or the SQL accounts, \
+                 stopping, starting, restarting or supervising nodes",
             )),
         }
     }

@@ -1,13 +1,14 @@
 //! The mgmd server: accepts connections, hands out node ids and start
 //! numbers, records node states and which data nodes the operator wants
-//! running, owns the schema, and arbitrates splits of the data nodes. Its
-//! durable state lives in the data dir (`store`: `schema.json`,
-//! `starts.json`, `arbitration.json`).
+//! running, owns the schema and the SQL accounts, and arbitrates splits
+//! of the data nodes. Its durable state lives in the data dir (`store`:
+//! `schema.json`, `starts.json`, `arbitration.json`, `users.json`).
 //!
 //! Parts: this file holds the shared state and the accept loop;
 //! `connection` reads a peer's frames and dispatches them, `registry`
 //! registers data nodes and API nodes, `schema` creates and drops tables,
-//! `operations` answers status and node commands and arbitrates.
+//! `operations` answers status and node commands and arbitrates, `users`
+//! keeps the SQL accounts.
 //!
 //! Invariants:
 //! - A node id is held by at most one live connection; closing the
@@ -43,6 +44,10 @@
 //! - `wanted_running` is the operator's intent, kept in memory only: a
 //!   supervisor (`shoal up`) does not restart a data node that is not
 //!   wanted. A data node is supervised by at most one API connection.
+//! - SQL account changes run one at a time and are on disk before they
+//!   are answered or listed; only API nodes may list or change accounts
+//!   (they get the password hashes: mgmd trusts API nodes, as with the
+//!   schema).
 //! - A peer that breaks the protocol (bad JSON, oversized frame) loses its
 //!   own connection; nothing else is affected.
 
@@ -75,14 +80,19 @@ mod operations;
 mod registry;
 mod schema;
 mod unique;
+pub(crate) mod users;
 
 use connection::{refuse_connection, serve_connection, ConnHandle};
 
 pub use crate::store::{
     ARBITRATION_FILE, ARBITRATION_FORMAT_VERSION, SCHEMA_FILE, SCHEMA_FORMAT_VERSION, STARTS_FILE,
-    STARTS_FORMAT_VERSION,
+    STARTS_FORMAT_VERSION, USERS_FILE, USERS_FORMAT_VERSION,
 };
 pub use schema::{DATABASES_MAX, RESERVED_DATABASES};
+pub use users::{
+    ACCOUNTS_MAX, ACCOUNTS_PER_REQUEST_MAX, DATABASE_GRANTS_MAX, HOST_BYTES_MAX,
+    USER_NAME_CHARS_MAX,
+};
 
 /// Most tables the cluster holds (NDB's limit on MaxNoOfTables).
 pub const TABLES_MAX: usize = 20_320;
@@ -122,6 +132,7 @@ pub async fn run(
     }
     let starts = store.load_starts(config.cluster_id)?;
     let grant = store.load_arbitration(config.cluster_id)?;
+    let users = store.load_users(config.cluster_id)?;
     let local_addr = listener
         .local_addr()
         .map_err(|e| mgmd_err(format!("listener has no local address: {e}")))?;
@@ -133,6 +144,7 @@ pub async fn run(
         next_table_id = schema.next_table_id,
         starts = ?starts,
         arbitration_grant = ?grant,
+        sql_accounts = users.len(),
         "mgmd serving"
     );
     let mut tables = BTreeMap::new();
@@ -155,6 +167,7 @@ pub async fn run(
         schema_op: tokio::sync::Mutex::new(()),
         starts_op: tokio::sync::Mutex::new(()),
         arbitration_op: tokio::sync::Mutex::new(()),
+        users: tokio::sync::Mutex::new(users),
         state: Mutex::new(State {
             next_conn_id: 1,
             next_event_id: 1,
@@ -253,6 +266,9 @@ struct Shared {
     /// Held for the whole of an arbitration request: the decision, its
     /// write and its answer happen before the next request is decided.
     arbitration_op: tokio::sync::Mutex<()>,
+    /// The SQL accounts, as on disk. Held across a change's write, so
+    /// changes run one at a time and a list never sees one not on disk.
+    users: tokio::sync::Mutex<users::Accounts>,
     /// Never held across an `.await`.
     state: Mutex<State>,
     /// When this mgmd started (the clock of `State::formation`).

@@ -1,16 +1,20 @@
 //! Schema statements, each through mgmd by the native client:
-//! CREATE / DROP DATABASE, CREATE TABLE, DROP TABLE, CREATE / DROP INDEX
-//! and ALTER TABLE ADD / DROP INDEX.
+//! CREATE / DROP DATABASE, CREATE TABLE, DROP TABLE; the index statements
+//! (CREATE / DROP INDEX, ALTER TABLE ADD / DROP INDEX) are
+//! [`super::index_ddl`]'s.
 //!
 //! CREATE TABLE takes every column type Shoal has ([`declared_type`]),
 //! NULL / NOT NULL, DEFAULT constants, PRIMARY KEY (column or table
 //! constraint), UNIQUE [KEY] (a unique hash index), KEY / INDEX (an
 //! ordered index), ENGINE (any: every table is a Shoal table), COMMENT
 //! "NDB_TABLE=READ_BACKUP=1[,NOLOGGING=1]" and PARTITION BY KEY (a
-//! leading part of the primary key) [PARTITIONS n]. A table needs a
-//! primary key (1173): Shoal has no hidden key column yet. AUTO_INCREMENT
-//! and DEFAULT CURRENT_TIMESTAMP come later (1235).
+//! leading part of the primary key) [PARTITIONS n], AUTO_INCREMENT on an
+//! integer column that is a key (1075 otherwise) and the table option
+//! AUTO_INCREMENT=n (the counter's start, [`super::auto_increment`]). A
+//! table needs a primary key (1173): Shoal has no hidden key column yet.
+//! DEFAULT CURRENT_TIMESTAMP comes later (1235).
 
+use super::auto_increment;
 use super::error::from_shoal;
 use super::expr::Compiler;
 use super::split::Partitioning;
@@ -22,14 +26,16 @@ use shoal_client::{Cluster, ErrorCode, ShoalError};
 use shoal_types::schema::{
     check_database_name, COLUMNS_MAX, INDEX_KEY_BYTES_MAX, KEY_BYTES_MAX, PRIMARY_INDEX_NAME,
 };
-use shoal_types::{ColumnDef, IndexDef, TableDef, Value};
+use shoal_types::{ColumnDef, TableDef, Value};
 use sqlparser::ast::{
-    AlterTable, AlterTableOperation, ColumnOption, CommentDef, CreateIndex, CreateTable,
-    CreateTableOptions, Expr, IndexColumn, ObjectName, ObjectType, SqlOption, TableConstraint,
+    ColumnOption, CommentDef, CreateTable, CreateTableOptions, Expr, IndexColumn, ObjectName,
+    ObjectType, SqlOption, TableConstraint,
 };
 use sqlparser::tokenizer::Token;
 
-fn with_warnings(warnings: u16, affected_rows: u64) -> Outcome {
+pub use super::index_ddl::{alter_table, create_index, drop_index_statement};
+
+pub(super) fn with_warnings(warnings: u16, affected_rows: u64) -> Outcome {
     Outcome::Ok {
         affected_rows,
         last_insert_id: 0,
@@ -127,33 +133,11 @@ fn index_column(c: &IndexColumn) -> Result<String, SqlError> {
     }
 }
 
-fn index_columns(cols: &[IndexColumn]) -> Result<Vec<String>, SqlError> {
+pub(super) fn index_columns(cols: &[IndexColumn]) -> Result<Vec<String>, SqlError> {
     cols.iter().map(index_column).collect()
 }
 
-/// A table's column names resolved case-insensitively (MySQL's column
-/// names are), as the table spells them; 1072 for a missing one.
-fn key_columns(def: &TableDef, names: &[String]) -> Result<Vec<String>, SqlError> {
-    names
-        .iter()
-        .map(|n| {
-            def.columns
-                .iter()
-                .find(|c| c.name == *n)
-                .or_else(|| def.columns.iter().find(|c| c.name.eq_ignore_ascii_case(n)))
-                .map(|c| c.name.clone())
-                .ok_or_else(|| {
-                    SqlError::new(
-                        1072,
-                        "42000",
-                        format!("Key column '{n}' doesn't exist in table"),
-                    )
-                })
-        })
-        .collect()
-}
-
-fn key_too_long() -> SqlError {
+pub(super) fn key_too_long() -> SqlError {
     SqlError::new(
         1071,
         "42000",
@@ -199,7 +183,7 @@ fn is_now(e: &Expr) -> bool {
 
 /// A name for an unnamed index: its first column's, made unique as MySQL
 /// does (`c`, `c_2`, ...).
-fn index_name_for(first: &str, taken: &[String]) -> String {
+pub(super) fn index_name_for(first: &str, taken: &[String]) -> String {
     if !taken.iter().any(|t| t.eq_ignore_ascii_case(first)) {
         return first.to_string();
     }
@@ -209,7 +193,7 @@ fn index_name_for(first: &str, taken: &[String]) -> String {
         .expect("a free name")
 }
 
-fn duplicate_key_name(name: &str) -> SqlError {
+pub(super) fn duplicate_key_name(name: &str) -> SqlError {
     SqlError::new(1061, "42000", format!("Duplicate key name '{name}'"))
 }
 
@@ -263,6 +247,8 @@ pub async fn create_table(
     let mut declared: Vec<Declared> = Vec::with_capacity(ct.columns.len());
     let mut nullable: Vec<Option<bool>> = Vec::new();
     let mut defaults: Vec<Option<Value>> = Vec::new();
+    // Columns declared AUTO_INCREMENT (more than one is 1075).
+    let mut autos: Vec<usize> = Vec::new();
     let mut primary: Option<Vec<String>> = None;
     // (name, columns) of unique and ordered indexes, in order.
     let mut uniques: Vec<(Option<String>, Vec<String>)> = Vec::new();
@@ -314,7 +300,7 @@ pub async fn create_table(
                         matches!(t, Token::Word(w) if w.value.eq_ignore_ascii_case("AUTO_INCREMENT"))
                     });
                     if auto {
-                        return Err(SqlError::not_supported("AUTO_INCREMENT (it comes later)"));
+                        autos.push(names.len());
                     }
                 }
                 other => {
@@ -373,6 +359,13 @@ pub async fn create_table(
             })
             .collect()
     };
+    if autos.len() > 1 {
+        return Err(auto_increment::not_a_key());
+    }
+    // AUTO_INCREMENT columns are NOT NULL, as in MySQL.
+    for &a in &autos {
+        nullable[a] = Some(false);
+    }
     let pk_ids = resolve_cols(&primary)?;
     for &k in &pk_ids {
         if nullable[k] == Some(true) {
@@ -385,6 +378,9 @@ pub async fn create_table(
         nullable[k] = Some(false);
     }
     let types = size_columns(&declared)?;
+    for &a in &autos {
+        auto_increment::check_column(&names[a], types[a], defaults[a].is_some())?;
+    }
     let mut columns = Vec::with_capacity(names.len());
     for (i, n) in names.iter().enumerate() {
         let mut c = ColumnDef::new(n.clone(), types[i]);
@@ -477,9 +473,19 @@ pub async fn create_table(
     if let Some(p) = partitioning {
         apply_partitioning(&mut def, p)?;
     }
+    // Marked once its indexes are there: it must be a key of one.
+    for &a in &autos {
+        def.columns[a].auto_increment = true;
+        def.check_auto_increment_key()
+            .map_err(|_| auto_increment::not_a_key())?;
+    }
+    let start = auto_increment::start_option(options)?;
     def.validate().map_err(|e| bad_table(&name, &e))?;
     match cluster.create_table(def).await {
-        Ok(_) => Ok(Outcome::ok()),
+        Ok(t) => {
+            auto_increment::start(cluster, &t, start).await?;
+            Ok(Outcome::ok())
+        }
         Err(e) if e.code == ErrorCode::TableExists && ct.if_not_exists => Ok(with_warnings(1, 0)),
         Err(e) if e.code == ErrorCode::TableExists => Err(SqlError::new(
             1050,
@@ -577,207 +583,6 @@ pub async fn drop_tables(
         missing.len().min(usize::from(u16::MAX)) as u16,
         0,
     ))
-}
-
-/// Adds an index to an existing table.
-async fn add_index(
-    cluster: &Cluster,
-    table: &TableName,
-    name: Option<String>,
-    columns: &[String],
-    unique: bool,
-) -> Result<(), SqlError> {
-    let current = catalog::table(cluster, table).await?;
-    let def = current.def();
-    let cols = key_columns(def, columns)?;
-    let mut taken: Vec<String> = def
-        .indexes
-        .iter()
-        .filter(|i| !i.dropped)
-        .map(|i| i.name.clone())
-        .collect();
-    taken.extend(def.unique_indexes.iter().map(|u| u.name.clone()));
-    taken.push(PRIMARY_INDEX_NAME.to_string());
-    let name = match name {
-        Some(n) if n.eq_ignore_ascii_case(PRIMARY_INDEX_NAME) => {
-            return Err(SqlError::new(
-                1280,
-                "42000",
-                format!("Incorrect index name '{n}'"),
-            ))
-        }
-        Some(n) if taken.iter().any(|t| t.eq_ignore_ascii_case(&n)) => {
-            return Err(duplicate_key_name(&n))
-        }
-        Some(n) => n,
-        None => index_name_for(&cols[0], &taken),
-    };
-    let col_refs: Vec<&str> = cols.iter().map(String::as_str).collect();
-    let ids = def
-        .column_ids(&name, &col_refs)
-        .map_err(|e| from_shoal(&e))?;
-    if unique {
-        let key: usize = ids
-            .iter()
-            .map(|&i| def.columns[usize::from(i)].ty.max_size() + 2)
-            .sum();
-        if key > KEY_BYTES_MAX {
-            return Err(key_too_long());
-        }
-    } else {
-        let probe = IndexDef {
-            name: name.clone(),
-            columns: ids,
-            dropped: false,
-        };
-        if probe.key_bytes_max(def) > INDEX_KEY_BYTES_MAX {
-            return Err(key_too_long());
-        }
-    }
-    let shoal_name = table.shoal_name();
-    let result = if unique {
-        cluster
-            .create_unique_index(&shoal_name, &name, &col_refs)
-            .await
-    } else {
-        cluster.create_index(&shoal_name, &name, &col_refs).await
-    };
-    match result {
-        Ok(_) => Ok(()),
-        Err(e) if e.code == ErrorCode::TableExists => Err(duplicate_key_name(&name)),
-        Err(e) if e.code == ErrorCode::TupleAlreadyExists => Err(SqlError::new(
-            1062,
-            "23000",
-            format!("Duplicate entry for key '{name}': {}", e.detail),
-        )),
-        Err(e) if e.code == ErrorCode::NoSuchTable => Err(catalog::no_such_table(table)),
-        Err(e) => Err(from_shoal(&e)),
-    }
-}
-
-async fn drop_index(cluster: &Cluster, table: &TableName, name: &str) -> Result<(), SqlError> {
-    if name.eq_ignore_ascii_case(PRIMARY_INDEX_NAME) {
-        return Err(SqlError::not_supported("dropping the primary key"));
-    }
-    let current = catalog::table(cluster, table).await?;
-    // Index names are matched case-insensitively, as MySQL's are.
-    let def = current.def();
-    let actual = def
-        .indexes
-        .iter()
-        .filter(|i| !i.dropped)
-        .map(|i| i.name.as_str())
-        .chain(def.unique_indexes.iter().map(|u| u.name.as_str()))
-        .find(|n| n.eq_ignore_ascii_case(name))
-        .map(str::to_string);
-    let cant = || {
-        SqlError::new(
-            1091,
-            "42000",
-            format!("Can't DROP '{name}'; check that column/key exists"),
-        )
-    };
-    let Some(actual) = actual else {
-        return Err(cant());
-    };
-    match cluster.drop_index(&table.shoal_name(), &actual).await {
-        Ok(_) => Ok(()),
-        Err(e) if e.code == ErrorCode::NoSuchColumn => Err(cant()),
-        Err(e) if e.code == ErrorCode::NoSuchTable => Err(catalog::no_such_table(table)),
-        Err(e) => Err(from_shoal(&e)),
-    }
-}
-
-/// CREATE [UNIQUE] INDEX name ON t (cols).
-pub async fn create_index(
-    env: &Env<'_>,
-    cluster: &Cluster,
-    ci: &CreateIndex,
-) -> Result<Outcome, SqlError> {
-    if ci.predicate.is_some() || !ci.include.is_empty() || !ci.with.is_empty() || ci.concurrently {
-        return Err(SqlError::not_supported(format!("{ci}")));
-    }
-    let Some(name) = &ci.name else {
-        return Err(SqlError::syntax("CREATE INDEX needs an index name"));
-    };
-    let name = single_name(name)?;
-    let table = catalog::resolve(&ci.table_name, env.database)?;
-    let cols = index_columns(&ci.columns)?;
-    add_index(cluster, &table, Some(name), &cols, ci.unique).await?;
-    Ok(Outcome::ok())
-}
-
-/// DROP INDEX name ON t.
-pub async fn drop_index_statement(
-    env: &Env<'_>,
-    cluster: &Cluster,
-    names: &[ObjectName],
-    table: Option<&ObjectName>,
-    if_exists: bool,
-) -> Result<Outcome, SqlError> {
-    let Some(table) = table else {
-        return Err(SqlError::syntax("DROP INDEX needs ON table"));
-    };
-    let [name] = names else {
-        return Err(SqlError::syntax("DROP INDEX drops one index"));
-    };
-    let table = catalog::resolve(table, env.database)?;
-    match drop_index(cluster, &table, &single_name(name)?).await {
-        Err(e) if e.code == 1091 && if_exists => Ok(with_warnings(1, 0)),
-        other => other.map(|()| Outcome::ok()),
-    }
-}
-
-/// ALTER TABLE t ADD INDEX / KEY / UNIQUE ..., DROP INDEX ... (each
-/// operation in turn; ALGORITHM= and LOCK= are accepted). Anything else
-/// answers 1235 before any operation runs.
-pub async fn alter_table(
-    env: &Env<'_>,
-    cluster: &Cluster,
-    at: &AlterTable,
-) -> Result<Outcome, SqlError> {
-    let table = catalog::resolve(&at.name, env.database)?;
-    for op in &at.operations {
-        match op {
-            AlterTableOperation::AddConstraint {
-                constraint: TableConstraint::Unique(_) | TableConstraint::Index(_),
-                ..
-            }
-            | AlterTableOperation::DropIndex { .. }
-            | AlterTableOperation::Algorithm { .. }
-            | AlterTableOperation::Lock { .. } => {}
-            other => {
-                return Err(SqlError::not_supported(format!(
-                    "ALTER TABLE ... {other} (only ADD / DROP INDEX for now)"
-                )))
-            }
-        }
-    }
-    catalog::table(cluster, &table).await?;
-    for op in &at.operations {
-        match op {
-            AlterTableOperation::AddConstraint { constraint, .. } => match constraint {
-                TableConstraint::Unique(u) => {
-                    let name = u
-                        .index_name
-                        .as_ref()
-                        .or(u.name.as_ref())
-                        .map(|i| i.value.clone());
-                    add_index(cluster, &table, name, &index_columns(&u.columns)?, true).await?
-                }
-                TableConstraint::Index(i) => {
-                    let name = i.name.as_ref().map(|n| n.value.clone());
-                    add_index(cluster, &table, name, &index_columns(&i.columns)?, false).await?
-                }
-                _ => unreachable!("checked above"),
-            },
-            AlterTableOperation::DropIndex { name } => {
-                drop_index(cluster, &table, &name.value).await?
-            }
-            _ => {}
-        }
-    }
-    Ok(Outcome::ok())
 }
 
 /// Which DROP a `Statement::Drop` is.

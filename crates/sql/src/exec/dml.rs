@@ -8,7 +8,9 @@
 //!
 //! - INSERT queues an insert per row (IGNORE: a duplicate is skipped, not
 //!   an error); a duplicate key fails with 1062 naming the entry and the
-//!   key (`PRIMARY` or the unique index).
+//!   key (`PRIMARY` or the unique index). An AUTO_INCREMENT column left
+//!   out, DEFAULT, NULL or 0 gets its value once every row is converted
+//!   ([`super::auto_increment`]).
 //! - REPLACE reads each row's key (exclusive lock) and then writes it
 //!   (insert or overwrite): affected rows count 1 per new row and 2 per
 //!   replaced one, as MySQL does. A clash on a unique index is a 1062
@@ -20,8 +22,10 @@
 //!   in the same transaction. An UPDATE that changes the primary key
 //!   deletes the row and inserts it again.
 //! - TRUNCATE deletes every row by scan, a batch per transaction (it is
-//!   DDL: never part of the session's transaction).
+//!   DDL: never part of the session's transaction), then restarts the
+//!   AUTO_INCREMENT counter.
 
+use super::auto_increment::{self, AutoColumn};
 use super::error::{duplicate, from_shoal, unique_index_in};
 use super::expr::{Compiler, Scalar};
 use super::plan::{plan, Access};
@@ -153,13 +157,15 @@ fn default_of(def: &TableDef, c: u16) -> Result<Value, SqlError> {
     }
 }
 
-/// INSERT [IGNORE] and REPLACE.
+/// INSERT [IGNORE] and REPLACE. Returns the outcome, and the first
+/// AUTO_INCREMENT value it generated, if any (the session's
+/// `LAST_INSERT_ID()` from then on).
 pub async fn insert(
     env: &Env<'_>,
     cluster: &Cluster,
     txn: &mut Transaction,
     ins: &Insert,
-) -> Result<Outcome, SqlError> {
+) -> Result<(Outcome, Option<u64>), SqlError> {
     if ins.on.is_some() {
         return Err(SqlError::not_supported(
             "INSERT ... ON DUPLICATE KEY UPDATE (it comes later)",
@@ -236,6 +242,10 @@ pub async fn insert(
         scope: None,
         clause: "field list",
     };
+    let auto = AutoColumn::of(env, &target.table);
+    let auto_col = auto.map(|a| a.column);
+    // Per row: its AUTO_INCREMENT value is to be generated.
+    let mut generate: Vec<bool> = Vec::new();
     let mut full_rows: Vec<Vec<Value>> = Vec::with_capacity(rows.len());
     for (n, row) in rows.iter().enumerate() {
         let row_no = n + 1;
@@ -248,18 +258,34 @@ pub async fn insert(
         }
         let mut values: Vec<Option<Value>> = vec![None; def.columns.len()];
         for (&col, e) in columns.iter().zip(row) {
+            let is_auto = auto_col == Some(col);
+            if is_auto && is_default(e) {
+                continue;
+            }
             let v = if is_default(e) {
                 default_of(&def, col)?
             } else {
                 c.compile(e)?.eval(&[])?
             };
-            values[usize::from(col)] = Some(coerce(&v, &def.columns[usize::from(col)], row_no)?);
+            if is_auto && v.is_null() {
+                continue;
+            }
+            let v = coerce(&v, &def.columns[usize::from(col)], row_no)?;
+            if is_auto && auto.is_some_and(|a| a.generates(&v)) {
+                continue;
+            }
+            values[usize::from(col)] = Some(v);
+        }
+        if let Some(a) = auto_col {
+            generate.push(values[usize::from(a)].is_none());
         }
         let full: Vec<Value> = values
             .into_iter()
             .enumerate()
             .map(|(i, v)| match v {
                 Some(v) => Ok(v),
+                // Filled in once every row is converted.
+                None if auto_col == Some(i as u16) => Ok(Value::Null),
                 None => {
                     default_of(&def, i as u16).and_then(|d| coerce(&d, &def.columns[i], row_no))
                 }
@@ -270,6 +296,12 @@ pub async fn insert(
         }
         full_rows.push(full);
     }
+    let assigned = match auto {
+        Some(a) => {
+            auto_increment::assign(cluster, &target.table, a, &mut full_rows, &generate).await?
+        }
+        None => auto_increment::Assigned::default(),
+    };
     let record = target.table.full_record();
     let batch = env.limits.batch_ops_max.max(1);
     let mut inserted = 0u64;
@@ -331,10 +363,21 @@ pub async fn insert(
         String::new()
     };
     let mut outcome = affected(inserted + replaced, info);
-    if let Outcome::Ok { warnings, .. } = &mut outcome {
+    if let Outcome::Ok {
+        warnings,
+        last_insert_id,
+        ..
+    } = &mut outcome
+    {
         *warnings = skipped.min(u64::from(u16::MAX)) as u16;
+        // MySQL's OK packet: the first generated value, else the last
+        // row's explicit one.
+        *last_insert_id = assigned
+            .first_generated
+            .or(assigned.last_value.filter(|_| inserted > 0))
+            .unwrap_or(0);
     }
-    Ok(outcome)
+    Ok((outcome, assigned.first_generated))
 }
 
 /// ORDER BY and LIMIT of an UPDATE or DELETE.
@@ -721,5 +764,6 @@ pub async fn truncate(env: &Env<'_>, cluster: &Cluster, t: &Truncate) -> Result<
             break;
         }
     }
+    auto_increment::reset(cluster, &table).await?;
     Ok(Outcome::ok())
 }

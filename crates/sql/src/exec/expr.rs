@@ -149,6 +149,13 @@ pub struct Scope<'a> {
     pub def: &'a TableDef,
     /// Names the table goes by (its name, its alias, `db.table`).
     pub names: Vec<String>,
+    /// Where a clause that may call aggregate functions (a SELECT's list,
+    /// HAVING, ORDER BY) registers them ([`super::aggregate`]); `None`
+    /// elsewhere, where a call is 1111.
+    pub aggregates: Option<&'a super::aggregate::Aggregates>,
+    /// Select-list names an unqualified column name stands for before
+    /// the table's columns (HAVING's aliases).
+    pub aliases: &'a [(String, Scalar)],
 }
 
 impl Scope<'_> {
@@ -264,7 +271,7 @@ fn function_args(f: &Function) -> Result<Vec<&Expr>, SqlError> {
     }
 }
 
-/// Aggregate function names: a later slice.
+/// Aggregate function names (those Shoal does not have answer 1235).
 pub fn is_aggregate(name: &str) -> bool {
     matches!(
         name,
@@ -527,6 +534,12 @@ impl Compiler<'_> {
             if !scope.names.iter().any(|n| n == q) {
                 return Err(unknown_column(&shown, self.clause));
             }
+        } else if let Some((_, s)) = scope
+            .aliases
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+        {
+            return Ok(s.clone());
         }
         scope
             .column(name)
@@ -537,9 +550,7 @@ impl Compiler<'_> {
     fn function(&self, f: &Function, depth: usize) -> Result<Scalar, SqlError> {
         let name = function_name(f);
         if is_aggregate(&name) {
-            return Err(SqlError::not_supported(format!(
-                "aggregate function {name}() (GROUP BY and aggregates come later)"
-            )));
+            return super::aggregate::compile_call(self, f, &name);
         }
         if f.over.is_some() || f.filter.is_some() || !f.within_group.is_empty() {
             return Err(SqlError::not_supported(format!("{f}")));
@@ -719,13 +730,13 @@ fn boolean(b: Option<bool>) -> Value {
     b.map_or(Value::Null, |b| Value::Int(i64::from(b)))
 }
 
-/// A number as arithmetic sees it.
 /// The longest string an expression may build (MySQL bounds them by
 /// `max_allowed_packet`, the SQL node's default of 64 MiB).
 pub const STRING_BYTES_MAX: usize = 64 << 20;
 
+/// A number as arithmetic sees it.
 #[derive(Clone, Copy, Debug)]
-enum Num {
+pub(crate) enum Num {
     Int(i128),
     Float(f64),
 }
@@ -762,7 +773,7 @@ fn lenient_number(s: &str) -> Num {
     Num::Float(t[..end].parse::<f64>().unwrap_or(0.0))
 }
 
-fn number(v: &Value) -> Option<Num> {
+pub(crate) fn number(v: &Value) -> Option<Num> {
     Some(match v {
         Value::Null => return None,
         Value::Int(i) => Num::Int((*i).into()),
@@ -782,7 +793,7 @@ fn number(v: &Value) -> Option<Num> {
     })
 }
 
-fn float(n: Num) -> f64 {
+pub(crate) fn float(n: Num) -> f64 {
     match n {
         Num::Int(i) => i as f64,
         Num::Float(f) => f,

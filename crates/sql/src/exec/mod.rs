@@ -11,14 +11,24 @@
 //! lookups per statement, result bytes, operations per transaction on the
 //! data nodes).
 
+pub mod aggregate;
+pub mod auto_increment;
 pub mod ddl;
 pub mod dml;
 pub mod error;
 pub mod expr;
+pub mod fetch;
+pub mod group;
+pub mod group_key;
+pub mod index_ddl;
+pub mod item_name;
 pub mod plan;
+pub mod result_type;
 pub mod select;
 pub mod show;
 pub mod split;
+pub mod template;
+pub mod users;
 
 use crate::outcome::SqlError;
 use shoal_types::Value;
@@ -31,8 +41,13 @@ pub struct Limits {
     /// are buffered until the protocol streams them. Past it the
     /// statement fails (1038).
     pub result_bytes_max: usize,
-    /// Rows a sort or an UPDATE / DELETE may hold at once.
+    /// Rows a sort or an UPDATE / DELETE may hold at once; also the
+    /// groups and DISTINCT values a grouping holds together.
     pub rows_max: usize,
+    /// Bytes of groups and DISTINCT values (keys, held rows, aggregate
+    /// states) a grouping may hold. Past it, or past `rows_max` of them,
+    /// the statement fails (1038).
+    pub group_bytes_max: usize,
     /// Key lookups a statement plans (`IN` lists, combinations of them)
     /// before it scans instead.
     pub key_lookups_max: usize,
@@ -45,6 +60,7 @@ impl Default for Limits {
         Limits {
             result_bytes_max: 64 << 20,
             rows_max: 1_000_000,
+            group_bytes_max: 64 << 20,
             key_lookups_max: 1024,
             batch_ops_max: 256,
         }

@@ -1,24 +1,28 @@
 //! `SELECT`: of expressions without a table, or of one table's rows
-//! (joins, grouping, aggregates, DISTINCT and subqueries come later and
-//! answer 1235). Also the row fetch UPDATE and DELETE share ([`fetch`]):
-//! the plan's key reads or scan, locking or not, with the WHERE evaluated
-//! again on every row.
+//! (joins and subqueries come later and answer 1235). Its clauses compile
+//! here; a SELECT that groups (GROUP BY, HAVING, DISTINCT, aggregates)
+//! runs in [`super::group`], the others read their rows through
+//! [`super::fetch`] (re-exported: UPDATE and DELETE share it) and sort
+//! them here.
 
-use super::error::from_shoal;
+use super::aggregate::Aggregates;
 use super::expr::{column_type, compare, Compiler, Scalar, Scope};
-use super::plan::{plan, Access, Plan};
-use super::split::slice;
-use super::{result_too_large, too_many_rows, Env, Limits};
+pub use super::fetch::fetch;
+use super::group::{self, Grouping};
+use super::item_name::item_name;
+use super::plan::plan;
+use super::{result_too_large, Env};
 use crate::catalog::{self, TableName};
 use crate::outcome::{Column, Outcome, SqlError};
 use crate::sqltypes::{expression_column, result_column, text as to_text};
-use shoal_client::{Cluster, ErrorCode, ExecType, LockMode, RowBuf, Table, Transaction, Value};
+use shoal_client::{Cluster, LockMode, Table, Transaction, Value};
+use shoal_types::{ColumnDef, ColumnType, TableDef};
 use sqlparser::ast::{
-    Distinct, Expr, GroupByExpr, LimitClause, LockType, OrderByKind, OrderBySort, Query, Select,
-    SelectItem, SetExpr, Spanned, TableFactor, TableWithJoins, Value as SqlValue,
+    Distinct, Expr, LimitClause, LockType, OrderByKind, OrderBySort, Query, Select, SelectItem,
+    SetExpr, TableFactor, TableWithJoins, Value as SqlValue,
 };
 use std::cmp::Ordering;
-use std::ops::Bound;
+use std::sync::OnceLock;
 
 /// The table a statement works on.
 pub struct Target {
@@ -33,8 +37,28 @@ impl Target {
         Scope {
             def: self.table.def(),
             names: self.names.clone(),
+            aggregates: None,
+            aliases: &[],
         }
     }
+}
+
+/// The table a SELECT without one has: no columns (so that its clauses
+/// compile with a scope that aggregates can be registered in).
+fn no_table() -> Option<&'static TableDef> {
+    static DEF: OnceLock<Option<TableDef>> = OnceLock::new();
+    DEF.get_or_init(|| {
+        let mut def = TableDef::new(
+            "dual",
+            vec![ColumnDef::new("x", ColumnType::Int { unsigned: false })],
+            &["x"],
+        )
+        .ok()?;
+        def.columns.clear();
+        def.primary_key.clear();
+        Some(def)
+    })
+    .as_ref()
 }
 
 /// Resolves a single table of a FROM (or UPDATE / DELETE) clause.
@@ -117,23 +141,11 @@ pub fn limit_of(env: &Env<'_>, l: Option<&LimitClause>) -> Result<(u64, Option<u
     }
 }
 
-/// One column of the result: its name and expression.
-struct Output {
-    name: String,
-    scalar: Scalar,
-}
-
-/// The name MySQL gives an unaliased select item: its text as written.
-fn item_name(text: &str, e: &Expr) -> String {
-    match e {
-        Expr::Identifier(i) => i.value.clone(),
-        Expr::CompoundIdentifier(parts) if !parts[0].value.starts_with('@') => {
-            parts.last().map(|p| p.value.clone()).unwrap_or_default()
-        }
-        _ => slice(text, e.span())
-            .map(str::to_string)
-            .unwrap_or_else(|| e.to_string()),
-    }
+/// One column of the result: its name and expression (over the table's
+/// rows, or over group rows when the SELECT groups).
+pub struct Output {
+    pub name: String,
+    pub scalar: Scalar,
 }
 
 fn outputs(
@@ -141,11 +153,11 @@ fn outputs(
     text: &str,
     projection: &[SelectItem],
     target: Option<&Target>,
+    scope: Option<&Scope<'_>>,
 ) -> Result<Vec<Output>, SqlError> {
-    let scope = target.map(Target::scope);
     let c = Compiler {
         env,
-        scope: scope.as_ref(),
+        scope,
         clause: "field list",
     };
     let mut out = Vec::new();
@@ -187,7 +199,7 @@ fn order_keys(
     env: &Env<'_>,
     query: &Query,
     outputs: &[Output],
-    target: Option<&Target>,
+    scope: Option<&Scope<'_>>,
 ) -> Result<Vec<(Scalar, bool)>, SqlError> {
     let Some(order_by) = &query.order_by else {
         return Ok(Vec::new());
@@ -195,10 +207,9 @@ fn order_keys(
     let OrderByKind::Expressions(items) = &order_by.kind else {
         return Err(SqlError::not_supported("ORDER BY ALL"));
     };
-    let scope = target.map(Target::scope);
     let c = Compiler {
         env,
-        scope: scope.as_ref(),
+        scope,
         clause: "order clause",
     };
     let mut keys = Vec::with_capacity(items.len());
@@ -211,39 +222,43 @@ fn order_keys(
         if item.with_fill.is_some() || item.options.nulls_first.is_some() {
             return Err(SqlError::not_supported(format!("ORDER BY {item}")));
         }
-        let scalar = match &item.expr {
-            Expr::Value(v) if matches!(v.value, SqlValue::Number(_, _)) => {
-                let SqlValue::Number(n, _) = &v.value else {
-                    unreachable!()
-                };
-                let pos: usize = n.parse().unwrap_or(0);
-                outputs
-                    .get(pos.wrapping_sub(1))
-                    .map(|o| o.scalar.clone())
-                    .ok_or_else(|| {
-                        SqlError::new(
-                            1054,
-                            "42S22",
-                            format!("Unknown column '{n}' in 'order clause'"),
-                        )
-                    })?
-            }
-            Expr::Identifier(i)
-                if outputs
-                    .iter()
-                    .any(|o| o.name.eq_ignore_ascii_case(&i.value)) =>
-            {
-                let o = outputs
-                    .iter()
-                    .find(|o| o.name.eq_ignore_ascii_case(&i.value))
-                    .expect("found");
-                o.scalar.clone()
-            }
-            e => c.compile(e)?,
+        let scalar = match named_output(&item.expr, outputs, "order clause")? {
+            Some(o) => o.scalar.clone(),
+            None => c.compile(&item.expr)?,
         };
         keys.push((scalar, desc));
     }
     Ok(keys)
+}
+
+/// The select item an ORDER BY or GROUP BY item names by position
+/// (`1`: the first; 1054 out of range) or by name (an alias, or an
+/// unaliased item's text).
+pub fn named_output<'o>(
+    e: &Expr,
+    outputs: &'o [Output],
+    clause: &str,
+) -> Result<Option<&'o Output>, SqlError> {
+    match e {
+        Expr::Value(v) => match &v.value {
+            SqlValue::Number(n, _) => {
+                let pos: usize = n.parse().unwrap_or(0);
+                match outputs.get(pos.wrapping_sub(1)) {
+                    Some(o) => Ok(Some(o)),
+                    None => Err(SqlError::new(
+                        1054,
+                        "42S22",
+                        format!("Unknown column '{n}' in '{clause}'"),
+                    )),
+                }
+            }
+            _ => Ok(None),
+        },
+        Expr::Identifier(i) => Ok(outputs
+            .iter()
+            .find(|o| o.name.eq_ignore_ascii_case(&i.value))),
+        _ => Ok(None),
+    }
 }
 
 /// Sorts rows by `keys` (NULLs first ascending, last descending, as
@@ -315,17 +330,8 @@ fn plain_select(query: &Query) -> Result<&Select, SqlError> {
         _ => return Err(SqlError::not_supported(format!("{query}"))),
     };
     match &select.distinct {
-        None | Some(Distinct::All) => {}
-        Some(_) => return Err(SqlError::not_supported("DISTINCT (it comes with GROUP BY)")),
-    }
-    let grouped = match &select.group_by {
-        GroupByExpr::Expressions(e, m) => !e.is_empty() || !m.is_empty(),
-        GroupByExpr::All(_) => true,
-    };
-    if grouped || select.having.is_some() {
-        return Err(SqlError::not_supported(
-            "GROUP BY and HAVING (they come later)",
-        ));
+        None | Some(Distinct::All) | Some(Distinct::Distinct) => {}
+        Some(other) => return Err(SqlError::not_supported(format!("{other}"))),
     }
     if select.into.is_some() {
         return Err(SqlError::not_supported("SELECT ... INTO"));
@@ -357,6 +363,65 @@ async fn from_target(
     }
 }
 
+/// A SELECT's clauses, compiled.
+struct Compiled {
+    outputs: Vec<Output>,
+    order: Vec<(Scalar, bool)>,
+    /// How it groups, if it does.
+    grouping: Option<Grouping>,
+}
+
+/// Compiles a SELECT's list, ORDER BY, GROUP BY and HAVING: aggregates
+/// may be called in the list, ORDER BY and HAVING (they make it group).
+fn compile(
+    env: &Env<'_>,
+    query: &Query,
+    select: &Select,
+    text: &str,
+    target: Option<&Target>,
+) -> Result<Compiled, SqlError> {
+    let def: Option<&TableDef> = match target {
+        Some(t) => Some(t.table.def()),
+        None => no_table(),
+    };
+    let aggregates = Aggregates::new(def.map_or(0, |d| d.columns.len()));
+    let scope = def.map(|def| Scope {
+        def,
+        names: target.map(|t| t.names.clone()).unwrap_or_default(),
+        aggregates: Some(&aggregates),
+        aliases: &[],
+    });
+    let outputs = outputs(env, text, &select.projection, target, scope.as_ref())?;
+    let order = order_keys(env, query, &outputs, scope.as_ref())?;
+    let grouping = group::compile(env, select, scope.as_ref(), &outputs, &order)?;
+    Ok(Compiled {
+        outputs,
+        order,
+        grouping,
+    })
+}
+
+/// The WHERE, over the table's rows (no aggregates: 1111).
+fn where_clause(
+    env: &Env<'_>,
+    select: &Select,
+    target: Option<&Target>,
+) -> Result<Option<Scalar>, SqlError> {
+    let scope = target.map(Target::scope);
+    select
+        .selection
+        .as_ref()
+        .map(|w| {
+            Compiler {
+                env,
+                scope: scope.as_ref(),
+                clause: "where clause",
+            }
+            .compile(w)
+        })
+        .transpose()
+}
+
 /// The result columns a SELECT will return, without running it (a
 /// prepare's answer; parameters count as NULL).
 pub async fn describe(
@@ -368,8 +433,13 @@ pub async fn describe(
     let select = plain_select(query)?;
     lock_of(query)?;
     let target = from_target(env, cluster, select).await?;
-    let outputs = outputs(env, text, &select.projection, target.as_ref())?;
-    order_keys(env, query, &outputs, target.as_ref())?;
+    let Compiled {
+        outputs, grouping, ..
+    } = compile(env, query, select, text, target.as_ref())?;
+    where_clause(env, select, target.as_ref())?;
+    if let Some(g) = &grouping {
+        return Ok(group::columns(g, &outputs, target.as_ref(), None));
+    }
     Ok(outputs
         .iter()
         .map(|o| match (&o.scalar, &target) {
@@ -402,8 +472,31 @@ pub async fn select(
     let lock = lock_of(query)?;
     let (offset, limit) = limit_of(env, query.limit_clause.as_ref())?;
     let target = from_target(env, cluster, select).await?;
-    let outputs = outputs(env, text, &select.projection, target.as_ref())?;
-    let keys = order_keys(env, query, &outputs, target.as_ref())?;
+    let Compiled {
+        outputs,
+        order: keys,
+        grouping,
+    } = compile(env, query, select, text, target.as_ref())?;
+    let where_ = where_clause(env, select, target.as_ref())?;
+    if let Some(g) = &grouping {
+        let shape = group::Shape {
+            outputs: &outputs,
+            order: &keys,
+            offset,
+            limit,
+        };
+        return group::run(
+            env,
+            cluster,
+            txn,
+            g,
+            target.as_ref(),
+            where_.as_ref(),
+            lock,
+            shape,
+        )
+        .await;
+    }
     let Some(target) = target else {
         // No table: one row of constants (unless a WHERE or LIMIT says no).
         let row: Vec<Value> = outputs
@@ -411,13 +504,8 @@ pub async fn select(
             .map(|o| o.scalar.eval(&[]))
             .collect::<Result<_, _>>()?;
         let mut keep = offset == 0 && limit != Some(0);
-        if let Some(w) = &select.selection {
-            let c = Compiler {
-                env,
-                scope: None,
-                clause: "where clause",
-            };
-            keep &= super::expr::truth(&c.compile(w)?.eval(&[])?) == Some(true);
+        if let Some(w) = &where_ {
+            keep &= super::expr::truth(&w.eval(&[])?) == Some(true);
         }
         let columns = outputs
             .iter()
@@ -432,19 +520,6 @@ pub async fn select(
         return Ok(Outcome::Rows { columns, rows });
     };
     let def = target.table.def();
-    let scope = target.scope();
-    let where_ = select
-        .selection
-        .as_ref()
-        .map(|w| {
-            Compiler {
-                env,
-                scope: Some(&scope),
-                clause: "where clause",
-            }
-            .compile(w)
-        })
-        .transpose()?;
     // The ORDER BY as plain columns, for an index that serves it.
     let plain_order: Vec<(u16, bool)> = keys
         .iter()
@@ -537,156 +612,4 @@ pub async fn select(
         columns,
         rows: out_rows,
     })
-}
-
-/// A row read into a vector of the table's values by column id (columns
-/// the read did not return are NULL).
-fn values_of(row: &RowBuf, width: usize, columns: &[u16]) -> Vec<Value> {
-    let mut v = vec![Value::Null; width];
-    for &c in columns {
-        if let Some(x) = row.get_idx(c) {
-            v[usize::from(c)] = x;
-        }
-    }
-    v
-}
-
-/// Rows of `table` the plan reaches for which `where_` holds, with every
-/// column, read with `lock` in `txn` (`NoCommit`); at most `stop_after`
-/// of them (in the access's order), at most `limits.rows_max`.
-#[allow(clippy::too_many_arguments)]
-pub async fn fetch(
-    cluster: &Cluster,
-    txn: &mut Transaction,
-    table: &Table,
-    plan: &Plan,
-    where_: Option<&Scalar>,
-    lock: LockMode,
-    stop_after: Option<usize>,
-    commit_last: bool,
-    limits: &Limits,
-) -> Result<Vec<Vec<Value>>, SqlError> {
-    let def = table.def();
-    let width = def.columns.len();
-    let all: Vec<u16> = (0..width as u16).collect();
-    let want = stop_after.unwrap_or(usize::MAX);
-    let mut rows: Vec<Vec<Value>> = Vec::new();
-    let keep = |row: &[Value]| -> Result<bool, SqlError> {
-        match where_ {
-            Some(w) if !plan.exact => Ok(super::expr::truth(&w.eval(row)?) == Some(true)),
-            _ => Ok(true),
-        }
-    };
-    let record = table.full_record();
-    match &plan.access {
-        Access::PrimaryKeys(keys) | Access::UniqueKeys { keys, .. } => {
-            let unique = match &plan.access {
-                Access::UniqueKeys { index, .. } => Some(
-                    cluster
-                        .unique_index(table.name(), index)
-                        .await
-                        .map_err(|e| from_shoal(&e))?,
-                ),
-                _ => None,
-            };
-            let batch_max = limits.batch_ops_max.max(1);
-            let batches = keys.len().div_ceil(batch_max);
-            for (n, batch) in keys.chunks(batch_max).enumerate() {
-                let mut ops = Vec::with_capacity(batch.len());
-                for key in batch {
-                    let op = match &unique {
-                        Some(u) => txn.read_unique(&record, u, key, lock),
-                        None => txn.read(&record, key, lock),
-                    }
-                    .map_err(|e| from_shoal(&e))?;
-                    txn.ignore_error(op);
-                    ops.push(op);
-                }
-                // The last batch of a read in its own transaction commits
-                // it (one round trip for a point select).
-                let exec = if commit_last && n + 1 == batches {
-                    ExecType::Commit
-                } else {
-                    ExecType::NoCommit
-                };
-                txn.execute(exec).await.map_err(|e| from_shoal(&e))?;
-                for op in ops {
-                    if let Some(e) = txn.op_error(op) {
-                        if e.code == ErrorCode::TupleNotFound {
-                            continue;
-                        }
-                        return Err(from_shoal(e));
-                    }
-                    let Some(row) = txn.row(op) else { continue };
-                    let v = values_of(row, width, &all);
-                    if keep(&v)? {
-                        rows.push(v);
-                        if rows.len() >= want {
-                            return Ok(rows);
-                        }
-                    }
-                }
-            }
-        }
-        Access::IndexScan { .. } | Access::FullScan => {
-            let mut builder = txn.scan_record(&record);
-            if let Access::IndexScan { index, low, high } = &plan.access {
-                builder = builder.index(index);
-                if !matches!((low, high), (Bound::Unbounded, Bound::Unbounded)) {
-                    builder = builder.range(as_slice(low), as_slice(high));
-                }
-                if let Some(desc) = plan.ordered {
-                    builder = builder.ordered();
-                    if desc {
-                        builder = builder.descending();
-                    }
-                }
-            }
-            if let Some(f) = &plan.filter {
-                builder = builder.filter(f.clone());
-            }
-            if lock == LockMode::CommittedRead {
-                let mut scan = builder.open().await.map_err(|e| from_shoal(&e))?;
-                while let Some(row) = scan.next_row().await.map_err(|e| from_shoal(&e))? {
-                    let v = values_of(row, width, &all);
-                    if keep(&v)? {
-                        if rows.len() >= limits.rows_max {
-                            return Err(too_many_rows(limits.rows_max, "a query"));
-                        }
-                        rows.push(v);
-                        if rows.len() >= want {
-                            break;
-                        }
-                    }
-                }
-            } else {
-                let mut scan = builder
-                    .lock(lock)
-                    .open_locking(txn)
-                    .await
-                    .map_err(|e| from_shoal(&e))?;
-                while let Some(row) = scan.next_row().await.map_err(|e| from_shoal(&e))? {
-                    let v = values_of(row, width, &all);
-                    if keep(&v)? {
-                        if rows.len() >= limits.rows_max {
-                            return Err(too_many_rows(limits.rows_max, "a query"));
-                        }
-                        rows.push(v);
-                        if rows.len() >= want {
-                            break;
-                        }
-                    }
-                }
-            }
-        }
-    }
-    Ok(rows)
-}
-
-fn as_slice(b: &Bound<Vec<Value>>) -> Bound<&[Value]> {
-    match b {
-        Bound::Included(v) => Bound::Included(v.as_slice()),
-        Bound::Excluded(v) => Bound::Excluded(v.as_slice()),
-        Bound::Unbounded => Bound::Unbounded,
-    }
 }

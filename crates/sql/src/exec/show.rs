@@ -156,7 +156,12 @@ pub async fn columns(
         row.push(Some(if c.nullable { "YES" } else { "NO" }.into()));
         row.push(Some(key_flag(def, i as u16).into()));
         row.push(default);
-        row.push(Some(String::new()));
+        let extra = if c.auto_increment {
+            "auto_increment"
+        } else {
+            ""
+        };
+        row.push(Some(extra.into()));
         if full {
             row.push(Some("select,insert,update,references".into()));
             row.push(Some(String::new()));
@@ -194,12 +199,18 @@ pub async fn create_table(
 ) -> Result<Outcome, SqlError> {
     let name = catalog::resolve(table, env.database)?;
     let t = catalog::table(cluster, &name).await?;
+    let mut ddl = show_create(t.def(), &name);
+    // MySQL shows the counter's next value as a table option (not when
+    // it stands at 1).
+    if let Some(next) = super::auto_increment::next_shown(cluster, &t).await? {
+        let engine = "\n) ENGINE=ndbcluster";
+        if let Some(at) = ddl.rfind(engine) {
+            ddl.insert_str(at + engine.len(), &format!(" AUTO_INCREMENT={next}"));
+        }
+    }
     Ok(strings(
         &["Table", "Create Table"],
-        vec![vec![
-            Some(name.table.clone()),
-            Some(show_create(t.def(), &name)),
-        ]],
+        vec![vec![Some(name.table.clone()), Some(ddl)]],
     ))
 }
 

@@ -151,8 +151,14 @@ pub fn split(sql: &str) -> Result<Vec<String>, SqlError> {
 
 /// True for text that holds no token but whitespace and comments.
 fn is_blank_text(text: &str) -> bool {
-    if text.trim().is_empty() {
+    let text = text.trim();
+    if text.is_empty() {
         return true;
+    }
+    // Without a comment's first character, something else is there (most
+    // statements end here, untokenized).
+    if !text.starts_with(['-', '#', '/']) {
+        return false;
     }
     // A comment alone is blank; a tokenizer error is not (parse reports it).
     match tokens(text) {
@@ -179,10 +185,7 @@ fn word_is(t: &Token, text: &str) -> bool {
 pub const OPERATORS_MAX: usize = 2000;
 
 /// Refuses a statement with more than [`OPERATORS_MAX`] operators.
-fn check_operators(text: &str) -> Result<(), SqlError> {
-    let Ok(toks) = tokens(text) else {
-        return Ok(()); // the parser reports it
-    };
+fn check_operators(toks: &[TokenWithSpan]) -> Result<(), SqlError> {
     let operators = toks
         .iter()
         .filter(|t| match &t.token {
@@ -224,20 +227,30 @@ fn check_operators(text: &str) -> Result<(), SqlError> {
     Ok(())
 }
 
-/// Pre-routes and parses one statement's text.
+/// Pre-routes and parses one statement's text. The text is tokenized
+/// once: the operator count and the parser share the tokens (unless the
+/// pre-router rewrote the text).
 pub fn parse(text: &str) -> Result<Parsed, SqlError> {
-    check_operators(text)?;
-    let (text, partitioning) = preroute(text)?;
     let dialect = MySqlDialect {};
-    let mut statements = Parser::parse_sql(&dialect, &text).map_err(syntax)?;
-    match statements.len() {
-        1 => Ok(Parsed {
-            statement: statements.pop().expect("one"),
+    let toks = Tokenizer::new(&dialect, text)
+        .tokenize_with_location()
+        .map_err(|e| syntax(sqlparser::parser::ParserError::from(e)))?;
+    check_operators(&toks)?;
+    let (rewritten, partitioning) = preroute(text, &toks)?;
+    let mut parser = match &rewritten {
+        Some(t) => Parser::new(&dialect).try_with_sql(t).map_err(syntax)?,
+        None => Parser::new(&dialect).with_tokens_with_locations(toks),
+    };
+    let mut statements = parser.parse_statements().map_err(syntax)?;
+    let text = rewritten.unwrap_or_else(|| text.to_string());
+    match statements.pop() {
+        Some(statement) if statements.is_empty() => Ok(Parsed {
+            statement,
             text,
             partitioning,
         }),
-        0 => Err(SqlError::new(1065, "42000", "Query was empty")),
-        _ => Err(syntax("one statement expected")),
+        None => Err(SqlError::new(1065, "42000", "Query was empty")),
+        Some(_) => Err(syntax("one statement expected")),
     }
 }
 
@@ -252,14 +265,16 @@ fn not_yet(what: &str) -> SqlError {
 }
 
 /// Rewrites what sqlparser does not take (see the module's list).
-fn preroute(text: &str) -> Result<(String, Option<Partitioning>), SqlError> {
-    let upper = text.to_ascii_uppercase();
-    let suspicious = ["LOCK", "PARTITION", "REORGANIZE"]
-        .iter()
-        .any(|w| upper.contains(w))
-        || (upper.contains("DROP") && upper.contains("KEY"));
+/// `None` for text to parse as it is.
+fn preroute(
+    text: &str,
+    raw: &[TokenWithSpan],
+) -> Result<(Option<String>, Option<Partitioning>), SqlError> {
+    let has = |word: &str| raw.iter().any(|t| word_is(&t.token, word));
+    let suspicious =
+        has("LOCK") || has("PARTITION") || has("REORGANIZE") || (has("DROP") && has("KEY"));
     if !suspicious {
-        return Ok((text.to_string(), None));
+        return Ok((None, None));
     }
     let all = tokens(text)?;
     let toks: Vec<&Tok> = all.iter().filter(|t| !is_blank(&t.token)).collect();
@@ -304,7 +319,7 @@ fn preroute(text: &str) -> Result<(String, Option<Partitioning>), SqlError> {
             }
         }
         out.push_str(&text[at..]);
-        return Ok((out, None));
+        return Ok((Some(out), None));
     }
     // SELECT ... LOCK IN SHARE MODE (at the end).
     let n = toks.len();
@@ -317,7 +332,7 @@ fn preroute(text: &str) -> Result<(String, Option<Partitioning>), SqlError> {
         let mut out = text[..toks[n - 4].start].to_string();
         out.push_str("FOR SHARE");
         out.push_str(&text[toks[n - 1].end..]);
-        return Ok((out, None));
+        return Ok((Some(out), None));
     }
     // CREATE TABLE ... PARTITION BY KEY (cols) [PARTITIONS n]
     if first == Some(Keyword::CREATE) {
@@ -369,10 +384,10 @@ fn preroute(text: &str) -> Result<(String, Option<Partitioning>), SqlError> {
             let end = toks.last().expect("tokens").end;
             let mut out = text[..toks[p].start].to_string();
             out.push_str(&text[end..]);
-            return Ok((out, Some(Partitioning { key, partitions })));
+            return Ok((Some(out), Some(Partitioning { key, partitions })));
         }
     }
-    Ok((text.to_string(), None))
+    Ok((None, None))
 }
 
 #[cfg(test)]

@@ -51,28 +51,47 @@ impl PasswordHashes {
     /// as `CREATE USER … IDENTIFIED WITH mysql_native_password AS '*…'`
     /// takes it. `None` if `text` is not in that form.
     pub fn from_native_hex(text: &str) -> Option<PasswordHashes> {
-        let hex = text.strip_prefix('*')?;
-        if hex.len() != 40 || !hex.is_ascii() {
-            return None;
-        }
-        let mut native = [0u8; 20];
-        for (i, byte) in native.iter_mut().enumerate() {
-            *byte = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
-        }
-        Some(PasswordHashes {
-            native,
-            sha256: None,
-        })
+        PasswordHashes::from_hex(text.strip_prefix('*')?, None)
     }
 
     /// The `*HEX` form of the native hash.
     pub fn native_hex(&self) -> String {
-        let mut text = String::from("*");
-        for byte in self.native {
-            text.push_str(&format!("{byte:02X}"));
-        }
-        text
+        format!("*{}", hex(&self.native))
     }
+
+    /// The SHA-256 hash in upper-case hex, if the account has one.
+    pub fn sha256_hex(&self) -> Option<String> {
+        self.sha256.map(|h| hex(&h))
+    }
+
+    /// From the hashes in hex as mgmd keeps them (40 digits for the
+    /// native hash, 64 for the SHA-256 one). `None` if either is not in
+    /// that form.
+    pub fn from_hex(native: &str, sha256: Option<&str>) -> Option<PasswordHashes> {
+        Some(PasswordHashes {
+            native: unhex(native)?,
+            sha256: match sha256 {
+                Some(text) => Some(unhex(text)?),
+                None => None,
+            },
+        })
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02X}")).collect()
+}
+
+/// `N` bytes from exactly `2N` hex digits.
+fn unhex<const N: usize>(text: &str) -> Option<[u8; N]> {
+    if text.len() != 2 * N || !text.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; N];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
 }
 
 impl std::fmt::Debug for PasswordHashes {
@@ -104,8 +123,9 @@ impl Account {
 /// The future [`UserDirectory::account`] answers with.
 pub type AccountFuture<'a> = Pin<Box<dyn Future<Output = Option<Account>> + Send + 'a>>;
 
-/// Where the server looks accounts up: [`Users`] in memory here; the
-/// executor's store of accounts in mgmd later. Asked once per login.
+/// Where the server looks accounts up: [`Users`] in memory here, or the
+/// cluster's accounts in mgmd (`exec::users::ClusterUsers`, what `shoal
+/// sql` uses). Asked once per login.
 pub trait UserDirectory: Send + Sync + 'static {
     /// The account `user` logs in with from `peer`: among the accounts of
     /// that name whose host allows `peer`, the most specific host (an
@@ -176,10 +196,7 @@ impl Users {
     /// The account `user` logs in with from `peer` (see
     /// [`UserDirectory::account`]).
     pub fn find(&self, user: &str, peer: IpAddr) -> Option<&Account> {
-        self.accounts
-            .iter()
-            .filter(|a| a.user == user && a.allows(peer))
-            .max_by_key(|a| host_specificity(&a.host))
+        most_specific(&self.accounts, user, peer)
     }
 }
 
@@ -190,10 +207,28 @@ impl UserDirectory for Users {
     }
 }
 
-/// Higher is more specific: a literal host beats any pattern, and a
-/// pattern with a longer literal prefix beats a shorter one (so `%` is last).
+/// Among `accounts`, the one `user` logs in with from `peer` (see
+/// [`UserDirectory::account`]).
+pub fn most_specific<'a>(
+    accounts: impl IntoIterator<Item = &'a Account>,
+    user: &str,
+    peer: IpAddr,
+) -> Option<&'a Account> {
+    accounts
+        .into_iter()
+        .filter(|a| a.user == user && a.allows(peer))
+        .max_by_key(|a| host_specificity(&a.host))
+}
+
+/// Higher is more specific: an address beats `localhost`, which beats
+/// any pattern, and a pattern with a longer literal prefix beats a
+/// shorter one (so `%` is last).
 fn host_specificity(host: &str) -> usize {
-    host.find(['%', '_']).unwrap_or(usize::MAX)
+    match host.find(['%', '_']) {
+        Some(prefix) => prefix,
+        None if host.eq_ignore_ascii_case("localhost") => usize::MAX - 1,
+        None => usize::MAX,
+    }
 }
 
 /// Whether `pattern` (an account's host) admits `peer`.
@@ -359,6 +394,26 @@ mod tests {
     }
 
     #[test]
+    fn hashes_round_trip_through_hex() {
+        let hashes = PasswordHashes::of("secret");
+        let sha = hashes.sha256_hex().expect("sha");
+        assert_eq!(sha.len(), 64);
+        let back = PasswordHashes::from_hex(&hashes.native_hex()[1..], Some(&sha));
+        assert_eq!(back, Some(hashes.clone()));
+        assert_eq!(
+            PasswordHashes::from_hex(&hashes.native_hex()[1..].to_lowercase(), None)
+                .map(|h| h.native),
+            Some(hashes.native)
+        );
+        assert_eq!(PasswordHashes::from_hex(&sha, None), None);
+        assert_eq!(PasswordHashes::from_hex("", None), None);
+        assert_eq!(
+            PasswordHashes::from_hex(&hashes.native_hex()[1..], Some("00")),
+            None
+        );
+    }
+
+    #[test]
     fn native_hex_matches_mysql() {
         // SELECT PASSWORD('secret') in MySQL 5.7.
         let hashes = PasswordHashes::of("secret");
@@ -401,6 +456,18 @@ mod tests {
         assert_eq!(pick("192.168.0.1").as_deref(), Some("%"));
         assert_eq!(pick("127.0.0.1").as_deref(), Some("localhost"));
         assert_eq!(pick("::1").as_deref(), Some("localhost"));
+        // An address beats localhost, whatever their order.
+        for users in [
+            Users::empty()
+                .with_password("root", "127.0.0.1", "a")
+                .with_password("root", "localhost", "b"),
+            Users::empty()
+                .with_password("root", "localhost", "b")
+                .with_password("root", "127.0.0.1", "a"),
+        ] {
+            let host = users.find("root", ip("127.0.0.1")).map(|a| a.host.clone());
+            assert_eq!(host.as_deref(), Some("127.0.0.1"));
+        }
     }
 
     #[test]

@@ -248,7 +248,10 @@ pub(crate) fn encode_value(
             let value: f64 = parsed?.trim().parse().map_err(|_| bad())?;
             out.extend_from_slice(&value.to_le_bytes());
         }
-        ColumnKind::VarString | ColumnKind::String => put_lenenc_bytes(out, text),
+        // The binary protocol sends a DECIMAL as its text, too.
+        ColumnKind::VarString | ColumnKind::String | ColumnKind::NewDecimal => {
+            put_lenenc_bytes(out, text)
+        }
         ColumnKind::Timestamp | ColumnKind::DateTime => {
             put_datetime(out, parsed?).ok_or_else(bad)?;
         }

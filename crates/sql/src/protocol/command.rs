@@ -359,15 +359,15 @@ impl<S: AsyncRead + AsyncWrite + Unpin, F: HandlerFactory> Session<S, F> {
     }
 
     async fn execute(&mut self, body: &[u8]) -> Result<Flow, PacketError> {
-        let sql = match self.statements.bind(body) {
-            Ok(sql) => sql,
+        let execution = match self.statements.bind(body) {
+            Ok(execution) => execution,
             Err(BindError::Refused(error)) => return self.answer_error(&error).await,
             Err(BindError::Malformed(m)) => {
                 return self.malformed(format!("COM_STMT_EXECUTE: {m}")).await
             }
         };
         self.shared.questions.fetch_add(1, Ordering::Relaxed);
-        let results = self.handler.query(&sql).await;
+        let results = self.handler.execute(&execution).await;
         let style = self.style(true);
         send_results(&mut self.io, results, self.handler.status(), style).await?;
         Ok(Flow::Continue)

@@ -36,7 +36,7 @@ mod packet;
 mod prepared;
 mod resultset;
 mod server;
-mod sql_scan;
+pub(crate) mod sql_scan;
 mod wire;
 
 pub use auth::{Account, AccountFuture, PasswordHashes, UserDirectory, Users};

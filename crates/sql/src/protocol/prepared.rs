@@ -1,28 +1,34 @@
 //! One connection's prepared statements: the table `COM_STMT_PREPARE`
-//! fills, and the binding of `COM_STMT_EXECUTE`'s parameters into SQL text
-//! for [`Handler::query`](crate::handler::Handler::query).
+//! fills, and the binding of `COM_STMT_EXECUTE`'s parameters as SQL
+//! literals for [`Handler::execute`](crate::handler::Handler::execute).
 //!
 //! The executor checks a statement and names its columns at prepare
-//! ([`Handler::prepare`](crate::handler::Handler::prepare)), but runs only
-//! text: here a statement is its text cut at the `?` placeholders, and an
-//! execution splices each parameter in as an SQL literal (see
-//! [`binary`](super::binary) for why that is exact).
+//! ([`Handler::prepare`](crate::handler::Handler::prepare)); an execution
+//! is the statement's text, cut at the `?` placeholders, and each
+//! parameter as the SQL literal that reads back as its value (see
+//! [`binary`](super::binary) for why that is exact). The executor either
+//! splices them into the text or puts them into the statement it keeps
+//! parsed ([`exec::template`](crate::exec::template)).
 //!
 //! Invariants: at most `statements_max` statements per connection; long
 //! data (`COM_STMT_SEND_LONG_DATA`) held per statement stays within
 //! `long_data_bytes_max`; ids are never reused within a connection.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use super::binary::{bytes_literal, read_param_literal, ParamError, ParamType};
 use super::errors;
 use super::sql_scan;
 use super::wire::{Malformed, Reader};
+use crate::handler::Execution;
 use crate::outcome::SqlError;
 
 struct PreparedStatement {
+    /// The text as prepared, `?` marking the parameters.
+    template: Arc<str>,
     /// The text around the placeholders: one more part than parameters.
-    parts: Vec<String>,
+    parts: Arc<[String]>,
     /// The parameter types the last execution that sent them declared
     /// (later executions may leave them out).
     types: Option<Vec<ParamType>>,
@@ -118,7 +124,8 @@ impl Statements {
             id,
             PreparedStatement {
                 long_data: vec![None; usize::from(params)],
-                parts,
+                template: Arc::from(sql),
+                parts: Arc::from(parts),
                 types: None,
                 long_data_error: None,
             },
@@ -181,9 +188,9 @@ impl Statements {
         Reader::new(body).u32("a statement id")
     }
 
-    /// `COM_STMT_EXECUTE`: the statement's text with its parameters spliced
-    /// in. Long data is consumed, as MySQL does.
-    pub(crate) fn bind(&mut self, body: &[u8]) -> Result<String, BindError> {
+    /// `COM_STMT_EXECUTE`: the statement and its parameters as literals.
+    /// Long data is consumed, as MySQL does.
+    pub(crate) fn bind(&mut self, body: &[u8]) -> Result<Execution, BindError> {
         let mut reader = Reader::new(body);
         let id = reader.u32("a statement id")?;
         let _cursor_flags = reader.u8("the cursor flags")?;
@@ -240,17 +247,11 @@ impl Statements {
                 literals.push(literal);
             }
         }
-        let mut sql = String::with_capacity(
-            statement.parts.iter().map(String::len).sum::<usize>()
-                + literals.iter().map(String::len).sum::<usize>(),
-        );
-        for (i, part) in statement.parts.iter().enumerate() {
-            sql.push_str(part);
-            if let Some(literal) = literals.get(i) {
-                sql.push_str(literal);
-            }
-        }
-        Ok(sql)
+        Ok(Execution {
+            template: statement.template.clone(),
+            parts: statement.parts.clone(),
+            literals,
+        })
     }
 
     /// `COM_RESET_CONNECTION`: every statement goes.
@@ -281,7 +282,7 @@ mod tests {
         body
     }
 
-    fn refused_code(result: Result<String, BindError>) -> Option<u16> {
+    fn refused_code(result: Result<Execution, BindError>) -> Option<u16> {
         match result {
             Err(BindError::Refused(e)) => Some(e.code),
             _ => None,
@@ -299,7 +300,8 @@ mod tests {
         values.extend(b"\x04o'k\\");
         let sql = statements
             .bind(&execute(id, &[0], Some(&[(3, 0), (253, 0)]), &values))
-            .expect("binds");
+            .expect("binds")
+            .spliced();
         assert_eq!(
             sql,
             "SELECT c FROM t WHERE id = 7 AND name = X'6F276B5C' AND note = '?'"
@@ -307,7 +309,8 @@ mod tests {
         // Types are remembered; NULL takes no bytes.
         let sql = statements
             .bind(&execute(id, &[0b10], None, &8i32.to_le_bytes()))
-            .expect("binds");
+            .expect("binds")
+            .spliced();
         assert_eq!(
             sql,
             "SELECT c FROM t WHERE id = 8 AND name = NULL AND note = '?'"
@@ -337,7 +340,8 @@ mod tests {
         statements.send_long_data(&piece).expect("well formed");
         let sql = statements
             .bind(&execute(id, &[0], Some(&[(252, 0)]), &[]))
-            .expect("binds");
+            .expect("binds")
+            .spliced();
         assert_eq!(sql, "INSERT INTO t VALUES ('abcdabcd')");
         // Past the limit: reported by the next execution, then cleared.
         for _ in 0..3 {
@@ -391,7 +395,7 @@ mod tests {
         for len in 0..full.len() {
             match statements.bind(&full[..len]) {
                 Err(BindError::Malformed(_)) | Err(BindError::Refused(_)) => {}
-                Ok(sql) => panic!("bound {sql} from {len} of {} bytes", full.len()),
+                Ok(e) => panic!("bound {} from {len} of {} bytes", e.spliced(), full.len()),
             }
         }
         assert!(statements.bind(&full).is_ok());

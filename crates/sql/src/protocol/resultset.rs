@@ -126,6 +126,7 @@ pub(crate) fn column_type(kind: ColumnKind) -> ColumnType {
         ColumnKind::String => ColumnType::MYSQL_TYPE_STRING,
         ColumnKind::Timestamp => ColumnType::MYSQL_TYPE_TIMESTAMP,
         ColumnKind::DateTime => ColumnType::MYSQL_TYPE_DATETIME,
+        ColumnKind::NewDecimal => ColumnType::MYSQL_TYPE_NEWDECIMAL,
         ColumnKind::Null => ColumnType::MYSQL_TYPE_NULL,
     }
 }
@@ -139,6 +140,7 @@ fn is_numeric(kind: ColumnKind) -> bool {
             | ColumnKind::LongLong
             | ColumnKind::Float
             | ColumnKind::Double
+            | ColumnKind::NewDecimal
     )
 }
 

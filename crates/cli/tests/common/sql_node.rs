@@ -1,0 +1,90 @@
+//! An SQL node for integration tests: `shoal sql` as a child process on a
+//! [`TestCluster`](super::TestCluster), and the stock `mariadb` client
+//! (installed by the test command) to talk to it.
+
+use super::{free_port, TestCluster, SHOAL};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// A `shoal sql` process; killed when dropped.
+pub struct SqlNode {
+    child: Child,
+    pub port: u16,
+}
+
+impl Drop for SqlNode {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn start_sql(cluster: &TestCluster) -> SqlNode {
+    let port = free_port();
+    let log = std::fs::File::create(cluster.dir.path().join("sql.log")).unwrap();
+    let child = Command::new(SHOAL)
+        .args([
+            "sql",
+            "--connect",
+            &cluster.mgmd_addr,
+            "--port",
+            &port.to_string(),
+        ])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .expect("start shoal sql");
+    let node = SqlNode { child, port };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            Instant::now() < deadline,
+            "shoal sql did not listen within 30 s: {}",
+            cluster.log("sql")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    node
+}
+
+/// Runs `sql` with the `mariadb` client (batch mode: tab-separated rows,
+/// no headers). The test command installs the client.
+pub fn mariadb(port: u16, database: Option<&str>, sql: &str) -> Output {
+    let mut cmd = Command::new("mariadb");
+    cmd.args(["--protocol=tcp", "-h", "127.0.0.1", "-P", &port.to_string()])
+        .args(["-u", "root", "--batch", "--skip-column-names"]);
+    if let Some(db) = database {
+        cmd.args(["-D", db]);
+    }
+    match cmd.args(["-e", sql]).output() {
+        Ok(out) => out,
+        Err(e) => panic!(
+            "running the mariadb client: {e} (scripts/test.sh installs it: apt-get install mariadb-client)"
+        ),
+    }
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Runs `sql`, which must succeed; its output.
+pub fn query(port: u16, database: Option<&str>, sql: &str) -> String {
+    let out = mariadb(port, database, sql);
+    assert!(out.status.success(), "{sql}: {}", stderr(&out));
+    stdout(&out)
+}
+
+/// Runs `sql`, which must fail with MySQL error `code`.
+pub fn fails(port: u16, database: Option<&str>, sql: &str, code: u16) -> String {
+    let out = mariadb(port, database, sql);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{sql} succeeded: {}", stdout(&out));
+    assert!(err.contains(&format!("ERROR {code}")), "{sql}: {err}");
+    err
+}
