@@ -71,6 +71,9 @@ enum Command {
         /// The address to listen on.
         #[arg(long, default_value = "127.0.0.1")]
         bind: String,
+        /// Threads serving connections (tokio workers).
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
     },
     /// Benchmarks: `shoal bench flexasynch -t 1 -p 256 ...` (NDB's flags),
     /// `shoal bench readperf -c -d -s 1000000 -r 1000` (NDB's testReadPerf),
@@ -123,11 +126,15 @@ fn main() -> ExitCode {
             connect,
             port,
             bind,
-        } => run_sql(shoal_sql::node::SqlNodeOptions {
-            mgmd_addr: connect,
-            bind,
-            port,
-        }),
+            threads,
+        } => run_sql(
+            shoal_sql::node::SqlNodeOptions {
+                mgmd_addr: connect,
+                bind,
+                port,
+            },
+            threads,
+        ),
         Command::Bench { name, args } => match name.as_str() {
             "flexasynch" | "flexAsynch" => shoal_bench::flexasynch::main(&args),
             "readperf" | "testReadPerf" => shoal_bench::readperf::main(&args),
@@ -165,11 +172,11 @@ fn verify(connect: &str) -> Result<(), String> {
     })
 }
 
-fn run_sql(opts: shoal_sql::node::SqlNodeOptions) -> Result<(), String> {
+fn run_sql(opts: shoal_sql::node::SqlNodeOptions, threads: usize) -> Result<(), String> {
     // Deep stacks: parsing and planning recurse over a statement's tree
     // (operators per statement are bounded, see `exec::split`).
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(threads.clamp(1, 64))
         .thread_stack_size(32 << 20)
         .enable_all()
         .build()

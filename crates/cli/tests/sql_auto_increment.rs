@@ -342,6 +342,22 @@ fn sql_auto_increment_as_mysql_has_it() {
         ok(&mut s, "REPLACE INTO t VALUES (204, 16)").await;
         assert_eq!(numbers(&mut s, "SELECT v FROM t WHERE id = 204").await, vec![16]);
 
+        // INSERT IGNORE: a row skipped as a duplicate reports nothing
+        // (its value is used up, as in MySQL); LAST_INSERT_ID() and the
+        // OK packet take the first row that went in. (The duplicate is on
+        // the primary key: IGNORE of a unique index's duplicate is not
+        // there yet.)
+        ok(&mut s, "CREATE TABLE ig (id INT NOT NULL AUTO_INCREMENT, u INT, PRIMARY KEY (u), KEY (id))").await;
+        assert_eq!(insert_id(&mut s, "INSERT INTO ig (u) VALUES (5)").await, 1);
+        assert_eq!(insert_id(&mut s, "INSERT IGNORE INTO ig (u) VALUES (5)").await, 0);
+        assert_eq!(last_insert_id(&mut s).await, 1, "an ignored row leaves it unchanged");
+        let id = insert_id(&mut s, "INSERT IGNORE INTO ig (u) VALUES (5), (6)").await;
+        assert_eq!(numbers(&mut s, "SELECT id FROM ig WHERE u = 6").await, vec![id]);
+        assert_eq!(id, 4, "the inserted row's value, not the ignored one's (3)");
+        assert_eq!(last_insert_id(&mut s).await, 4);
+        assert_eq!(affected(&mut s, "INSERT IGNORE INTO ig (u) VALUES (6), (5)").await, 0);
+        assert_eq!(last_insert_id(&mut s).await, 4);
+
         // A rolled-back insert keeps its values used (as MySQL does).
         ok(&mut s, "BEGIN").await;
         assert_eq!(insert_id(&mut s, "INSERT INTO t (v) VALUES (17)").await, 205);

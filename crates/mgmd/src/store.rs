@@ -351,6 +351,25 @@ impl Store {
     }
 }
 
+/// Creates (or truncates) `path` readable and writable by its owner only:
+/// users.json holds password hashes, and nothing mgmd keeps is for other
+/// local users. The mode is set again on an existing file (a temp file a
+/// crash left behind keeps the mode it was made with).
+fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        options.mode(0o600);
+        let f = options.open(path)?;
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        Ok(f)
+    }
+    #[cfg(not(unix))]
+    options.open(path)
+}
+
 /// Replaces `dir/name` with `content` as JSON: write a temp file, fsync it,
 /// rename it over the old one, fsync the directory (so the rename itself
 /// survives a crash).
@@ -366,7 +385,7 @@ pub(crate) fn write_atomically<T: Serialize>(
         |what: &str, e: std::io::Error| mgmd_err(format!("cannot {what} {}: {e}", path.display()));
     let bytes = serde_json::to_vec_pretty(content)
         .map_err(|e| mgmd_err(format!("cannot encode {}: {e}", path.display())))?;
-    let mut f = std::fs::File::create(&tmp).map_err(|e| fail("create temp file for", e))?;
+    let mut f = private_file(&tmp).map_err(|e| fail("create temp file for", e))?;
     f.write_all(&bytes).map_err(|e| fail("write", e))?;
     f.sync_all().map_err(|e| fail("fsync", e))?;
     drop(f);
@@ -374,4 +393,35 @@ pub(crate) fn write_atomically<T: Serialize>(
     let d = std::fs::File::open(dir).map_err(|e| fail("open directory of", e))?;
     d.sync_all().map_err(|e| fail("fsync directory of", e))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn written_files_are_readable_by_their_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mode = |name: &str| {
+            std::fs::metadata(dir.path().join(name))
+                .expect("metadata")
+                .permissions()
+                .mode()
+                & 0o777
+        };
+        write_atomically(dir.path(), "users.json", &vec!["hash"]).expect("write");
+        assert_eq!(mode("users.json"), 0o600);
+        // A temp file a crash left world-readable does not stay so.
+        let tmp = dir.path().join("users.json.tmp");
+        std::fs::write(&tmp, b"old").expect("write tmp");
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        write_atomically(dir.path(), "users.json", &vec!["hash2"]).expect("rewrite");
+        assert_eq!(mode("users.json"), 0o600);
+        let back: Vec<String> =
+            serde_json::from_slice(&std::fs::read(dir.path().join("users.json")).expect("read"))
+                .expect("json");
+        assert_eq!(back, vec!["hash2".to_string()]);
+    }
 }

@@ -9,7 +9,8 @@
 //! as the SQL node's cached range allows; a positive explicit value
 //! raises the counter, so the rows after it get values above it.
 //! `LAST_INSERT_ID()` is the first value the last statement that
-//! generated any generated.
+//! generated any generated for a row that went in (a row `INSERT IGNORE`
+//! skipped counts for nothing).
 //!
 //! As with NDB, several SQL nodes each hand out ranges they cached:
 //! values are unique but interleave across nodes, and an explicit value
@@ -103,13 +104,39 @@ fn explicit(v: &Value) -> Option<u64> {
     }
 }
 
-/// What [`assign`] did: the statement's first generated value, and the
-/// last row's value of the column (what the OK packet reports when
-/// nothing was generated, as MySQL does).
+/// What an INSERT reports of its AUTO_INCREMENT column, counting only
+/// the rows that went in (`INSERT IGNORE` skips some after their values
+/// were assigned; MySQL reports nothing of those): the first generated
+/// value (`LAST_INSERT_ID()` from then on), and the last row's value
+/// (what the OK packet reports when nothing was generated).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Assigned {
+pub struct Reported {
     pub first_generated: Option<u64>,
     pub last_value: Option<u64>,
+}
+
+/// [`Reported`] of `rows` after [`assign`] filled column `column`:
+/// `generate` says which rows had their value generated and `inserted`
+/// which went in (a missing flag counts as false).
+pub fn reported(
+    rows: &[Vec<Value>],
+    column: u16,
+    generate: &[bool],
+    inserted: &[bool],
+) -> Reported {
+    let col = usize::from(column);
+    let mut out = Reported::default();
+    for (i, row) in rows.iter().enumerate() {
+        if !inserted.get(i).copied().unwrap_or(false) {
+            continue;
+        }
+        let v = row.get(col).and_then(Value::as_u64);
+        if generate.get(i).copied().unwrap_or(false) && out.first_generated.is_none() {
+            out.first_generated = v;
+        }
+        out.last_value = v;
+    }
+    out
 }
 
 /// Fills the column of each row whose `generate` flag is set, in row
@@ -124,12 +151,11 @@ pub async fn assign(
     auto: AutoColumn,
     rows: &mut [Vec<Value>],
     generate: &[bool],
-) -> Result<Assigned, SqlError> {
+) -> Result<(), SqlError> {
     let col = usize::from(auto.column);
     let mut remaining = generate.iter().filter(|g| **g).count() as u64;
     let mut values = AutoIncrementValues::default();
     let mut raise: Option<u64> = None;
-    let mut out = Assigned::default();
     for (row, &gen) in rows.iter_mut().zip(generate) {
         if gen {
             if let Some(v) = raise.take() {
@@ -153,11 +179,9 @@ pub async fn assign(
             };
             remaining -= 1;
             row[col] = auto.value(v);
-            out.first_generated.get_or_insert(v);
         } else if let Some(v) = explicit(&row[col]) {
             raise = Some(raise.map_or(v, |r| r.max(v)));
         }
-        out.last_value = row[col].as_u64();
     }
     if let Some(v) = raise {
         cluster
@@ -165,7 +189,7 @@ pub async fn assign(
             .await
             .map_err(|e| counter_error(&e))?;
     }
-    Ok(out)
+    Ok(())
 }
 
 /// Restarts the counter of a table being truncated (if it has one).
@@ -303,6 +327,37 @@ mod tests {
         assert_eq!(explicit(&Value::Int(-3)), None);
         assert_eq!(explicit(&Value::Int(0)), None);
         assert_eq!(explicit(&Value::Null), None);
+    }
+
+    #[test]
+    fn only_rows_that_went_in_are_reported() {
+        let rows: Vec<Vec<Value>> = [1, 2, 3, 40]
+            .iter()
+            .map(|&i| vec![Value::Int(i), Value::Int(0)])
+            .collect();
+        let generate = [true, true, true, false];
+        // All in: the first generated, the last row's value.
+        let all = reported(&rows, 0, &generate, &[true; 4]);
+        assert_eq!(all.first_generated, Some(1));
+        assert_eq!(all.last_value, Some(40));
+        // The first row ignored: the second's value, not the first's.
+        let r = reported(&rows, 0, &generate, &[false, true, false, false]);
+        assert_eq!(r.first_generated, Some(2));
+        assert_eq!(r.last_value, Some(2));
+        // Only the explicit row went in: nothing generated, its value.
+        let r = reported(&rows, 0, &generate, &[false, false, false, true]);
+        assert_eq!(
+            r,
+            Reported {
+                first_generated: None,
+                last_value: Some(40)
+            }
+        );
+        // Nothing went in: nothing reported.
+        assert_eq!(
+            reported(&rows, 0, &generate, &[false; 4]),
+            Reported::default()
+        );
     }
 
     #[test]

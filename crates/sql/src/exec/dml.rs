@@ -158,8 +158,8 @@ fn default_of(def: &TableDef, c: u16) -> Result<Value, SqlError> {
 }
 
 /// INSERT [IGNORE] and REPLACE. Returns the outcome, and the first
-/// AUTO_INCREMENT value it generated, if any (the session's
-/// `LAST_INSERT_ID()` from then on).
+/// AUTO_INCREMENT value it generated for a row that went in, if any (the
+/// session's `LAST_INSERT_ID()` from then on).
 pub async fn insert(
     env: &Env<'_>,
     cluster: &Cluster,
@@ -296,12 +296,11 @@ pub async fn insert(
         }
         full_rows.push(full);
     }
-    let assigned = match auto {
-        Some(a) => {
-            auto_increment::assign(cluster, &target.table, a, &mut full_rows, &generate).await?
-        }
-        None => auto_increment::Assigned::default(),
-    };
+    if let Some(a) = auto {
+        auto_increment::assign(cluster, &target.table, a, &mut full_rows, &generate).await?;
+    }
+    // Per row: it went in (what LAST_INSERT_ID() and the OK packet count).
+    let mut went_in: Vec<bool> = Vec::with_capacity(full_rows.len());
     let record = target.table.full_record();
     let batch = env.limits.batch_ops_max.max(1);
     let mut inserted = 0u64;
@@ -334,6 +333,7 @@ pub async fn insert(
             }
             execute(txn, exec, &def, &ops, &refs).await?;
             inserted += chunk.len() as u64;
+            went_in.extend(chunk.iter().map(|_| true));
         } else {
             let mut ops = Vec::with_capacity(chunk.len());
             for row in chunk {
@@ -345,11 +345,17 @@ pub async fn insert(
             }
             execute(txn, exec, &def, &ops, &refs).await?;
             for &op in &ops {
-                match txn.op_error(op) {
-                    Some(e) if e.code == ErrorCode::TupleAlreadyExists => skipped += 1,
+                let ok = match txn.op_error(op) {
+                    Some(e) if e.code == ErrorCode::TupleAlreadyExists => false,
                     Some(e) => return Err(from_shoal(e)),
-                    None => inserted += 1,
+                    None => true,
+                };
+                if ok {
+                    inserted += 1;
+                } else {
+                    skipped += 1;
                 }
+                went_in.push(ok);
             }
         }
     }
@@ -362,6 +368,10 @@ pub async fn insert(
     } else {
         String::new()
     };
+    let reported = match auto_col {
+        Some(c) => auto_increment::reported(&full_rows, c, &generate, &went_in),
+        None => auto_increment::Reported::default(),
+    };
     let mut outcome = affected(inserted + replaced, info);
     if let Outcome::Ok {
         warnings,
@@ -371,13 +381,13 @@ pub async fn insert(
     {
         *warnings = skipped.min(u64::from(u16::MAX)) as u16;
         // MySQL's OK packet: the first generated value, else the last
-        // row's explicit one.
-        *last_insert_id = assigned
+        // row's explicit one, of the rows that went in.
+        *last_insert_id = reported
             .first_generated
-            .or(assigned.last_value.filter(|_| inserted > 0))
+            .or(reported.last_value)
             .unwrap_or(0);
     }
-    Ok((outcome, assigned.first_generated))
+    Ok((outcome, reported.first_generated))
 }
 
 /// ORDER BY and LIMIT of an UPDATE or DELETE.

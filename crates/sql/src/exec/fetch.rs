@@ -38,6 +38,29 @@ pub async fn fetch(
     commit_last: bool,
     limits: &Limits,
 ) -> Result<Vec<Vec<Value>>, SqlError> {
+    #[rustfmt::skip]
+    let rows = fetch_columns(
+        cluster, txn, table, plan, where_, lock, stop_after, commit_last, limits, None,
+    )
+    .await?;
+    Ok(rows)
+}
+
+/// [`fetch`], reading only `columns` (ids; `None`: every column); the
+/// others read as NULL.
+#[allow(clippy::too_many_arguments)]
+pub async fn fetch_columns(
+    cluster: &Cluster,
+    txn: &mut Transaction,
+    table: &Table,
+    plan: &Plan,
+    where_: Option<&Scalar>,
+    lock: LockMode,
+    stop_after: Option<usize>,
+    commit_last: bool,
+    limits: &Limits,
+    columns: Option<&[u16]>,
+) -> Result<Vec<Vec<Value>>, SqlError> {
     let want = stop_after.unwrap_or(usize::MAX);
     // Key reads are bounded by the lookups planned; a scan by rows_max.
     let scanning = matches!(plan.access, Access::IndexScan { .. } | Access::FullScan);
@@ -59,6 +82,7 @@ pub async fn fetch(
         lock,
         commit_last,
         limits,
+        columns,
         &mut take,
     )
     .await?;
@@ -67,7 +91,8 @@ pub async fn fetch(
 
 /// Hands each row of `table` the plan reaches for which `where_` holds
 /// to `on_row`, in the access's order, until it answers `false`; holds
-/// none itself.
+/// none itself. Reads only `columns` (ids; `None`: every column); the
+/// others are NULL in the rows handed on.
 #[allow(clippy::too_many_arguments)]
 pub async fn fetch_each(
     cluster: &Cluster,
@@ -78,18 +103,28 @@ pub async fn fetch_each(
     lock: LockMode,
     commit_last: bool,
     limits: &Limits,
+    columns: Option<&[u16]>,
     on_row: &mut (dyn FnMut(Vec<Value>) -> Result<bool, SqlError> + Send),
 ) -> Result<(), SqlError> {
     let def = table.def();
     let width = def.columns.len();
-    let all: Vec<u16> = (0..width as u16).collect();
+    let (record, all) = match columns {
+        Some(ids) => {
+            let names: Vec<&str> = ids
+                .iter()
+                .filter_map(|&c| def.columns.get(usize::from(c)).map(|c| c.name.as_str()))
+                .collect();
+            let record = table.record(&names).map_err(|e| from_shoal(&e))?;
+            (record, ids.to_vec())
+        }
+        None => (table.full_record(), (0..width as u16).collect()),
+    };
     let keep = |row: &[Value]| -> Result<bool, SqlError> {
         match where_ {
             Some(w) if !plan.exact => Ok(truth(&w.eval(row)?) == Some(true)),
             _ => Ok(true),
         }
     };
-    let record = table.full_record();
     match &plan.access {
         Access::PrimaryKeys(keys) | Access::UniqueKeys { keys, .. } => {
             let unique = match &plan.access {

@@ -76,6 +76,8 @@ enum Shown {
 
 /// The rest of a SELECT that applies to the groups.
 pub struct Shape<'a> {
+    /// The statement (the columns it names are the ones read).
+    pub query: &'a sqlparser::ast::Query,
     pub outputs: &'a [Output],
     pub order: &'a [(Scalar, bool)],
     pub offset: u64,
@@ -411,6 +413,7 @@ pub async fn run(
         }
         Some(t) => {
             let plan = plan(t.table.def(), where_, &[], env.limits.key_lookups_max);
+            let columns = super::projection::needed_columns(shape.query, t.table.def(), &plan);
             let mut add = |row: Vec<Value>| -> Result<bool, SqlError> {
                 table.add(row)?;
                 Ok(true)
@@ -424,6 +427,7 @@ pub async fn run(
                 lock,
                 env.own_transaction,
                 &env.limits,
+                columns.as_deref(),
                 &mut add,
             )
             .await?;

@@ -23,6 +23,7 @@ pub mod group_key;
 pub mod index_ddl;
 pub mod item_name;
 pub mod plan;
+pub mod projection;
 pub mod result_type;
 pub mod select;
 pub mod show;

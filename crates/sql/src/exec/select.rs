@@ -8,6 +8,7 @@
 use super::aggregate::Aggregates;
 use super::expr::{column_type, compare, Compiler, Scalar, Scope};
 pub use super::fetch::fetch;
+use super::fetch::fetch_columns;
 use super::group::{self, Grouping};
 use super::item_name::item_name;
 use super::plan::plan;
@@ -480,6 +481,7 @@ pub async fn select(
     let where_ = where_clause(env, select, target.as_ref())?;
     if let Some(g) = &grouping {
         let shape = group::Shape {
+            query,
             outputs: &outputs,
             order: &keys,
             offset,
@@ -544,7 +546,8 @@ pub async fn select(
         (true, Some(l)) => Some(offset.saturating_add(l) as usize),
         _ => None,
     };
-    let mut rows = fetch(
+    let columns = super::projection::needed_columns(query, def, &plan);
+    let mut rows = fetch_columns(
         cluster,
         txn,
         &target.table,
@@ -554,6 +557,7 @@ pub async fn select(
         stop_after,
         env.own_transaction,
         &env.limits,
+        columns.as_deref(),
     )
     .await?;
     if !sorted_by_access {

@@ -15,10 +15,13 @@
 //! named after its expression is named by the prepared text (`?`), as
 //! MySQL names it.
 //!
-//! Invariants: at most [`TEMPLATES_MAX`] statements and
-//! [`TEMPLATE_TEXT_BYTES_MAX`] bytes of their text are kept per
-//! connection (past either, the cache starts over); an execution fills
-//! every placeholder of the tree exactly once, or it is not used.
+//! Invariants: only texts of at most [`TEMPLATE_TEXT_MAX`] bytes are kept
+//! parsed (a parsed tree is many times its text; a longer one is spliced
+//! and parsed at each execution, and not remembered); at most
+//! [`TEMPLATES_MAX`] statements and [`TEMPLATE_TEXT_BYTES_MAX`] bytes of
+//! their text are kept per connection (past either, the cache starts
+//! over); an execution fills every placeholder of the tree exactly once,
+//! or it is not used.
 
 use super::split::{parse, Parsed};
 use sqlparser::ast::{visit_expressions_mut, Expr, Statement, UnaryOperator, Value, ValueWithSpan};
@@ -28,9 +31,12 @@ use std::ops::ControlFlow;
 
 /// Prepared statements kept per connection.
 pub const TEMPLATES_MAX: usize = 256;
-/// Bytes of prepared text kept per connection (the trees are a small
-/// multiple of it).
-pub const TEMPLATE_TEXT_BYTES_MAX: usize = 1 << 20;
+/// The longest prepared text kept parsed: its tree is many times its
+/// text, so long texts (bulk inserts) are spliced each time instead.
+pub const TEMPLATE_TEXT_MAX: usize = 16 << 10;
+/// Bytes of prepared text kept per connection (the trees are a multiple
+/// of it, so this keeps a connection's cache to a few MiB at most).
+pub const TEMPLATE_TEXT_BYTES_MAX: usize = 256 << 10;
 
 /// A parsed prepared statement.
 struct Template {
@@ -51,15 +57,15 @@ impl Templates {
     /// The statement `template` with `literals` in place of its `?`
     /// placeholders, or `None` if it must be spliced and parsed instead.
     pub fn bind(&mut self, template: &str, literals: &[String]) -> Option<Parsed> {
+        if template.len() > TEMPLATE_TEXT_MAX {
+            return None;
+        }
         if !self.by_text.contains_key(template) {
             if self.by_text.len() >= TEMPLATES_MAX
                 || self.text_bytes + template.len() > TEMPLATE_TEXT_BYTES_MAX
             {
                 self.by_text.clear();
                 self.text_bytes = 0;
-            }
-            if template.len() > TEMPLATE_TEXT_BYTES_MAX {
-                return None;
             }
             self.text_bytes += template.len();
             self.by_text
@@ -312,8 +318,25 @@ mod tests {
             assert!(t.bind(&sql, &["1".to_string()]).is_some());
             assert!(t.by_text.len() <= TEMPLATES_MAX);
         }
-        let long = format!("SELECT '{}', ?", "x".repeat(TEMPLATE_TEXT_BYTES_MAX));
-        assert!(t.bind(&long, &["1".to_string()]).is_none());
-        assert!(t.text_bytes <= TEMPLATE_TEXT_BYTES_MAX);
+        // Up to the per-text limit a text is kept parsed; one byte more
+        // and it is spliced, without pushing the kept ones out.
+        let text = |len: usize| {
+            let head = "SELECT ?, '";
+            format!("{head}{}'", "x".repeat(len - head.len() - 1))
+        };
+        let at_limit = text(TEMPLATE_TEXT_MAX);
+        assert_eq!(at_limit.len(), TEMPLATE_TEXT_MAX);
+        assert!(t.bind(&at_limit, &["1".to_string()]).is_some());
+        let kept = t.by_text.len();
+        let over = text(TEMPLATE_TEXT_MAX + 1);
+        assert!(t.bind(&over, &["1".to_string()]).is_none());
+        assert!(!t.by_text.contains_key(&over));
+        assert_eq!(t.by_text.len(), kept);
+        // The total stays within its bound, texts at the limit and all.
+        for i in 0..2 * TEMPLATE_TEXT_BYTES_MAX / TEMPLATE_TEXT_MAX {
+            let sql = format!("{} /* {i} */", text(TEMPLATE_TEXT_MAX - 16));
+            assert!(t.bind(&sql, &["1".to_string()]).is_some());
+            assert!(t.text_bytes <= TEMPLATE_TEXT_BYTES_MAX);
+        }
     }
 }

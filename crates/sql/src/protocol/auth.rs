@@ -121,7 +121,9 @@ impl Account {
 }
 
 /// The future [`UserDirectory::account`] answers with.
-pub type AccountFuture<'a> = Pin<Box<dyn Future<Output = Option<Account>> + Send + 'a>>;
+/// An error refuses the login with it (the accounts could not be read).
+pub type AccountFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Option<Account>, crate::outcome::SqlError>> + Send + 'a>>;
 
 /// Where the server looks accounts up: [`Users`] in memory here, or the
 /// cluster's accounts in mgmd (`exec::users::ClusterUsers`, what `shoal
@@ -203,7 +205,7 @@ impl Users {
 impl UserDirectory for Users {
     fn account<'a>(&'a self, user: &'a str, peer: IpAddr) -> AccountFuture<'a> {
         let found = self.find(user, peer).cloned();
-        Box::pin(std::future::ready(found))
+        Box::pin(std::future::ready(Ok(found)))
     }
 }
 

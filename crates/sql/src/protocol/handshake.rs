@@ -233,7 +233,13 @@ pub(crate) async fn login<S: AsyncRead + AsyncWrite + Unpin>(
         }
     };
     let capabilities = response.capabilities & server_capabilities();
-    let account = users.account(&response.user, peer).await;
+    let account = match users.account(&response.user, peer).await {
+        Ok(account) => account,
+        Err(error) => {
+            io.send_final(&err_packet(&error, true)).await;
+            return Err(LoginError::Refused(error));
+        }
+    };
     let password = account.as_ref().and_then(|a| a.password.as_ref());
 
     let plugin = match response.auth_plugin.as_deref() {
