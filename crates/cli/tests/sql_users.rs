@@ -129,6 +129,18 @@ fn accounts_made_through_one_sql_node_log_in_everywhere_with_their_grants() {
         ok_as(p1, "app", "s3cret", None, "SELECT name FROM shop.items"),
         "fig\n"
     );
+    // CURRENT_USER() names the account (its host pattern), USER() the
+    // client's address.
+    assert_eq!(
+        ok_as(
+            p1,
+            "app",
+            "s3cret",
+            None,
+            "SELECT CURRENT_USER(), USER(), CURRENT_USER"
+        ),
+        "app@%\tapp@127.0.0.1\tapp@%\n"
+    );
     assert_eq!(
         ok_as(p1, "app", "s3cret", None, "SHOW DATABASES"),
         "information_schema\nshop\n"

@@ -16,6 +16,7 @@ pub mod auto_increment;
 pub mod ddl;
 pub mod dml;
 pub mod error;
+pub mod eval;
 pub mod expr;
 pub mod fetch;
 pub mod group;
