@@ -663,3 +663,52 @@ fn sql_results_agree_with_a_model_at_tiny_limits() {
         ok(&mut s, "DROP DATABASE m").await;
     });
 }
+
+/// INSERT IGNORE skips rows whose unique-index values another row holds
+/// (already stored, or taken by an earlier row of the statement), keeps
+/// rows with NULL in the index, and still skips primary-key duplicates; a
+/// plain INSERT of such a row fails with 1062 and changes nothing.
+#[test]
+fn insert_ignore_skips_unique_index_clashes() {
+    let cluster = TestCluster::start();
+    let rt = runtime();
+    rt.block_on(async {
+        let native = Cluster::connect(&cluster.mgmd_addr).await.unwrap();
+        let factory = SessionFactory::new(native.clone());
+        let mut s = factory.session("root", "127.0.0.1");
+        ok(&mut s, "CREATE DATABASE ig; USE ig").await;
+        ok(
+            &mut s,
+            "CREATE TABLE t (id INT PRIMARY KEY, u INT, v VARCHAR(10), UNIQUE KEY (u), UNIQUE KEY uv (v, u))",
+        )
+        .await;
+        ok(&mut s, "INSERT INTO t VALUES (1, 5, 'a')").await;
+        err_code(&mut s, "INSERT INTO t VALUES (2, 5, 'b')", 1062).await;
+        assert_eq!(
+            affected(
+                &mut s,
+                "INSERT IGNORE INTO t VALUES (2, 5, 'b'), (3, 6, 'c'), (4, 6, 'd'), (1, 7, 'e'), (5, NULL, 'f'), (6, NULL, 'f')",
+            )
+            .await,
+            3
+        );
+        assert_eq!(
+            rows(&mut s, "SELECT id, u, v FROM t ORDER BY id").await,
+            vec![
+                r(&["1", "5", "a"]),
+                r(&["3", "6", "c"]),
+                r(&["5", "NULL", "f"]),
+                r(&["6", "NULL", "f"]),
+            ]
+        );
+        // In a transaction the skipped rows leave it usable.
+        ok(&mut s, "BEGIN").await;
+        assert_eq!(affected(&mut s, "INSERT IGNORE INTO t VALUES (7, 5, 'z')").await, 0);
+        assert_eq!(affected(&mut s, "INSERT IGNORE INTO t VALUES (7, 8, 'z')").await, 1);
+        ok(&mut s, "COMMIT").await;
+        assert_eq!(
+            column(&mut s, "SELECT id FROM t WHERE u = 8").await,
+            vec!["7".to_string()]
+        );
+    });
+}

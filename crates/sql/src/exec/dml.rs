@@ -301,6 +301,11 @@ pub async fn insert(
     }
     // Per row: it went in (what LAST_INSERT_ID() and the OK packet count).
     let mut went_in: Vec<bool> = Vec::with_capacity(full_rows.len());
+    let mut unique_guard = if ins.ignore && !ins.replace_into {
+        super::unique_ignore::UniqueGuard::new(cluster, &target.table).await?
+    } else {
+        None
+    };
     let record = target.table.full_record();
     let batch = env.limits.batch_ops_max.max(1);
     let mut inserted = 0u64;
@@ -335,17 +340,31 @@ pub async fn insert(
             inserted += chunk.len() as u64;
             went_in.extend(chunk.iter().map(|_| true));
         } else {
+            // IGNORE skips a row whose unique-index values another row
+            // holds (a clash there would fail the whole transaction).
+            let clashes = match unique_guard.as_mut() {
+                Some(guard) => guard.clashes(txn, &record, chunk).await?,
+                None => vec![false; chunk.len()],
+            };
             let mut ops = Vec::with_capacity(chunk.len());
-            for row in chunk {
+            let mut kept_refs = Vec::with_capacity(chunk.len());
+            for (row, &clash) in chunk.iter().zip(&clashes) {
+                if clash {
+                    ops.push(None);
+                    continue;
+                }
                 let op = txn.insert(&record, row).map_err(|e| from_shoal(&e))?;
                 if ins.ignore {
                     txn.ignore_error(op);
                 }
-                ops.push(op);
+                ops.push(Some(op));
+                kept_refs.push(row.as_slice());
             }
-            execute(txn, exec, &def, &ops, &refs).await?;
-            for &op in &ops {
-                let ok = match txn.op_error(op) {
+            let sent: Vec<_> = ops.iter().flatten().copied().collect();
+            execute(txn, exec, &def, &sent, &kept_refs).await?;
+            for op in ops {
+                let ok = match op.and_then(|op| txn.op_error(op)) {
+                    _ if op.is_none() => false,
                     Some(e) if e.code == ErrorCode::TupleAlreadyExists => false,
                     Some(e) => return Err(from_shoal(e)),
                     None => true,

@@ -30,6 +30,7 @@ pub mod select;
 pub mod show;
 pub mod split;
 pub mod template;
+pub mod unique_ignore;
 pub mod users;
 
 use crate::outcome::SqlError;

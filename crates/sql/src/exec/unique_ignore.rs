@@ -1,0 +1,106 @@
+//! `INSERT IGNORE` into a table with unique indexes. A row whose
+//! unique-index values another row holds must be skipped, as MySQL does;
+//! but in Shoal such a clash fails the whole transaction on the data
+//! nodes (TC adds the index entry as an operation of the same request),
+//! so a skipped row must never be sent. As NDB's handler does for IGNORE,
+//! the rows' index entries are read first: a row is skipped if one of its
+//! values is already in an index, or was taken by an earlier row of the
+//! same statement.
+//!
+//! A row inserted by another transaction between the read and the insert
+//! still clashes (1062), as it would in NDB. Indexes still being built are
+//! not read (their entries are not all there yet).
+
+use super::error::from_shoal;
+use crate::outcome::SqlError;
+use shoal_client::{
+    Cluster, ErrorCode, ExecType, LockMode, Record, Table, Transaction, UniqueIndex, Value,
+};
+use std::collections::HashSet;
+
+/// The unique indexes of one INSERT IGNORE's table, and the values the
+/// statement's rows took so far.
+pub struct UniqueGuard {
+    indexes: Vec<(UniqueIndex, Vec<u16>)>,
+    /// `index number: values` of the rows kept so far (the statement's
+    /// rows are bounded by the packet size, and so is this).
+    taken: HashSet<String>,
+}
+
+impl UniqueGuard {
+    /// `None` when `table` has no unique index to check.
+    pub async fn new(cluster: &Cluster, table: &Table) -> Result<Option<UniqueGuard>, SqlError> {
+        let def = table.def();
+        let mut indexes = Vec::new();
+        for u in def.unique_indexes.iter().filter(|u| !u.building) {
+            let index = cluster
+                .unique_index(table.name(), &u.name)
+                .await
+                .map_err(|e| from_shoal(&e))?;
+            indexes.push((index, u.columns.clone()));
+        }
+        Ok((!indexes.is_empty()).then_some(UniqueGuard {
+            indexes,
+            taken: HashSet::new(),
+        }))
+    }
+
+    /// For each of `rows` (whole rows by column id): whether it clashes
+    /// and must be skipped. Reads the index entries in `txn`.
+    pub async fn clashes(
+        &mut self,
+        txn: &mut Transaction,
+        record: &Record,
+        rows: &[Vec<Value>],
+    ) -> Result<Vec<bool>, SqlError> {
+        let mut clash = vec![false; rows.len()];
+        let mut keys: Vec<Vec<String>> = Vec::with_capacity(rows.len());
+        let mut reads = Vec::new();
+        for (i, row) in rows.iter().enumerate() {
+            let mut row_keys = Vec::new();
+            for (n, (index, columns)) in self.indexes.iter().enumerate() {
+                let key: Vec<Value> = columns
+                    .iter()
+                    .filter_map(|&c| row.get(usize::from(c)).cloned())
+                    .collect();
+                // A NULL in the key: no entry, no clash (SQL's rule).
+                if key.len() != columns.len() || key.iter().any(|v| matches!(v, Value::Null)) {
+                    continue;
+                }
+                let op = txn
+                    .read_unique(record, index, &key, LockMode::Shared)
+                    .map_err(|e| from_shoal(&e))?;
+                txn.ignore_error(op);
+                reads.push((i, op));
+                row_keys.push(format!("{n}:{key:?}"));
+            }
+            keys.push(row_keys);
+        }
+        if reads.is_empty() {
+            return Ok(clash);
+        }
+        txn.execute(ExecType::NoCommit)
+            .await
+            .map_err(|e| from_shoal(&e))?;
+        for (i, op) in reads {
+            if txn.row(op).is_some() {
+                clash[i] = true;
+            } else if let Some(e) = txn.op_error(op) {
+                if e.code != ErrorCode::TupleNotFound {
+                    return Err(from_shoal(e));
+                }
+            }
+        }
+        for (i, row_keys) in keys.into_iter().enumerate() {
+            if clash[i] {
+                continue;
+            }
+            if row_keys.iter().any(|k| self.taken.contains(k)) {
+                clash[i] = true;
+                continue;
+            }
+            self.taken.extend(row_keys);
+        }
+        Ok(clash)
+    }
+}
