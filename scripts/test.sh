@@ -34,6 +34,31 @@ install_package() { # install_package COMMAND PACKAGE WHY
 install_package mariadb mariadb-client "the SQL tests' client"
 install_package sysbench sysbench "the SQL node's OLTP test"
 
+# The Python MySQL clients (crates/cli/tests/sql_python.rs) in a venv of
+# their own, so no system Python is touched; pinned so a new release
+# cannot change what the tests check. Made once: reruns skip the install
+# while the venv holds exactly the pinned versions.
+PYENV=$PWD/target/pyenv
+PYMYSQL=PyMySQL==1.1.1
+MYSQL_CONNECTOR=mysql-connector-python==9.1.0
+has_pins='import sys, importlib.metadata as m
+sys.exit(any(m.version(n) != v for n, v in (a.split("==") for a in sys.argv[1:])))'
+if ! "$PYENV/bin/python" -c "$has_pins" "$PYMYSQL" "$MYSQL_CONNECTOR" >/dev/null 2>&1; then
+    step "installing $PYMYSQL and $MYSQL_CONNECTOR into target/pyenv (the Python client tests)"
+    # Debian's python3 makes venvs only with python3-venv installed.
+    if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c 'import ensurepip' >/dev/null 2>&1; then
+        $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-venv >/dev/null 2>&1 ||
+            { $SUDO apt-get update -q >/dev/null &&
+                $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-venv >/dev/null; } || true
+    fi
+    if ! { python3 -m venv "$PYENV" >/dev/null &&
+        "$PYENV/bin/python" -m pip install -q --disable-pip-version-check "$PYMYSQL" "$MYSQL_CONNECTOR"; }; then
+        echo "cannot install $PYMYSQL and $MYSQL_CONNECTOR into target/pyenv (needs python3 with venv and pip from PyPI; Debian: apt-get install python3-venv); fix that and run again" >&2
+        exit 1
+    fi
+fi
+export SHOAL_TEST_PYTHON=$PYENV/bin/python
+
 step "cargo fmt --check"
 cargo fmt --all --check
 
