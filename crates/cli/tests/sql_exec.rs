@@ -712,3 +712,56 @@ fn insert_ignore_skips_unique_index_clashes() {
         );
     });
 }
+
+/// REPLACE deletes every other row holding the new row's primary key or
+/// one of its unique values before it writes it (affected rows count both,
+/// as in MySQL), within one statement too.
+#[test]
+fn replace_deletes_rows_clashing_on_unique_indexes() {
+    let cluster = TestCluster::start();
+    let rt = runtime();
+    rt.block_on(async {
+        let native = Cluster::connect(&cluster.mgmd_addr).await.unwrap();
+        let factory = SessionFactory::new(native.clone());
+        let mut s = factory.session("root", "127.0.0.1");
+        ok(&mut s, "CREATE DATABASE rp; USE rp").await;
+        ok(
+            &mut s,
+            "CREATE TABLE t (id INT PRIMARY KEY, u INT, w INT, UNIQUE KEY (u), UNIQUE KEY (w))",
+        )
+        .await;
+        ok(
+            &mut s,
+            "INSERT INTO t VALUES (1, 10, 100), (2, 20, 200), (3, 30, NULL)",
+        )
+        .await;
+        // Clashes with row 1 on u and row 2 on w: both go, the new row in.
+        assert_eq!(
+            affected(&mut s, "REPLACE INTO t VALUES (4, 10, 200)").await,
+            3
+        );
+        // Its own key and another's unique value: 1 + 1 deleted, 1 in.
+        assert_eq!(
+            affected(&mut s, "REPLACE INTO t VALUES (3, 10, 300)").await,
+            3
+        );
+        // No clash at all.
+        assert_eq!(
+            affected(&mut s, "REPLACE INTO t VALUES (5, NULL, NULL)").await,
+            1
+        );
+        // Rows of one statement replace each other in order.
+        assert_eq!(
+            affected(&mut s, "REPLACE INTO t VALUES (6, 60, 600), (7, 60, 700)").await,
+            3
+        );
+        assert_eq!(
+            rows(&mut s, "SELECT id, u, w FROM t ORDER BY id").await,
+            vec![
+                r(&["3", "10", "300"]),
+                r(&["5", "NULL", "NULL"]),
+                r(&["7", "60", "700"]),
+            ]
+        );
+    });
+}

@@ -301,7 +301,7 @@ pub async fn insert(
     }
     // Per row: it went in (what LAST_INSERT_ID() and the OK packet count).
     let mut went_in: Vec<bool> = Vec::with_capacity(full_rows.len());
-    let mut unique_guard = if ins.ignore && !ins.replace_into {
+    let mut unique_guard = if ins.ignore || ins.replace_into {
         super::unique_ignore::UniqueGuard::new(cluster, &target.table).await?
     } else {
         None
@@ -315,7 +315,40 @@ pub async fn insert(
     for (n, chunk) in full_rows.chunks(batch).enumerate() {
         let exec = env.exec_type(n + 1 == chunks);
         let refs: Vec<&[Value]> = chunk.iter().map(Vec::as_slice).collect();
-        if ins.replace_into {
+        if let (true, Some(guard)) = (ins.replace_into, unique_guard.as_ref()) {
+            // A table with unique indexes: row by row, as MySQL's REPLACE
+            // goes, each first deleting the other rows that hold its
+            // primary key or one of its unique values.
+            for (k, row) in chunk.iter().enumerate() {
+                let key: Vec<Value> = def
+                    .primary_key
+                    .iter()
+                    .map(|&c| row[usize::from(c)].clone())
+                    .collect();
+                let read = txn
+                    .read(&record, &key, LockMode::Exclusive)
+                    .map_err(|e| from_shoal(&e))?;
+                txn.ignore_error(read);
+                let holders = guard.holders(txn, &record, row, &def.primary_key).await?;
+                if txn.row(read).is_some() {
+                    replaced += 1;
+                }
+                for holder in &holders {
+                    txn.delete(&target.table, holder)
+                        .map_err(|e| from_shoal(&e))?;
+                }
+                replaced += holders.len() as u64;
+                let op = txn.write(&record, row).map_err(|e| from_shoal(&e))?;
+                let exec = if k + 1 == chunk.len() {
+                    exec
+                } else {
+                    ExecType::NoCommit
+                };
+                execute(txn, exec, &def, &[op], &[row.as_slice()]).await?;
+                inserted += 1;
+                went_in.push(true);
+            }
+        } else if ins.replace_into {
             // Which keys exist (locked until the end of the transaction).
             let mut reads = Vec::with_capacity(chunk.len());
             for row in chunk {

@@ -7,6 +7,10 @@
 //! values is already in an index, or was taken by an earlier row of the
 //! same statement.
 //!
+//! `REPLACE` likewise reads, for each row, the rows holding its
+//! unique-index values (locked), so it can delete them before it writes
+//! the row, as MySQL's REPLACE does.
+//!
 //! A row inserted by another transaction between the read and the insert
 //! still clashes (1062), as it would in NDB. Indexes still being built are
 //! not read (their entries are not all there yet).
@@ -102,5 +106,58 @@ impl UniqueGuard {
             self.taken.extend(row_keys);
         }
         Ok(clash)
+    }
+
+    /// The primary keys of the rows other than `row` itself (by primary
+    /// key `pk`) that hold one of `row`'s unique-index values, read with an
+    /// exclusive lock in `txn`: the rows a REPLACE of `row` deletes.
+    /// Executes `txn`'s pending operations (NoCommit) with the reads.
+    pub async fn holders(
+        &self,
+        txn: &mut Transaction,
+        record: &Record,
+        row: &[Value],
+        pk: &[u16],
+    ) -> Result<Vec<Vec<Value>>, SqlError> {
+        let mut reads = Vec::new();
+        for (index, columns) in &self.indexes {
+            let key: Vec<Value> = columns
+                .iter()
+                .filter_map(|&c| row.get(usize::from(c)).cloned())
+                .collect();
+            if key.len() != columns.len() || key.iter().any(|v| matches!(v, Value::Null)) {
+                continue;
+            }
+            let op = txn
+                .read_unique(record, index, &key, LockMode::Exclusive)
+                .map_err(|e| from_shoal(&e))?;
+            txn.ignore_error(op);
+            reads.push(op);
+        }
+        // One round trip, with whatever the caller queued before (the
+        // REPLACE's read of the row's own key).
+        txn.execute(ExecType::NoCommit)
+            .await
+            .map_err(|e| from_shoal(&e))?;
+        let own: Vec<&Value> = pk.iter().filter_map(|&c| row.get(usize::from(c))).collect();
+        let mut holders: Vec<Vec<Value>> = Vec::new();
+        for op in reads {
+            let Some(found) = txn.row(op) else {
+                if let Some(e) = txn.op_error(op) {
+                    if e.code != ErrorCode::TupleNotFound {
+                        return Err(from_shoal(e));
+                    }
+                }
+                continue;
+            };
+            let key: Vec<Value> = pk
+                .iter()
+                .map(|&c| found.get_idx(c).unwrap_or(Value::Null))
+                .collect();
+            if key.iter().collect::<Vec<_>>() != own && !holders.contains(&key) {
+                holders.push(key);
+            }
+        }
+        Ok(holders)
     }
 }
