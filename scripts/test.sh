@@ -59,6 +59,30 @@ if ! "$PYENV/bin/python" -c "$has_pins" "$PYMYSQL" "$MYSQL_CONNECTOR" >/dev/null
 fi
 export SHOAL_TEST_PYTHON=$PYENV/bin/python
 
+# MariaDB Connector/J (crates/cli/tests/sql_jdbc.rs) from Maven Central into
+# target/jdbc, pinned like the Python clients, and the dependency plugin
+# pinned too so mvn resolves the same thing every time. The driver jar has
+# no required dependencies; the test runs it with `java` in source-file
+# mode (Java 11+), so needs a JDK but no build of its own. Fetched once.
+JDBC_VERSION=3.5.1
+JDBC_JAR=$PWD/target/jdbc/mariadb-java-client-$JDBC_VERSION.jar
+if [[ ! -f $JDBC_JAR ]]; then
+    step "fetching mariadb-java-client $JDBC_VERSION into target/jdbc (the JDBC client test)"
+    if ! command -v mvn >/dev/null || ! command -v java >/dev/null; then
+        echo "the JDBC test needs java (17 or newer) and mvn; install them (Debian: apt-get install openjdk-17-jdk-headless maven) and run again" >&2
+        exit 1
+    fi
+    # mvn prints its errors on stdout: keep all of it for a failure.
+    if ! mvn_out=$(mvn -B -q org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
+        -Dartifact="org.mariadb.jdbc:mariadb-java-client:$JDBC_VERSION" \
+        -DoutputDirectory="$PWD/target/jdbc" 2>&1) || [[ ! -f $JDBC_JAR ]]; then
+        printf '%s\n' "$mvn_out" >&2
+        echo "cannot fetch org.mariadb.jdbc:mariadb-java-client:$JDBC_VERSION with mvn (needs Maven Central); fix that and run again" >&2
+        exit 1
+    fi
+fi
+export SHOAL_TEST_JDBC_JAR=$JDBC_JAR
+
 step "cargo fmt --check"
 cargo fmt --all --check
 

@@ -254,6 +254,75 @@ pub fn parse(text: &str) -> Result<Parsed, SqlError> {
     }
 }
 
+/// `SET …, NAMES x [COLLATE y], …` (Connector/J sends `SET
+/// sql_mode=…,NAMES utf8mb4` at connect): each `NAMES` item of a list of
+/// several becomes the assignments it stands for in MySQL
+/// (`character_set_client`, `_connection`, `_results`, and
+/// `collation_connection`). `None` when there is nothing to rewrite (a
+/// lone `SET NAMES` sqlparser takes as it is).
+fn names_in_set_list(text: &str, toks: &[&Tok]) -> Option<String> {
+    // Items: runs of tokens between top-level commas, after SET.
+    let mut items: Vec<&[&Tok]> = Vec::new();
+    let (mut depth, mut start) = (0i32, 1usize);
+    for (i, t) in toks.iter().enumerate().skip(1) {
+        match t.token {
+            Token::LParen => depth += 1,
+            Token::RParen => depth -= 1,
+            Token::Comma if depth == 0 => {
+                items.push(&toks[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    items.push(&toks[start.min(toks.len())..]);
+    if items.len() < 2 {
+        return None;
+    }
+    let value = |t: &Tok| match &t.token {
+        Token::Word(w) => Some(w.value.clone()),
+        Token::SingleQuotedString(s) | Token::DoubleQuotedString(s) => Some(s.clone()),
+        _ => None,
+    };
+    let mut out = String::new();
+    let mut at = 0;
+    let mut changed = false;
+    for item in items {
+        let Some(head) = item.first() else { continue };
+        if !word_is(&head.token, "NAMES") {
+            continue;
+        }
+        let charset = item.get(1).and_then(|t| value(t))?;
+        let collation = match item.get(2) {
+            None => None,
+            Some(t) if word_is(&t.token, "COLLATE") => Some(item.get(3).and_then(|t| value(t))?),
+            Some(_) => return None, // the parser reports it
+        };
+        let last = item.last()?;
+        let quoted = |v: &str| format!("'{}'", v.replace('\'', "''"));
+        let mut assign = [
+            "character_set_client",
+            "character_set_connection",
+            "character_set_results",
+        ]
+        .iter()
+        .map(|var| format!("{var} = {}", quoted(&charset)))
+        .collect::<Vec<_>>();
+        if let Some(c) = collation {
+            assign.push(format!("collation_connection = {}", quoted(&c)));
+        }
+        out.push_str(&text[at..head.start]);
+        out.push_str(&assign.join(", "));
+        at = last.end;
+        changed = true;
+    }
+    if !changed {
+        return None;
+    }
+    out.push_str(&text[at..]);
+    Some(out)
+}
+
 fn not_yet(what: &str) -> SqlError {
     SqlError::new(
         1235,
@@ -271,8 +340,11 @@ fn preroute(
     raw: &[TokenWithSpan],
 ) -> Result<(Option<String>, Option<Partitioning>), SqlError> {
     let has = |word: &str| raw.iter().any(|t| word_is(&t.token, word));
-    let suspicious =
-        has("LOCK") || has("PARTITION") || has("REORGANIZE") || (has("DROP") && has("KEY"));
+    let suspicious = has("LOCK")
+        || has("PARTITION")
+        || has("REORGANIZE")
+        || (has("DROP") && has("KEY"))
+        || has("NAMES");
     if !suspicious {
         return Ok((None, None));
     }
@@ -280,6 +352,10 @@ fn preroute(
     let toks: Vec<&Tok> = all.iter().filter(|t| !is_blank(&t.token)).collect();
     let kw = |i: usize| toks.get(i).and_then(|t| keyword(&t.token));
     let first = kw(0);
+    // SET a = 1, NAMES x [COLLATE y]: sqlparser takes NAMES only alone.
+    if first == Some(Keyword::SET) {
+        return Ok((names_in_set_list(text, &toks), None));
+    }
     // ALTER TABLE: partition operations are refused, DROP KEY renamed.
     if first == Some(Keyword::ALTER) && kw(1) == Some(Keyword::TABLE) {
         for (i, t) in toks.iter().enumerate() {
@@ -413,6 +489,37 @@ mod tests {
         assert_eq!(
             split("SELECT 'héllo'; SELECT 2").unwrap()[0],
             "SELECT 'héllo'"
+        );
+    }
+
+    #[test]
+    fn names_in_a_set_list_become_their_assignments() {
+        let p =
+            parse("set sql_mode=CONCAT(@@sql_mode,',STRICT_TRANS_TABLES'),NAMES utf8mb4").unwrap();
+        assert_eq!(
+            p.text,
+            "set sql_mode=CONCAT(@@sql_mode,',STRICT_TRANS_TABLES'),character_set_client = 'utf8mb4', character_set_connection = 'utf8mb4', character_set_results = 'utf8mb4'"
+        );
+        let p = parse("SET NAMES 'latin1' COLLATE latin1_bin, autocommit = 1").unwrap();
+        assert!(
+            p.text.starts_with("SET character_set_client = 'latin1'"),
+            "{}",
+            p.text
+        );
+        assert!(
+            p.text
+                .contains("collation_connection = 'latin1_bin', autocommit = 1"),
+            "{}",
+            p.text
+        );
+        // Alone, and inside strings, nothing changes.
+        assert_eq!(
+            parse("SET NAMES utf8mb4").unwrap().text,
+            "SET NAMES utf8mb4"
+        );
+        assert_eq!(
+            parse("SET @a = 'NAMES x', @b = 1").unwrap().text,
+            "SET @a = 'NAMES x', @b = 1"
         );
     }
 
