@@ -18,40 +18,15 @@ mod common;
 
 use common::sql_node::start_sql;
 use common::TestCluster;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-
-/// The Connector/J jar, which must exist.
-fn jdbc_jar() -> PathBuf {
-    let Some(path) = std::env::var_os("SHOAL_TEST_JDBC_JAR") else {
-        panic!(
-            "SHOAL_TEST_JDBC_JAR is not set: run the tests with scripts/test.sh, which fetches \
-             MariaDB Connector/J into target/jdbc with mvn and sets it (or set \
-             SHOAL_TEST_JDBC_JAR=target/jdbc/mariadb-java-client-<version>.jar after running \
-             its jdbc step)"
-        );
-    };
-    let path = PathBuf::from(path);
-    // Relative to the workspace root, where the variable is usually set;
-    // cargo runs the test in the crate's directory.
-    let path = if path.is_relative() {
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../..")
-            .join(path)
-    } else {
-        path
-    };
-    assert!(
-        path.is_file(),
-        "SHOAL_TEST_JDBC_JAR={} does not exist: scripts/test.sh fetches it (into target/jdbc)",
-        path.display()
-    );
-    path
-}
 
 #[test]
 fn mariadb_connector_j_runs_prepared_statements_and_a_transaction_through_an_sql_node() {
-    let jar = jdbc_jar();
+    let jar = common::provided_by_test_script(
+        "SHOAL_TEST_JDBC_JAR",
+        "fetches MariaDB Connector/J into target/jdbc with mvn",
+    );
     let program = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/java/JdbcCheck.java");
     let cluster = TestCluster::start_nodes(2, 2, |_| {});
     let sql = start_sql(&cluster);

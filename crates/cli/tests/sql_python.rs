@@ -14,39 +14,15 @@ mod common;
 
 use common::sql_node::start_sql;
 use common::TestCluster;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-
-/// The venv's interpreter, which must exist.
-fn python() -> PathBuf {
-    let Some(path) = std::env::var_os("SHOAL_TEST_PYTHON") else {
-        panic!(
-            "SHOAL_TEST_PYTHON is not set: run the tests with scripts/test.sh, which makes a \
-             venv with PyMySQL and mysql-connector-python at target/pyenv and sets it \
-             (or set SHOAL_TEST_PYTHON=target/pyenv/bin/python after running its pyenv step)"
-        );
-    };
-    let path = PathBuf::from(path);
-    // Relative to the workspace root, where the variable is usually set;
-    // cargo runs the test in the crate's directory.
-    let path = if path.is_relative() {
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../..")
-            .join(path)
-    } else {
-        path
-    };
-    assert!(
-        path.is_file(),
-        "SHOAL_TEST_PYTHON={} does not exist: scripts/test.sh makes it (the venv at target/pyenv)",
-        path.display()
-    );
-    path
-}
 
 #[test]
 fn pymysql_and_mysql_connector_python_run_their_checks_through_an_sql_node() {
-    let python = python();
+    let python = common::provided_by_test_script(
+        "SHOAL_TEST_PYTHON",
+        "makes a venv with PyMySQL and mysql-connector-python at target/pyenv",
+    );
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/python/clients.py");
     let cluster = TestCluster::start_nodes(2, 2, |_| {});
     let sql = start_sql(&cluster);

@@ -295,3 +295,29 @@ pub fn runtime() -> tokio::runtime::Runtime {
         .build()
         .unwrap()
 }
+
+/// A file scripts/test.sh provides and names in environment variable
+/// `var` (a client library, an interpreter), which must exist: a test
+/// that needs it fails with `how` (what the script does to make it)
+/// rather than skips. A relative path is taken from the workspace root,
+/// where the variable is usually set (cargo runs tests in the crate's
+/// directory).
+pub fn provided_by_test_script(var: &str, how: &str) -> PathBuf {
+    let Some(path) = std::env::var_os(var) else {
+        panic!("{var} is not set: run the tests with scripts/test.sh, which {how} and sets it");
+    };
+    let path = PathBuf::from(path);
+    let path = if path.is_relative() {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(path)
+    } else {
+        path
+    };
+    assert!(
+        path.is_file(),
+        "{var}={} does not exist: scripts/test.sh {how}",
+        path.display()
+    );
+    path
+}

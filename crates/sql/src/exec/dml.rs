@@ -320,15 +320,7 @@ pub async fn insert(
             // goes, each first deleting the other rows that hold its
             // primary key or one of its unique values.
             for (k, row) in chunk.iter().enumerate() {
-                let key: Vec<Value> = def
-                    .primary_key
-                    .iter()
-                    .map(|&c| row[usize::from(c)].clone())
-                    .collect();
-                let read = txn
-                    .read(&record, &key, LockMode::Exclusive)
-                    .map_err(|e| from_shoal(&e))?;
-                txn.ignore_error(read);
+                let read = read_own_row(txn, &record, &def, row)?;
                 let holders = guard.holders(txn, &record, row, &def.primary_key).await?;
                 if txn.row(read).is_some() {
                     replaced += 1;
@@ -352,16 +344,7 @@ pub async fn insert(
             // Which keys exist (locked until the end of the transaction).
             let mut reads = Vec::with_capacity(chunk.len());
             for row in chunk {
-                let key: Vec<Value> = def
-                    .primary_key
-                    .iter()
-                    .map(|&k| row[usize::from(k)].clone())
-                    .collect();
-                let op = txn
-                    .read(&record, &key, LockMode::Exclusive)
-                    .map_err(|e| from_shoal(&e))?;
-                txn.ignore_error(op);
-                reads.push(op);
+                reads.push(read_own_row(txn, &record, &def, row)?);
             }
             execute(txn, ExecType::NoCommit, &def, &[], &[]).await?;
             replaced += reads.iter().filter(|&&op| txn.row(op).is_some()).count() as u64;
@@ -440,6 +423,27 @@ pub async fn insert(
             .unwrap_or(0);
     }
     Ok((outcome, reported.first_generated))
+}
+
+/// Queues a REPLACE's read of the row that holds `row`'s primary key
+/// (locked until the transaction ends; absent is no error): whether it
+/// exists counts it as replaced.
+fn read_own_row(
+    txn: &mut Transaction,
+    record: &Record,
+    def: &TableDef,
+    row: &[Value],
+) -> Result<OpId, SqlError> {
+    let key: Vec<Value> = def
+        .primary_key
+        .iter()
+        .map(|&c| row[usize::from(c)].clone())
+        .collect();
+    let op = txn
+        .read(record, &key, LockMode::Exclusive)
+        .map_err(|e| from_shoal(&e))?;
+    txn.ignore_error(op);
+    Ok(op)
 }
 
 /// ORDER BY and LIMIT of an UPDATE or DELETE.

@@ -63,14 +63,9 @@ impl UniqueGuard {
         for (i, row) in rows.iter().enumerate() {
             let mut row_keys = Vec::new();
             for (n, (index, columns)) in self.indexes.iter().enumerate() {
-                let key: Vec<Value> = columns
-                    .iter()
-                    .filter_map(|&c| row.get(usize::from(c)).cloned())
-                    .collect();
-                // A NULL in the key: no entry, no clash (SQL's rule).
-                if key.len() != columns.len() || key.iter().any(|v| matches!(v, Value::Null)) {
+                let Some(key) = index_key(row, columns) else {
                     continue;
-                }
+                };
                 let op = txn
                     .read_unique(record, index, &key, LockMode::Shared)
                     .map_err(|e| from_shoal(&e))?;
@@ -121,13 +116,9 @@ impl UniqueGuard {
     ) -> Result<Vec<Vec<Value>>, SqlError> {
         let mut reads = Vec::new();
         for (index, columns) in &self.indexes {
-            let key: Vec<Value> = columns
-                .iter()
-                .filter_map(|&c| row.get(usize::from(c)).cloned())
-                .collect();
-            if key.len() != columns.len() || key.iter().any(|v| matches!(v, Value::Null)) {
+            let Some(key) = index_key(row, columns) else {
                 continue;
-            }
+            };
             let op = txn
                 .read_unique(record, index, &key, LockMode::Exclusive)
                 .map_err(|e| from_shoal(&e))?;
@@ -160,4 +151,17 @@ impl UniqueGuard {
         }
         Ok(holders)
     }
+}
+
+/// `row`'s values of an index's `columns`; `None` when one is NULL (such
+/// a row has no entry in the index, so it clashes with none: SQL's rule).
+fn index_key(row: &[Value], columns: &[u16]) -> Option<Vec<Value>> {
+    columns
+        .iter()
+        .map(|&c| {
+            row.get(usize::from(c))
+                .filter(|v| !matches!(v, Value::Null))
+                .cloned()
+        })
+        .collect()
 }
