@@ -200,11 +200,14 @@ macro_rules! all_column_accessors {
             get_u8 -> u8, 1, "TINYINT UNSIGNED", ($crate::ColumnType::TinyInt { unsigned: true });
             get_i16 -> i16, 2, "SMALLINT", ($crate::ColumnType::SmallInt { unsigned: false });
             get_u16 -> u16, 2, "SMALLINT UNSIGNED", ($crate::ColumnType::SmallInt { unsigned: true });
-            get_i32 -> i32, 4, "INT", ($crate::ColumnType::Int { unsigned: false });
+            get_i32 -> i32, 4, "INT, or DATE in days since 1970-01-01",
+                ($crate::ColumnType::Int { unsigned: false } | $crate::ColumnType::Date);
             get_u32 -> u32, 4, "INT UNSIGNED, or TIMESTAMP in seconds since 1970",
                 ($crate::ColumnType::Int { unsigned: true } | $crate::ColumnType::Timestamp);
-            get_i64 -> i64, 8, "BIGINT, or DATETIME in seconds since 1970",
-                ($crate::ColumnType::BigInt { unsigned: false } | $crate::ColumnType::DateTime);
+            get_i64 -> i64, 8, "BIGINT, DATETIME in seconds since 1970, or TIME in microseconds",
+                ($crate::ColumnType::BigInt { unsigned: false }
+                    | $crate::ColumnType::DateTime
+                    | $crate::ColumnType::Time);
             get_u64 -> u64, 8, "BIGINT UNSIGNED", ($crate::ColumnType::BigInt { unsigned: true });
             get_f32 -> f32, 4, "FLOAT", ($crate::ColumnType::Float);
             get_f64 -> f64, 8, "DOUBLE", ($crate::ColumnType::Double);

@@ -106,5 +106,5 @@ pub use unique::UniqueIndex;
 pub use verify::ReplicaReport;
 
 pub use shoal_types::filter::{CmpOp, FilterExpr};
-pub use shoal_types::{ColumnDef, ColumnType, TableDef, Value};
+pub use shoal_types::{ColumnDef, ColumnType, Decimal, TableDef, Value};
 pub use shoal_wire::{ExecType, LockMode};

@@ -24,7 +24,7 @@
 //! one 4-byte comparison per column.
 
 use shoal_types::layout::NULL_LEN;
-use shoal_types::{ColumnType, TableDef};
+use shoal_types::TableDef;
 
 /// Bytes of the fixed slot of a variable-size column: `u32` offset and
 /// `u32` length of its bytes.
@@ -80,9 +80,10 @@ impl RecordLayout {
         for (position, &col) in columns.iter().enumerate() {
             let ty = def.columns[col as usize].ty;
             let fixed_size = ty.fixed_size();
-            // DATETIME has a range that `validate_bytes` checks.
+            // Types with a range (DATETIME, DATE, ...) go through
+            // `validate_bytes`.
             let plain_header = fixed_size
-                .filter(|&n| n < NULL_LEN as usize && ty != ColumnType::DateTime)
+                .filter(|&n| n < NULL_LEN as usize && !ty.has_range())
                 .map(|n| u32::from(col) | (n as u32) << 16);
             plain_answer_bytes = match (plain_answer_bytes, fixed_size, plain_header) {
                 (Some(b), Some(n), Some(_)) => Some(b + 4 + n),

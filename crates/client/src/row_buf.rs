@@ -20,7 +20,7 @@ use crate::column_access::{all_column_accessors, Column};
 use crate::record::{Record, Table};
 use crate::record_layout::{RecordLayout, VAR_ENTRY_BYTES};
 use shoal_types::value::validate_bytes;
-use shoal_types::{ColumnType, ErrorCode, ShoalError, Value};
+use shoal_types::{ErrorCode, ShoalError, Value};
 use std::fmt;
 
 /// A reusable row buffer, filled by a read through a [`Record`]. Columns
@@ -265,9 +265,10 @@ fn fill_layout(data: &mut Vec<u8>, record: &Record, answer: &[u8]) -> Result<usi
             continue;
         };
         // A fixed-size value of the right size is valid unless its type
-        // has a range (DATETIME): the common case is checked inline.
+        // has a range (DATETIME, DATE, TIME, DECIMAL): the common case is
+        // checked inline.
         let sized = slot.fixed_size == Some(value.len());
-        if !sized || def.ty == ColumnType::DateTime {
+        if !sized || def.ty.has_range() {
             validate_bytes(def, value).map_err(|e| e.detail)?;
         }
         match slot.fixed_size {
@@ -344,6 +345,7 @@ fn read_u32(buf: &[u8], at: usize) -> Option<u32> {
 mod tests {
     use super::*;
     use crate::record::tests::{attr_list as attrs, table};
+    use shoal_types::ColumnType;
 
     #[test]
     fn fills_by_layout_and_reads_typed() {

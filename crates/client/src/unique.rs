@@ -562,6 +562,9 @@ fn show(v: &Value) -> String {
         ),
         Value::Timestamp(t) => t.to_string(),
         Value::DateTime(t) => t.to_string(),
+        Value::Date(d) => shoal_types::temporal::format_date(*d),
+        Value::Time(t) => shoal_types::temporal::format_time(*t),
+        Value::Decimal(d) => d.to_string(),
     }
 }
 

@@ -44,7 +44,10 @@ pub enum ColumnKind {
     String,
     Timestamp,
     DateTime,
-    /// DECIMAL (SUM and AVG of integers): its text in both protocols.
+    Date,
+    Time,
+    /// DECIMAL (columns, decimal arithmetic, SUM and AVG of integers):
+    /// its text in both protocols.
     NewDecimal,
     /// An expression's result with no type of its own (NULL).
     Null,

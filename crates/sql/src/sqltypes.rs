@@ -10,17 +10,22 @@
 //! characters limited by bytes only (a column the native API made with
 //! a byte length of its own). `BINARY` / `VARBINARY` lengths are bytes.
 //! `TEXT` / `BLOB` become `VARCHAR` / `VARBINARY` of what the row's
-//! [`ROW_BYTES_MAX`] leaves.
+//! [`ROW_BYTES_MAX`](shoal_types::schema::ROW_BYTES_MAX) leaves.
 //!
 //! TIMESTAMP and DATETIME are seconds since 1970 in UTC; the SQL node
 //! reads and writes them as `'YYYY-MM-DD HH:MM:SS'` in UTC (no time zone
-//! conversion yet).
+//! conversion yet). DATE and TIME are in [`temporal`], DECIMAL in
+//! [`decimal`].
+
+pub mod decimal;
+mod declared;
+pub mod temporal;
 
 use crate::outcome::{Column, ColumnKind, SqlError};
-use shoal_types::schema::ROW_BYTES_MAX;
+pub use declared::{declared_type, size_columns, Declared};
 use shoal_types::value::{DATETIME_MAX, DATETIME_MIN};
 use shoal_types::{ColumnDef, ColumnType, Value};
-use sqlparser::ast::{BinaryLength, CharacterLength, DataType, ExactNumberInfo};
+pub use temporal::{format_datetime, parse_date, parse_datetime, parse_time};
 
 /// Bytes of one utf8mb4 character at most.
 pub const UTF8MB4_BYTES: u16 = 4;
@@ -68,6 +73,9 @@ pub fn sql_type_name(ty: ColumnType) -> String {
         ColumnType::VarBinary(n) => format!("varbinary({n})"),
         ColumnType::Timestamp => "timestamp".into(),
         ColumnType::DateTime => "datetime".into(),
+        ColumnType::Date => "date".into(),
+        ColumnType::Time => "time".into(),
+        ColumnType::Decimal { precision, scale } => format!("decimal({precision},{scale})"),
     }
 }
 
@@ -98,6 +106,9 @@ pub fn column_kind(ty: ColumnType) -> ColumnKind {
         ColumnType::VarChar(_) | ColumnType::VarBinary(_) => ColumnKind::VarString,
         ColumnType::Timestamp => ColumnKind::Timestamp,
         ColumnType::DateTime => ColumnKind::DateTime,
+        ColumnType::Date => ColumnKind::Date,
+        ColumnType::Time => ColumnKind::Time,
+        ColumnType::Decimal { .. } => ColumnKind::NewDecimal,
     }
 }
 
@@ -113,6 +124,14 @@ pub fn result_column(def: &ColumnDef, table: &str, schema: &str, primary_key: bo
         ColumnType::Char(n) | ColumnType::VarChar(n) => (u32::from(n), 0, false),
         ColumnType::Binary(n) | ColumnType::VarBinary(n) => (u32::from(n), 0, false),
         ColumnType::Timestamp | ColumnType::DateTime => (19, 0, false),
+        ColumnType::Date => (10, 0, false),
+        ColumnType::Time => (10, 0, false),
+        // Digits, a sign and a point, as MySQL counts a DECIMAL's length.
+        ColumnType::Decimal { precision, scale } => (
+            u32::from(precision) + 1 + u32::from(scale > 0),
+            scale,
+            false,
+        ),
     };
     Column {
         name: def.name.clone(),
@@ -145,6 +164,16 @@ pub fn expression_column(name: &str, sample: Option<&Value>) -> Column {
         ),
         Some(Value::Timestamp(_)) => (ColumnKind::Timestamp, 19, 0, true, false),
         Some(Value::DateTime(_)) => (ColumnKind::DateTime, 19, 0, true, false),
+        Some(Value::Date(_)) => (ColumnKind::Date, 10, 0, true, false),
+        Some(Value::Time(_)) => (ColumnKind::Time, 10, 0, true, false),
+        Some(Value::Decimal(d)) => (
+            ColumnKind::NewDecimal,
+            // MySQL's length of a DECIMAL(38, scale) expression.
+            40 + u32::from(d.scale > 0),
+            d.scale,
+            true,
+            false,
+        ),
         Some(Value::Null) => (ColumnKind::Null, 0, 0, true, false),
         None => (ColumnKind::VarString, 256, 0, false, false),
     };
@@ -160,227 +189,6 @@ pub fn expression_column(name: &str, sample: Option<&Value>) -> Column {
         binary,
         primary_key: false,
     }
-}
-
-// ---------------------------------------------------------------------------
-// Declared types (CREATE TABLE)
-
-/// A column type as declared, before the row's budget sizes the variable
-/// ones.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Declared {
-    Fixed(ColumnType),
-    /// `VARCHAR(n)`: n characters.
-    VarText {
-        chars: u64,
-    },
-    /// `VARBINARY(n)`: n bytes.
-    VarBytes {
-        bytes: u64,
-    },
-    /// `TEXT` and its kin: what the row leaves.
-    Text,
-    /// `BLOB` and its kin: what the row leaves.
-    Blob,
-}
-
-fn unsupported_type(dt: &DataType) -> SqlError {
-    SqlError::not_supported(format!("column type {dt}"))
-}
-
-fn char_length(len: &Option<CharacterLength>, default: u64) -> Result<u64, SqlError> {
-    match len {
-        None => Ok(default),
-        Some(CharacterLength::IntegerLength { length, .. }) => Ok(*length),
-        Some(CharacterLength::Max) => Err(SqlError::syntax("a length of MAX is not MySQL")),
-    }
-}
-
-/// What a declared SQL type becomes. Errors: a type Shoal has no column
-/// for (1235), a bad length (1074 / 1439 as MySQL).
-pub fn declared_type(name: &str, dt: &DataType) -> Result<Declared, SqlError> {
-    use ColumnType as T;
-    let fixed = |t| Ok(Declared::Fixed(t));
-    match dt {
-        DataType::TinyInt(_) | DataType::Bool | DataType::Boolean => {
-            fixed(T::TinyInt { unsigned: false })
-        }
-        DataType::TinyIntUnsigned(_) | DataType::UTinyInt => fixed(T::TinyInt { unsigned: true }),
-        DataType::SmallInt(_) | DataType::Int2(_) => fixed(T::SmallInt { unsigned: false }),
-        DataType::SmallIntUnsigned(_) | DataType::Int2Unsigned(_) | DataType::USmallInt => {
-            fixed(T::SmallInt { unsigned: true })
-        }
-        // MEDIUMINT has no 3-byte type here: an INT holds it.
-        DataType::MediumInt(_) | DataType::Int(_) | DataType::Integer(_) | DataType::Int4(_) => {
-            fixed(T::Int { unsigned: false })
-        }
-        DataType::MediumIntUnsigned(_)
-        | DataType::IntUnsigned(_)
-        | DataType::IntegerUnsigned(_)
-        | DataType::Int4Unsigned(_) => fixed(T::Int { unsigned: true }),
-        DataType::BigInt(_) | DataType::Int8(_) => fixed(T::BigInt { unsigned: false }),
-        DataType::BigIntUnsigned(_) | DataType::Int8Unsigned(_) | DataType::UBigInt => {
-            fixed(T::BigInt { unsigned: true })
-        }
-        DataType::Float(info) => match info {
-            // FLOAT(p) with p > 24 is a DOUBLE in MySQL.
-            ExactNumberInfo::Precision(p) if *p > 24 => fixed(T::Double),
-            _ => fixed(T::Float),
-        },
-        DataType::Real | DataType::Double(_) | DataType::DoublePrecision => fixed(T::Double),
-        DataType::Char(len) | DataType::Character(len) => {
-            let chars = char_length(len, 1)?;
-            if chars > CHAR_CHARS_MAX {
-                return Err(SqlError::new(
-                    1074,
-                    "42000",
-                    format!(
-                        "Column length too big for column '{name}' (max = {CHAR_CHARS_MAX}); use BLOB or TEXT instead"
-                    ),
-                ));
-            }
-            if chars == 0 {
-                return Err(SqlError::not_supported("CHAR(0)"));
-            }
-            fixed(T::Char(chars as u16 * UTF8MB4_BYTES))
-        }
-        DataType::Varchar(len) | DataType::CharacterVarying(len) | DataType::CharVarying(len) => {
-            let chars = match len {
-                None => return Err(SqlError::syntax("VARCHAR needs a length: VARCHAR(n)")),
-                Some(_) => char_length(len, 0)?,
-            };
-            if chars == 0 {
-                return Err(SqlError::not_supported("VARCHAR(0)"));
-            }
-            Ok(Declared::VarText { chars })
-        }
-        DataType::Binary(len) => {
-            let bytes = len.unwrap_or(1);
-            if bytes > BINARY_BYTES_MAX {
-                return Err(SqlError::new(
-                    1074,
-                    "42000",
-                    format!(
-                        "Column length too big for column '{name}' (max = {BINARY_BYTES_MAX}); use BLOB or TEXT instead"
-                    ),
-                ));
-            }
-            if bytes == 0 {
-                return Err(SqlError::not_supported("BINARY(0)"));
-            }
-            fixed(T::Binary(bytes as u16))
-        }
-        DataType::Varbinary(len) => match len {
-            Some(BinaryLength::IntegerLength { length }) if *length > 0 => {
-                Ok(Declared::VarBytes { bytes: *length })
-            }
-            Some(BinaryLength::IntegerLength { .. }) => {
-                Err(SqlError::not_supported("VARBINARY(0)"))
-            }
-            _ => Err(SqlError::syntax("VARBINARY needs a length: VARBINARY(n)")),
-        },
-        DataType::Text | DataType::TinyText | DataType::MediumText | DataType::LongText => {
-            Ok(Declared::Text)
-        }
-        DataType::Blob(_) | DataType::TinyBlob | DataType::MediumBlob | DataType::LongBlob => {
-            Ok(Declared::Blob)
-        }
-        DataType::Timestamp(_, _) => fixed(T::Timestamp),
-        DataType::Datetime(_) => fixed(T::DateTime),
-        other => Err(unsupported_type(other)),
-    }
-}
-
-/// Bytes a column of this type takes in the row at most (as
-/// `TableDef::validate` counts them).
-fn row_bytes(ty: ColumnType) -> usize {
-    ty.max_size() + if ty.is_var() { 2 } else { 0 }
-}
-
-fn row_too_large(row_bytes: usize) -> SqlError {
-    SqlError::new(
-        1118,
-        "42000",
-        format!(
-            "Row size too large. The maximum row size for a Shoal table is {ROW_BYTES_MAX} bytes, this one needs at least {row_bytes}; use shorter columns"
-        ),
-    )
-}
-
-/// Sizes the declared columns of one table within [`ROW_BYTES_MAX`]:
-/// fixed columns and `VARBINARY(n)` as declared, `VARCHAR(n)` at 4n bytes,
-/// lowered towards n bytes (longest first) if the row would not fit, and
-/// `TEXT` / `BLOB` sharing what is left. Fails (1118) when even that does
-/// not fit.
-pub fn size_columns(declared: &[Declared]) -> Result<Vec<ColumnType>, SqlError> {
-    let cap = |n: u64| n.min(u64::from(u16::MAX));
-    let mut types: Vec<Option<ColumnType>> = declared
-        .iter()
-        .map(|d| match *d {
-            Declared::Fixed(t) => Some(t),
-            Declared::VarText { chars } => Some(ColumnType::VarChar(cap(
-                chars.saturating_mul(u64::from(UTF8MB4_BYTES))
-            ) as u16)),
-            Declared::VarBytes { bytes } => Some(ColumnType::VarBinary(cap(bytes) as u16)),
-            Declared::Text | Declared::Blob => None,
-        })
-        .collect();
-    let lobs = declared
-        .iter()
-        .filter(|d| matches!(d, Declared::Text | Declared::Blob))
-        .count();
-    let reserve = lobs * (LOB_BYTES_MIN + 2);
-    let used = |types: &[Option<ColumnType>]| -> usize {
-        types.iter().flatten().map(|&t| row_bytes(t)).sum()
-    };
-    // Lower the longest VARCHARs first, never below one byte a character,
-    // a multiple of 4 bytes, until the row fits with the LOB minimum.
-    while used(&types) + reserve > ROW_BYTES_MAX {
-        let longest = types
-            .iter()
-            .enumerate()
-            .filter_map(|(i, t)| match (t, declared[i]) {
-                (Some(ColumnType::VarChar(n)), Declared::VarText { chars })
-                    if u64::from(*n) > chars.min(u64::from(u16::MAX)) + 3 =>
-                {
-                    Some((i, *n))
-                }
-                _ => None,
-            })
-            .max_by_key(|&(_, n)| n);
-        let Some((i, n)) = longest else {
-            return Err(row_too_large(used(&types) + reserve));
-        };
-        let over = used(&types) + reserve - ROW_BYTES_MAX;
-        let Declared::VarText { chars } = declared[i] else {
-            unreachable!("only VARCHARs are lowered")
-        };
-        let floor = chars.min(u64::from(u16::MAX)) as usize;
-        let wanted = (usize::from(n).saturating_sub(over)).max(floor);
-        // A multiple of 4 keeps the column's character count exact.
-        let lowered = (wanted.div_ceil(4) * 4).min(usize::from(n) - 4).max(floor);
-        types[i] = Some(ColumnType::VarChar(lowered as u16));
-    }
-    if let Some(each) = (ROW_BYTES_MAX - used(&types)).checked_div(lobs) {
-        // Each LOB takes its share, less its 2-byte length, rounded down
-        // to whole characters.
-        let share = each.saturating_sub(2) / 4 * 4;
-        if share < LOB_BYTES_MIN {
-            return Err(row_too_large(used(&types) + reserve));
-        }
-        let share = share.min(usize::from(u16::MAX) / 4 * 4) as u16;
-        for (t, d) in types.iter_mut().zip(declared) {
-            match d {
-                Declared::Text => *t = Some(ColumnType::VarChar(share)),
-                Declared::Blob => *t = Some(ColumnType::VarBinary(share)),
-                _ => {}
-            }
-        }
-    }
-    Ok(types
-        .into_iter()
-        .map(|t| t.expect("every type sized"))
-        .collect())
 }
 
 // ---------------------------------------------------------------------------
@@ -520,7 +328,11 @@ pub fn coerce(v: &Value, col: &ColumnDef, row: usize) -> Result<Value, SqlError>
                         _ => return Err(incorrect("integer", &s, name, row)),
                     }
                 }
-                Value::Timestamp(_) | Value::DateTime(_) => {
+                Value::Decimal(d) => d
+                    .rescale(0)
+                    .map(|d| d.unscaled)
+                    .ok_or_else(|| out_of_range(name, row))?,
+                Value::Timestamp(_) | Value::DateTime(_) | Value::Date(_) | Value::Time(_) => {
                     let s = String::from_utf8_lossy(&value_text(v)).into_owned();
                     return Err(incorrect("integer", &s, name, row));
                 }
@@ -546,7 +358,8 @@ pub fn coerce(v: &Value, col: &ColumnDef, row: usize) -> Result<Value, SqlError>
                         _ => return Err(incorrect("double", &s, name, row)),
                     }
                 }
-                Value::Timestamp(_) | Value::DateTime(_) => {
+                Value::Decimal(d) => d.to_f64(),
+                Value::Timestamp(_) | Value::DateTime(_) | Value::Date(_) | Value::Time(_) => {
                     let s = String::from_utf8_lossy(&value_text(v)).into_owned();
                     return Err(incorrect("double", &s, name, row));
                 }
@@ -603,6 +416,7 @@ pub fn coerce(v: &Value, col: &ColumnDef, row: usize) -> Result<Value, SqlError>
             let secs = match v {
                 Value::Timestamp(s) => i64::from(*s),
                 Value::DateTime(s) => *s,
+                Value::Date(d) => temporal::seconds_of_date(*d),
                 Value::Str(_) | Value::Bytes(_) => {
                     let s = String::from_utf8_lossy(v.as_bytes().expect("bytes")).into_owned();
                     parse_datetime(&s).ok_or_else(|| incorrect_datetime(&s, name, row))?
@@ -629,6 +443,10 @@ pub fn coerce(v: &Value, col: &ColumnDef, row: usize) -> Result<Value, SqlError>
                 Err(incorrect_datetime(&format_datetime(secs), name, row))
             }
         }
+        ty @ (ColumnType::Date | ColumnType::Time) => temporal::coerce_temporal(v, ty, name, row),
+        ColumnType::Decimal { precision, scale } => {
+            decimal::coerce_decimal(v, precision, scale, name, row)
+        }
     }
 }
 
@@ -648,6 +466,7 @@ pub fn exact_for_column(v: &Value, ty: ColumnType) -> Option<Value> {
                 Value::UInt(u) => (*u).into(),
                 Value::Double(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => *f as i128,
                 Value::Float(f) if f.fract() == 0.0 && f.abs() < 1.0e7 => *f as i128,
+                Value::Decimal(d) => d.rescale_exact(0)?.unscaled,
                 Value::Str(s) => match s.parse::<i64>() {
                     Ok(i) => i.into(),
                     Err(_) => s.parse::<u64>().ok()?.into(),
@@ -663,6 +482,8 @@ pub fn exact_for_column(v: &Value, ty: ColumnType) -> Option<Value> {
                 Value::UInt(u) => *u as f64,
                 Value::Float(f) => return Some(Value::Float(*f)),
                 Value::Double(f) => *f,
+                // MySQL compares a decimal with a float as doubles.
+                Value::Decimal(d) => d.to_f64(),
                 _ => return None,
             };
             // Only a value a FLOAT holds exactly compares alike.
@@ -673,6 +494,7 @@ pub fn exact_for_column(v: &Value, ty: ColumnType) -> Option<Value> {
             Value::UInt(u) if *u < (1 << 53) => Some(Value::Double(*u as f64)),
             Value::Float(f) => Some(Value::Double(f64::from(*f))),
             Value::Double(f) => Some(Value::Double(*f)),
+            Value::Decimal(d) => Some(Value::Double(d.to_f64())),
             _ => None,
         },
         // A byte string that is text (a prepared statement's parameter
@@ -697,6 +519,7 @@ pub fn exact_for_column(v: &Value, ty: ColumnType) -> Option<Value> {
             let secs = match v {
                 Value::Timestamp(s) => i64::from(*s),
                 Value::DateTime(s) => *s,
+                Value::Date(d) => temporal::seconds_of_date(*d),
                 Value::Str(s) => parse_datetime(s)?,
                 _ => return None,
             };
@@ -708,6 +531,8 @@ pub fn exact_for_column(v: &Value, ty: ColumnType) -> Option<Value> {
                     .then_some(Value::DateTime(secs))
             }
         }
+        ColumnType::Date | ColumnType::Time => temporal::exact_temporal(v, ty),
+        ColumnType::Decimal { precision, scale } => decimal::exact_decimal(v, precision, scale),
     }
 }
 
@@ -716,7 +541,8 @@ pub fn exact_for_column(v: &Value, ty: ColumnType) -> Option<Value> {
 
 /// A value in the text protocol (`None`: NULL): integers in decimal,
 /// floats as MySQL prints them, strings as their bytes, times as
-/// `'YYYY-MM-DD HH:MM:SS'`.
+/// `'YYYY-MM-DD HH:MM:SS'`, `'YYYY-MM-DD'` and `'[-]HH:MM:SS'`, decimals
+/// with exactly their scale's digits after the point.
 pub fn text(v: &Value) -> Option<Vec<u8>> {
     Some(match v {
         Value::Null => return None,
@@ -728,6 +554,9 @@ pub fn text(v: &Value) -> Option<Vec<u8>> {
         Value::Bytes(b) => b.clone(),
         Value::Timestamp(s) => format_datetime(i64::from(*s)).into_bytes(),
         Value::DateTime(s) => format_datetime(*s).into_bytes(),
+        Value::Date(d) => temporal::date_text(*d).into_bytes(),
+        Value::Time(t) => temporal::time_text(*t).into_bytes(),
+        Value::Decimal(d) => d.to_string().into_bytes(),
     })
 }
 
@@ -814,155 +643,9 @@ pub fn format_float(x: f32) -> String {
     place(x < 0.0, &digits, exp)
 }
 
-/// Days since 1970-01-01 of a proleptic Gregorian date.
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let m = i64::from(m);
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The date of a day number (days since 1970-01-01).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
-
-fn days_in_month(y: i64, m: u32) -> u32 {
-    match m {
-        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
-        4 | 6 | 9 | 11 => 30,
-        _ if (y % 4 == 0 && y % 100 != 0) || y % 400 == 0 => 29,
-        _ => 28,
-    }
-}
-
-/// Seconds since 1970 (UTC) as `YYYY-MM-DD HH:MM:SS`.
-pub fn format_datetime(secs: i64) -> String {
-    let (days, rest) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02}",
-        rest / 3600,
-        rest / 60 % 60,
-        rest % 60
-    )
-}
-
-/// Reads `YYYY-MM-DD[ HH:MM:SS[.fraction]]` (also `T` for the space, and
-/// `YYYYMMDD[HHMMSS]` digits) as seconds since 1970 UTC; `None` if it is
-/// not a valid date and time (zero dates included). A fraction is
-/// rounded to the second, as a column without fractional seconds does.
-pub fn parse_datetime(s: &str) -> Option<i64> {
-    let s = s.trim();
-    let (y, mo, d, h, mi, se, frac) = if s.bytes().all(|b| b.is_ascii_digit()) {
-        let n = |r: std::ops::Range<usize>| s.get(r)?.parse::<u32>().ok();
-        match s.len() {
-            8 => (n(0..4)?, n(4..6)?, n(6..8)?, 0, 0, 0, 0.0),
-            14 => (
-                n(0..4)?,
-                n(4..6)?,
-                n(6..8)?,
-                n(8..10)?,
-                n(10..12)?,
-                n(12..14)?,
-                0.0,
-            ),
-            _ => return None,
-        }
-    } else {
-        let (date, time) = match s.split_once([' ', 'T']) {
-            Some((d, t)) => (d, Some(t.trim())),
-            None => (s, None),
-        };
-        let mut parts = date.split('-');
-        let y: u32 = parts.next()?.parse().ok()?;
-        let mo: u32 = parts.next()?.parse().ok()?;
-        let d: u32 = parts.next()?.parse().ok()?;
-        if parts.next().is_some() {
-            return None;
-        }
-        let (h, mi, se, frac) = match time {
-            None => (0, 0, 0, 0.0),
-            Some(t) => {
-                let (hms, frac) = match t.split_once('.') {
-                    Some((hms, f)) if !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit()) => {
-                        (hms, format!("0.{f}").parse::<f64>().ok()?)
-                    }
-                    Some(_) => return None,
-                    None => (t, 0.0),
-                };
-                let mut p = hms.split(':');
-                let h: u32 = p.next()?.parse().ok()?;
-                let mi: u32 = p.next().unwrap_or("0").parse().ok()?;
-                let se: u32 = p.next().unwrap_or("0").parse().ok()?;
-                if p.next().is_some() {
-                    return None;
-                }
-                (h, mi, se, frac)
-            }
-        };
-        (y, mo, d, h, mi, se, frac)
-    };
-    let y = i64::from(y);
-    if !(1..=12).contains(&mo) || d == 0 || d > days_in_month(y, mo) || h > 23 || mi > 59 || se > 59
-    {
-        return None;
-    }
-    let secs = days_from_civil(y, mo, d) * 86_400
-        + i64::from(h) * 3600
-        + i64::from(mi) * 60
-        + i64::from(se);
-    Some(secs + i64::from(frac >= 0.5))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn datetimes_round_trip_and_refuse_bad_dates() {
-        for s in [
-            "1970-01-01 00:00:00",
-            "2024-02-29 23:59:59",
-            "1000-01-01 00:00:00",
-            "9999-12-31 23:59:59",
-            "2038-01-19 03:14:07",
-        ] {
-            let secs = parse_datetime(s).unwrap();
-            assert_eq!(format_datetime(secs), s);
-        }
-        assert_eq!(parse_datetime("1970-01-01"), Some(0));
-        assert_eq!(parse_datetime("19700101000001"), Some(1));
-        assert_eq!(parse_datetime("1970-01-01 00:00:00.6"), Some(1));
-        assert_eq!(
-            parse_datetime("2024-01-01T10:00:00"),
-            parse_datetime("2024-01-01 10:00:00")
-        );
-        for bad in [
-            "2023-02-29",
-            "0000-00-00 00:00:00",
-            "2024-13-01",
-            "x",
-            "2024-01-01 24:00:00",
-            "",
-        ] {
-            assert_eq!(parse_datetime(bad), None, "{bad}");
-        }
-        assert_eq!(format_datetime(DATETIME_MIN), "1000-01-01 00:00:00");
-        assert_eq!(format_datetime(DATETIME_MAX), "9999-12-31 23:59:59");
-    }
 
     #[test]
     fn floats_print_as_mysql_does() {
@@ -1015,48 +698,5 @@ mod tests {
             1292
         );
         assert_eq!(coerce(&Value::Null, &ts, 1).unwrap(), Value::Null);
-    }
-
-    #[test]
-    fn declared_columns_fit_the_row() {
-        let t = size_columns(&[
-            Declared::Fixed(ColumnType::Int { unsigned: false }),
-            Declared::VarText { chars: 10 },
-            Declared::Text,
-        ])
-        .unwrap();
-        assert_eq!(t[1], ColumnType::VarChar(40));
-        let ColumnType::VarChar(lob) = t[2] else {
-            panic!()
-        };
-        assert!(
-            usize::from(lob) + 4 + 42 + 2 <= ROW_BYTES_MAX && lob > 20_000,
-            "{lob}"
-        );
-        // Two VARCHAR(5000): 40000 bytes lowered to fit, never below 5000.
-        let t = size_columns(&[
-            Declared::VarText { chars: 5000 },
-            Declared::VarText { chars: 5000 },
-        ])
-        .unwrap();
-        let total: usize = t.iter().map(|t| row_bytes(*t)).sum();
-        assert!(total <= ROW_BYTES_MAX, "{t:?}");
-        assert!(
-            t.iter()
-                .all(|t| matches!(t, ColumnType::VarChar(n) if *n >= 5000 && n % 4 == 0)),
-            "{t:?}"
-        );
-        assert_eq!(
-            size_columns(&[
-                Declared::VarText { chars: 20_000 },
-                Declared::VarText { chars: 20_000 }
-            ])
-            .unwrap_err()
-            .code,
-            1118
-        );
-        assert_eq!(char_limit(ColumnType::VarChar(40)), Some(10));
-        assert_eq!(char_limit(ColumnType::VarChar(7)), None);
-        assert_eq!(sql_type_name(ColumnType::VarChar(40)), "varchar(10)");
     }
 }

@@ -14,6 +14,9 @@
 //! | FLOAT / DOUBLE | IEEE bits big-endian (4 / 8); all bits inverted if the sign bit is set, else the sign bit set |
 //! | TIMESTAMP | u32 big-endian |
 //! | DATETIME | i64 big-endian, sign bit flipped |
+//! | DATE | i32 days big-endian, sign bit flipped |
+//! | TIME | i64 microseconds big-endian, sign bit flipped |
+//! | DECIMAL(p,s) | i128 unscaled value big-endian, sign bit flipped (one scale per column, so the unscaled order is the numeric order) |
 //! | BINARY(n) | its n stored bytes as they are |
 //! | CHAR(n) | trailing spaces trimmed, then as VARCHAR |
 //! | VARCHAR / VARBINARY | each byte copied, `0x00` written as `0x00 0xFF`; then `0x00 0x00` |
@@ -89,7 +92,9 @@ pub fn encode_column(ty: ColumnType, value: Option<&[u8]>, out: &mut Vec<u8>) {
         | ColumnType::Int { unsigned }
         | ColumnType::BigInt { unsigned } => push_int(bytes, !unsigned, out),
         ColumnType::Timestamp => push_int(bytes, false, out),
-        ColumnType::DateTime => push_int(bytes, true, out),
+        ColumnType::DateTime | ColumnType::Date | ColumnType::Time | ColumnType::Decimal { .. } => {
+            push_int(bytes, true, out)
+        }
         ColumnType::Float => {
             let bits = u32::from_le_bytes(bytes.try_into().expect("4 bytes"));
             let ordered = if bits & F32_SIGN != 0 {
@@ -233,8 +238,8 @@ fn malformed(table: &TableDef, detail: impl std::fmt::Display) -> ShoalError {
 /// values. CHAR values come back without trailing spaces and BINARY ones
 /// zero-padded to their width. Rejects anything [`encode_key`] cannot
 /// produce (bad markers, bad escapes, truncation, trailing bytes, strings
-/// too long for the column, CHAR with trailing spaces, DATETIME out of
-/// range) with an error, never a panic.
+/// too long for the column, CHAR with trailing spaces, DATETIME, DATE,
+/// TIME or DECIMAL out of range) with an error, never a panic.
 pub fn decode_key(table: &TableDef, columns: &[u16], key: &[u8]) -> Result<Vec<Value>, ShoalError> {
     let mut values = Vec::with_capacity(columns.len());
     let mut rest = key;
@@ -313,7 +318,7 @@ fn decode_column_value(
             let width = ty.fixed_size().expect("fixed-size type");
             let encoded = input.get(..width).ok_or_else(truncated)?;
             // Undo the transformation into the stored little-endian bytes.
-            let mut stored = [0u8; 8];
+            let mut stored = [0u8; 16];
             let stored = &mut stored[..width];
             match ty {
                 ColumnType::Float => {
@@ -343,7 +348,10 @@ fn decode_column_value(
                         | ColumnType::SmallInt { unsigned }
                         | ColumnType::Int { unsigned }
                         | ColumnType::BigInt { unsigned } => !unsigned,
-                        ColumnType::DateTime => true,
+                        ColumnType::DateTime
+                        | ColumnType::Date
+                        | ColumnType::Time
+                        | ColumnType::Decimal { .. } => true,
                         _ => false,
                     };
                     if signed {
@@ -382,7 +390,9 @@ fn read_byte_string(input: &[u8]) -> Result<(Vec<u8>, usize), &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::decimal::Decimal;
     use crate::layout::{encode_attrs, AttrSlice};
+    use crate::temporal::{DATE_MAX, DATE_MIN, TIME_MAX};
     use crate::value::{DATETIME_MAX, DATETIME_MIN};
     use proptest::prelude::*;
     use std::cmp::Ordering;
@@ -426,6 +436,9 @@ mod tests {
             (Value::Double(x), Value::Double(y)) => x.total_cmp(y),
             (Value::Timestamp(x), Value::Timestamp(y)) => x.cmp(y),
             (Value::DateTime(x), Value::DateTime(y)) => x.cmp(y),
+            (Value::Date(x), Value::Date(y)) => x.cmp(y),
+            (Value::Time(x), Value::Time(y)) => x.cmp(y),
+            (Value::Decimal(x), Value::Decimal(y)) => x.cmp_value(*y),
             (Value::Str(x), Value::Str(y)) => match ty {
                 ColumnType::Char(_) => x.trim_end_matches(' ').cmp(y.trim_end_matches(' ')),
                 _ => x.as_bytes().cmp(y.as_bytes()),
@@ -477,6 +490,11 @@ mod tests {
             (1u16..6).prop_map(ColumnType::VarBinary),
             Just(ColumnType::Timestamp),
             Just(ColumnType::DateTime),
+            Just(ColumnType::Date),
+            Just(ColumnType::Time),
+            (1u8..=38)
+                .prop_flat_map(|p| (Just(p), 0..=p.min(30)))
+                .prop_map(|(precision, scale)| ColumnType::Decimal { precision, scale }),
         ]
     }
 
@@ -589,6 +607,37 @@ mod tests {
             ]
             .prop_map(Value::DateTime)
             .boxed(),
+            ColumnType::Date => prop_oneof![
+                Just(DATE_MIN),
+                Just(DATE_MAX),
+                Just(0),
+                Just(-1),
+                DATE_MIN..=DATE_MAX
+            ]
+            .prop_map(Value::Date)
+            .boxed(),
+            ColumnType::Time => prop_oneof![
+                Just(-TIME_MAX),
+                Just(TIME_MAX),
+                Just(0i64),
+                Just(-1i64),
+                -TIME_MAX..=TIME_MAX
+            ]
+            .prop_map(Value::Time)
+            .boxed(),
+            ColumnType::Decimal { precision, scale } => {
+                let limit = 10i128.pow(u32::from(precision)) - 1;
+                prop_oneof![
+                    Just(-limit),
+                    Just(limit),
+                    Just(0i128),
+                    Just(-1i128),
+                    Just(1i128),
+                    -limit..=limit
+                ]
+                .prop_map(move |u| Value::Decimal(Decimal::new(u, scale)))
+                .boxed()
+            }
         }
     }
 
@@ -787,6 +836,53 @@ mod tests {
             vec![Value::Null, Value::Null]
         );
         assert!(decode_key(&table, &[5], &[0]).is_err());
+
+        // Sign-flipped big-endian i128 of 10^2 in a DECIMAL(2,0): one digit
+        // too many, and a DATE and a TIME just past their ranges.
+        let types = [
+            ColumnType::Decimal {
+                precision: 2,
+                scale: 0,
+            },
+            ColumnType::Date,
+            ColumnType::Time,
+        ];
+        let table = table_of(&types);
+        let mut decimal = vec![1u8, 0x80];
+        decimal.extend_from_slice(&[0; 14]);
+        decimal.push(100);
+        assert!(decode_key(&table, &[1], &decimal).is_err());
+        let mut date = vec![1u8];
+        date.extend_from_slice(&((DATE_MAX + 1) as u32 ^ 0x8000_0000).to_be_bytes());
+        assert!(decode_key(&table, &[2], &date).is_err());
+        let mut time = vec![1u8];
+        time.extend_from_slice(&((TIME_MAX + 1) as u64 ^ (1 << 63)).to_be_bytes());
+        assert!(decode_key(&table, &[3], &time).is_err());
+    }
+
+    #[test]
+    fn new_types_order_as_their_values() {
+        let dec = ColumnType::Decimal {
+            precision: 5,
+            scale: 2,
+        };
+        let d = |s: &str| Value::Decimal(Decimal::parse(s).unwrap());
+        let order = [
+            "-999.99", "-1.50", "-0.01", "0.00", "0.01", "1.25", "999.99",
+        ];
+        for w in order.windows(2) {
+            assert!(
+                key1(dec, d(w[0])) < key1(dec, d(w[1])),
+                "{} < {}",
+                w[0],
+                w[1]
+            );
+        }
+        // An integer or a shorter scale is the same number.
+        assert_eq!(key1(dec, d("1.5")), key1(dec, d("1.50")));
+        assert_eq!(key1(dec, Value::Int(3)), key1(dec, d("3.00")));
+        assert!(key1(ColumnType::Time, Value::Time(-1)) < key1(ColumnType::Time, Value::Time(0)));
+        assert!(key1(ColumnType::Date, Value::Date(-1)) < key1(ColumnType::Date, Value::Date(0)));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod arbitration;
+pub mod decimal;
 pub mod distribution;
 pub mod error;
 pub mod filter;
@@ -14,8 +15,10 @@ pub mod ids;
 pub mod index_key;
 pub mod layout;
 pub mod schema;
+pub mod temporal;
 pub mod value;
 
+pub use decimal::Decimal;
 pub use error::{ErrorClass, ErrorCode, ShoalError};
 pub use ids::{NodeId, SchemaVersion, TableId, TransId};
 pub use layout::{AttrSlice, RowLayout};

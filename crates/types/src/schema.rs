@@ -58,6 +58,16 @@ pub enum ColumnType {
     Timestamp,
     /// Seconds since 1970-01-01 UTC, years 1000..=9999 (stored in 8 bytes).
     DateTime,
+    /// Days since 1970-01-01, years 1000..=9999 (stored in 4 bytes).
+    Date,
+    /// Microseconds, -838:59:59..=838:59:59 (stored in 8 bytes).
+    Time,
+    /// An exact number of `precision` digits (1..=38), `scale` of them
+    /// after the point (≤ precision, ≤ 30): the unscaled value in 16 bytes.
+    Decimal {
+        precision: u8,
+        scale: u8,
+    },
 }
 
 impl ColumnType {
@@ -66,8 +76,15 @@ impl ColumnType {
         Some(match self {
             ColumnType::TinyInt { .. } => 1,
             ColumnType::SmallInt { .. } => 2,
-            ColumnType::Int { .. } | ColumnType::Float | ColumnType::Timestamp => 4,
-            ColumnType::BigInt { .. } | ColumnType::Double | ColumnType::DateTime => 8,
+            ColumnType::Int { .. }
+            | ColumnType::Float
+            | ColumnType::Timestamp
+            | ColumnType::Date => 4,
+            ColumnType::BigInt { .. }
+            | ColumnType::Double
+            | ColumnType::DateTime
+            | ColumnType::Time => 8,
+            ColumnType::Decimal { .. } => 16,
             ColumnType::Char(n) | ColumnType::Binary(n) => n as usize,
             ColumnType::VarChar(_) | ColumnType::VarBinary(_) => return None,
         })
@@ -101,7 +118,20 @@ impl ColumnType {
             ColumnType::VarBinary(n) => format!("VARBINARY({n})"),
             ColumnType::Timestamp => "TIMESTAMP".into(),
             ColumnType::DateTime => "DATETIME".into(),
+            ColumnType::Date => "DATE".into(),
+            ColumnType::Time => "TIME".into(),
+            ColumnType::Decimal { precision, scale } => format!("DECIMAL({precision},{scale})"),
         }
+    }
+
+    /// Whether some values of the type's size are not valid values (a
+    /// range to check, as for DATETIME): bytes of the right length must
+    /// still go through `validate_bytes`.
+    pub fn has_range(self) -> bool {
+        matches!(
+            self,
+            ColumnType::DateTime | ColumnType::Date | ColumnType::Time | ColumnType::Decimal { .. }
+        )
     }
 
     /// The largest value an AUTO_INCREMENT column of this type may be
@@ -602,6 +632,19 @@ impl TableDef {
                     return Err(bad(format!(
                         "column {:?}: length must be 1..={ROW_BYTES_MAX}, got {n}",
                         c.name
+                    )));
+                }
+                ColumnType::Decimal { precision, scale }
+                    if precision == 0
+                        || precision > crate::decimal::DECIMAL_PRECISION_MAX
+                        || scale > precision
+                        || scale > crate::decimal::DECIMAL_SCALE_MAX =>
+                {
+                    return Err(bad(format!(
+                        "column {:?}: DECIMAL({precision},{scale}) needs a precision of 1..={} and a scale of at most the precision and {}",
+                        c.name,
+                        crate::decimal::DECIMAL_PRECISION_MAX,
+                        crate::decimal::DECIMAL_SCALE_MAX
                     )));
                 }
                 _ => {}

@@ -10,9 +10,14 @@
 //! | VARCHAR(n) / VARBINARY(n) | 0..=n bytes (the length travels beside them) |
 //! | TIMESTAMP | 4, u32 seconds since 1970-01-01 UTC |
 //! | DATETIME | 8, i64 seconds since 1970-01-01 UTC, years 1000..=9999 |
+//! | DATE | 4, i32 days since 1970-01-01, 1000-01-01..=9999-12-31 |
+//! | TIME | 8, i64 microseconds, -838:59:59..=838:59:59 |
+//! | DECIMAL(p,s) | 16, i128 unscaled value (the number × 10^s), fewer than p digits |
 
+use crate::decimal::Decimal;
 use crate::error::{ErrorCode, ShoalError};
 use crate::schema::{ColumnDef, ColumnType};
+use crate::temporal::{DATE_MAX, DATE_MIN, TIME_MAX};
 use serde::{Deserialize, Serialize};
 
 /// Seconds since 1970 of 1000-01-01 00:00:00 and 9999-12-31 23:59:59.
@@ -35,6 +40,12 @@ pub enum Value {
     Timestamp(u32),
     /// DATETIME, seconds since 1970.
     DateTime(i64),
+    /// DATE, days since 1970-01-01 ([`crate::temporal`]).
+    Date(i32),
+    /// TIME, microseconds (negative allowed, as in SQL).
+    Time(i64),
+    /// DECIMAL: exact, with its scale.
+    Decimal(Decimal),
 }
 
 impl Value {
@@ -86,6 +97,9 @@ impl Value {
             Value::Bytes(_) => "byte string",
             Value::Timestamp(_) => "timestamp",
             Value::DateTime(_) => "datetime",
+            Value::Date(_) => "date",
+            Value::Time(_) => "time",
+            Value::Decimal(_) => "decimal",
         }
     }
 }
@@ -127,6 +141,11 @@ impl From<&[u8]> for Value {
 impl From<Vec<u8>> for Value {
     fn from(x: Vec<u8>) -> Value {
         Value::Bytes(x)
+    }
+}
+impl From<Decimal> for Value {
+    fn from(x: Decimal) -> Value {
+        Value::Decimal(x)
     }
 }
 impl<T: Into<Value>> From<Option<T>> for Value {
@@ -264,6 +283,49 @@ pub fn encode_value(col: &ColumnDef, v: &Value, out: &mut Vec<u8>) -> Result<(),
             }
             out.extend_from_slice(&x.to_le_bytes());
         }
+        ColumnType::Date => {
+            let Value::Date(x) = *v else {
+                return Err(mismatch(col, v));
+            };
+            if !(DATE_MIN..=DATE_MAX).contains(&x) {
+                return Err(out_of_range(col, v));
+            }
+            out.extend_from_slice(&x.to_le_bytes());
+        }
+        ColumnType::Time => {
+            let Value::Time(x) = *v else {
+                return Err(mismatch(col, v));
+            };
+            if !(-TIME_MAX..=TIME_MAX).contains(&x) {
+                return Err(out_of_range(col, v));
+            }
+            out.extend_from_slice(&x.to_le_bytes());
+        }
+        ColumnType::Decimal { precision, scale } => {
+            let d = match *v {
+                Value::Decimal(d) => d,
+                Value::Int(i) => Decimal::from_int(i.into()),
+                Value::UInt(u) => Decimal::from_int(u.into()),
+                _ => return Err(mismatch(col, v)),
+            };
+            // Rounding is the caller's choice (SQL rounds, with a note):
+            // a value with more fraction digits than the column keeps is
+            // refused rather than silently changed.
+            let Some(d) = d.rescale_exact(scale) else {
+                return Err(ShoalError::with_detail(
+                    ErrorCode::BadValue,
+                    format!(
+                        "column {:?} is {} and keeps {scale} digit(s) after the point; {d} has more: round it first",
+                        col.name,
+                        col.ty.sql_name()
+                    ),
+                ));
+            };
+            if !d.fits(precision) {
+                return Err(out_of_range(col, v));
+            }
+            out.extend_from_slice(&d.unscaled.to_le_bytes());
+        }
     }
     Ok(())
 }
@@ -283,13 +345,27 @@ pub fn validate_bytes(col: &ColumnDef, bytes: &[u8]) -> Result<(), ShoalError> {
         )),
         None if bytes.len() > col.ty.max_size() => Err(too_long(col, bytes.len())),
         _ => {
-            if col.ty == ColumnType::DateTime {
-                let x = i64::from_le_bytes(bytes.try_into().expect("8 bytes"));
-                if !(DATETIME_MIN..=DATETIME_MAX).contains(&x) {
-                    return Err(out_of_range(col, &Value::DateTime(x)));
+            // The length was checked above, so a fixed-size type decodes.
+            let in_range = match col.ty {
+                ColumnType::DateTime => {
+                    matches!(decode_value(col.ty, bytes), Value::DateTime(x) if (DATETIME_MIN..=DATETIME_MAX).contains(&x))
                 }
+                ColumnType::Date => {
+                    matches!(decode_value(col.ty, bytes), Value::Date(x) if (DATE_MIN..=DATE_MAX).contains(&x))
+                }
+                ColumnType::Time => {
+                    matches!(decode_value(col.ty, bytes), Value::Time(x) if (-TIME_MAX..=TIME_MAX).contains(&x))
+                }
+                ColumnType::Decimal { precision, .. } => {
+                    matches!(decode_value(col.ty, bytes), Value::Decimal(d) if d.fits(precision))
+                }
+                _ => true,
+            };
+            if in_range {
+                Ok(())
+            } else {
+                Err(out_of_range(col, &decode_value(col.ty, bytes)))
             }
-            Ok(())
         }
     }
 }
@@ -329,6 +405,12 @@ pub fn decode_value(ty: ColumnType, b: &[u8]) -> Value {
             Value::Timestamp(u32::from_le_bytes(b[..4].try_into().expect("4")))
         }
         ColumnType::DateTime => Value::DateTime(i64::from_le_bytes(b[..8].try_into().expect("8"))),
+        ColumnType::Date => Value::Date(i32::from_le_bytes(b[..4].try_into().expect("4"))),
+        ColumnType::Time => Value::Time(i64::from_le_bytes(b[..8].try_into().expect("8"))),
+        ColumnType::Decimal { scale, .. } => Value::Decimal(Decimal::new(
+            i128::from_le_bytes(b[..16].try_into().expect("16")),
+            scale,
+        )),
     }
 }
 
@@ -429,5 +511,89 @@ mod tests {
             round_trip(ColumnType::Float, Value::Int(3)),
             Value::Float(3.0)
         );
+    }
+
+    const NEW_TYPES: [ColumnType; 4] = [
+        ColumnType::Date,
+        ColumnType::Time,
+        ColumnType::Decimal {
+            precision: 5,
+            scale: 2,
+        },
+        ColumnType::Decimal {
+            precision: 38,
+            scale: 0,
+        },
+    ];
+
+    #[test]
+    fn dates_times_and_decimals_check_their_ranges() {
+        use crate::temporal::{DATE_MAX, TIME_MAX};
+        let dec = col(NEW_TYPES[2]);
+        let d = |s: &str| Value::Decimal(Decimal::parse(s).unwrap());
+        assert_eq!(round_trip(NEW_TYPES[2], d("-1.5")), d("-1.50"));
+        assert_eq!(round_trip(NEW_TYPES[2], Value::Int(7)), d("7.00"));
+        assert_eq!(round_trip(NEW_TYPES[2], d("999.99")), d("999.99"));
+        for bad in [
+            d("1000"),
+            d("1.234"),
+            Value::Double(1.5),
+            Value::Str("1".into()),
+        ] {
+            assert!(
+                encode_value(&dec, &bad, &mut Vec::new()).is_err(),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(
+            round_trip(ColumnType::Date, Value::Date(DATE_MAX)),
+            Value::Date(DATE_MAX)
+        );
+        assert!(encode_value(
+            &col(ColumnType::Date),
+            &Value::Date(DATE_MAX + 1),
+            &mut Vec::new()
+        )
+        .is_err());
+        assert!(encode_value(
+            &col(ColumnType::Time),
+            &Value::Time(TIME_MAX + 1),
+            &mut Vec::new()
+        )
+        .is_err());
+        assert!(encode_value(&col(ColumnType::Time), &Value::Int(1), &mut Vec::new()).is_err());
+        assert!(validate_bytes(&dec, &100_000i128.to_le_bytes()).is_err());
+        assert!(validate_bytes(&dec, &99_999i128.to_le_bytes()).is_ok());
+        assert!(validate_bytes(&col(ColumnType::Date), &(DATE_MAX + 1).to_le_bytes()).is_err());
+    }
+
+    proptest::proptest! {
+        /// Any bytes: refused, or decoded into a value that encodes back
+        /// into exactly those bytes; never a panic.
+        #[test]
+        fn new_types_refuse_or_round_trip_any_bytes(
+            which in 0usize..4,
+            bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..20),
+        ) {
+            let ty = NEW_TYPES[which];
+            let c = col(ty);
+            if validate_bytes(&c, &bytes).is_ok() {
+                let v = decode_value(ty, &bytes);
+                let mut again = Vec::new();
+                encode_value(&c, &v, &mut again).unwrap();
+                proptest::prop_assert_eq!(again, bytes);
+            }
+        }
+
+        /// Values in range round-trip through their bytes.
+        #[test]
+        fn new_types_round_trip_values(days in crate::temporal::DATE_MIN..=crate::temporal::DATE_MAX,
+                                       micros in -crate::temporal::TIME_MAX..=crate::temporal::TIME_MAX,
+                                       unscaled in -99_999i128..=99_999) {
+            proptest::prop_assert_eq!(round_trip(ColumnType::Date, Value::Date(days)), Value::Date(days));
+            proptest::prop_assert_eq!(round_trip(ColumnType::Time, Value::Time(micros)), Value::Time(micros));
+            let d = Value::Decimal(Decimal::new(unscaled, 2));
+            proptest::prop_assert_eq!(round_trip(NEW_TYPES[2], d.clone()), d);
+        }
     }
 }

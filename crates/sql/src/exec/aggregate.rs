@@ -21,7 +21,7 @@ use super::expr::{compare, float, number, Compiler, Num, Scalar, Scope};
 use super::group_key::{encode_values, value_bytes, Budget};
 use super::result_type::{class_of, result_class, Class, AVG_SCALE_INCREMENT};
 use crate::outcome::SqlError;
-use shoal_types::Value;
+use shoal_types::{Decimal, Value};
 use sqlparser::ast::{
     DuplicateTreatment, Function, FunctionArg, FunctionArgExpr, FunctionArguments,
 };
@@ -217,10 +217,12 @@ pub struct Accumulator {
 
 enum State {
     Count(i64),
-    /// SUM / AVG of integers: exact.
+    /// SUM / AVG of integers and decimals: exact, the sum in units of
+    /// 10^-`scale` (the argument's scale).
     Exact {
         sum: i128,
         rows: i64,
+        scale: u8,
     },
     /// SUM / AVG of anything else: in floating point.
     Real {
@@ -242,9 +244,16 @@ impl Accumulator {
     pub fn new(call: &AggCall) -> Accumulator {
         let state = match (call.func, call.arg_class) {
             (AggFunc::Count, _) => State::Count(0),
-            (AggFunc::Sum | AggFunc::Avg, Class::Int | Class::Temporal | Class::Decimal(0)) => {
-                State::Exact { sum: 0, rows: 0 }
-            }
+            (AggFunc::Sum | AggFunc::Avg, Class::Int | Class::Temporal) => State::Exact {
+                sum: 0,
+                rows: 0,
+                scale: 0,
+            },
+            (AggFunc::Sum | AggFunc::Avg, Class::Decimal(scale)) => State::Exact {
+                sum: 0,
+                rows: 0,
+                scale,
+            },
             (AggFunc::Sum | AggFunc::Avg, _) => State::Real { sum: 0.0, rows: 0 },
             (AggFunc::Min | AggFunc::Max, _) => State::Best(None),
         };
@@ -300,14 +309,19 @@ impl Accumulator {
         };
         match &mut self.state {
             State::Count(n) => *n += 1,
-            State::Exact { sum, rows } => {
-                let x = match number(&v) {
-                    Some(Num::Int(i)) => i,
-                    // Not an integer after all (a class told wrong):
-                    // rounded, as MySQL stores a number in an integer.
-                    Some(Num::Float(f)) => f.round() as i128,
+            State::Exact { sum, rows, scale } => {
+                let exact = match number(&v) {
+                    Some(Num::Int(i)) => Some(Decimal::from_int(i)),
+                    Some(Num::Dec(d)) => Some(d),
+                    // Not exact after all (a class told wrong): rounded to
+                    // the scale, as MySQL stores a number in a decimal.
+                    Some(Num::Float(f)) => Decimal::from_f64(f, *scale),
                     None => return Ok(()),
                 };
+                let x = exact
+                    .and_then(|d| d.rescale(*scale))
+                    .ok_or_else(|| out_of_range(call.func))?
+                    .unscaled;
                 *sum = sum.checked_add(x).ok_or_else(|| out_of_range(call.func))?;
                 *rows += 1;
             }
@@ -347,7 +361,11 @@ impl Accumulator {
         match &self.state {
             State::Count(n) => (Value::Int(*n), None),
             State::Exact { rows: 0, .. } | State::Real { rows: 0, .. } => (Value::Null, None),
-            State::Exact { sum, rows } => {
+            State::Exact {
+                sum,
+                rows,
+                scale: 0,
+            } => {
                 if call.func == AggFunc::Sum {
                     let scale = match result_class(call) {
                         Class::Decimal(s) => s,
@@ -374,6 +392,23 @@ impl Accumulator {
                         )
                     });
                     (value, text)
+                }
+            }
+            // A DECIMAL argument: the result is a DECIMAL value too.
+            State::Exact { sum, rows, scale } => {
+                let total = Decimal::new(*sum, *scale);
+                let value = if call.func == AggFunc::Sum {
+                    Some(total)
+                } else {
+                    total.checked_div(
+                        Decimal::from_int(i128::from(*rows)),
+                        scale.saturating_add(AVG_SCALE_INCREMENT),
+                    )
+                };
+                match value {
+                    Some(d) => (Value::Decimal(d), Some(d.to_string().into_bytes())),
+                    // Past 38 digits once scaled: the double's digits.
+                    None => (Value::Double(total.to_f64() / *rows as f64), None),
                 }
             }
             State::Real { sum, rows } => {
@@ -448,6 +483,7 @@ pub fn decimal_value_text(v: &Value, scale: u8) -> Option<Vec<u8>> {
         Value::Double(f) if f.is_finite() => {
             Some(format!("{:.*}", usize::from(scale), f).into_bytes())
         }
+        Value::Decimal(d) => d.rescale(scale).map(|d| d.to_string().into_bytes()),
         other => crate::sqltypes::text(other),
     }
 }

@@ -8,10 +8,13 @@
 //! Invariant: evaluating fails only on values (1690 out of range, 1301
 //! a string past [`STRING_BYTES_MAX`]), never on names.
 
+use super::eval_types::{
+    compare_time, compare_with_text, date_of, date_part, decimal_arith, decimal_to_integer, seconds,
+};
 use super::expr::{out_of_range, Arith, CastTo, Cmp, Func, Scalar};
 use crate::outcome::SqlError;
-use crate::sqltypes::{format_datetime, parse_datetime, parse_number, value_text};
-use shoal_types::Value;
+use crate::sqltypes::{coerce, parse_datetime, parse_number, value_text};
+use shoal_types::{ColumnDef, ColumnType, Decimal, Value};
 use std::cmp::Ordering;
 
 fn boolean(b: Option<bool>) -> Value {
@@ -27,6 +30,8 @@ pub const STRING_BYTES_MAX: usize = 64 << 20;
 pub(crate) enum Num {
     Int(i128),
     Float(f64),
+    /// A DECIMAL: arithmetic with integers and decimals stays exact.
+    Dec(Decimal),
 }
 
 /// The numeric prefix of a string, as MySQL reads "12abc" (12) or "x" (0).
@@ -70,13 +75,16 @@ pub(crate) fn number(v: &Value) -> Option<Num> {
         Value::Double(f) => Num::Float(*f),
         Value::Str(s) => lenient_number(s),
         Value::Bytes(b) => lenient_number(&String::from_utf8_lossy(b)),
-        // A time in a numeric context: YYYYMMDDHHMMSS.
-        Value::Timestamp(_) | Value::DateTime(_) => {
+        Value::Decimal(d) => Num::Dec(*d),
+        // A time in a numeric context: YYYYMMDDHHMMSS (YYYYMMDD, HHMMSS).
+        Value::Timestamp(_) | Value::DateTime(_) | Value::Date(_) | Value::Time(_) => {
+            let negative = matches!(v, Value::Time(t) if *t < 0);
             let text: String = String::from_utf8_lossy(&value_text(v))
                 .chars()
                 .filter(char::is_ascii_digit)
                 .collect();
-            Num::Int(text.parse().unwrap_or(0))
+            let n: i128 = text.parse().unwrap_or(0);
+            Num::Int(if negative { -n } else { n })
         }
     })
 }
@@ -85,6 +93,16 @@ pub(crate) fn float(n: Num) -> f64 {
     match n {
         Num::Int(i) => i as f64,
         Num::Float(f) => f,
+        Num::Dec(d) => d.to_f64(),
+    }
+}
+
+/// An exact number as a decimal (`None` for a float).
+fn exact(n: Num) -> Option<Decimal> {
+    match n {
+        Num::Int(i) => Some(Decimal::from_int(i)),
+        Num::Dec(d) => Some(d),
+        Num::Float(_) => None,
     }
 }
 
@@ -103,16 +121,9 @@ pub fn truth(v: &Value) -> Option<bool> {
     number(v).map(|n| float(n) != 0.0)
 }
 
+/// A date or a date and time (TIME compares apart).
 fn is_temporal(v: &Value) -> bool {
-    matches!(v, Value::Timestamp(_) | Value::DateTime(_))
-}
-
-fn seconds(v: &Value) -> Option<i64> {
-    match v {
-        Value::Timestamp(s) => Some(i64::from(*s)),
-        Value::DateTime(s) => Some(*s),
-        _ => None,
-    }
+    matches!(v, Value::Timestamp(_) | Value::DateTime(_) | Value::Date(_))
 }
 
 /// Strips trailing spaces (utf8mb4_bin is a PAD SPACE collation).
@@ -133,28 +144,33 @@ pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
             Some(a.as_bytes()?.cmp(b.as_bytes()?))
         }
         _ if is_temporal(a) && is_temporal(b) => Some(seconds(a)?.cmp(&seconds(b)?)),
+        (Value::Time(t), other) | (other, Value::Time(t)) if compare_time(*t, other).is_some() => {
+            let ord = compare_time(*t, other)?;
+            Some(if matches!(a, Value::Time(_)) {
+                ord
+            } else {
+                ord.reverse()
+            })
+        }
         _ if is_temporal(a) || is_temporal(b) => {
             let (t, other, flip) = if is_temporal(a) {
                 (a, b, false)
             } else {
                 (b, a, true)
             };
-            let t = seconds(t)?;
+            let secs = seconds(t)?;
             let ord = match other {
-                Value::Str(s) => match parse_datetime(s) {
-                    Some(o) => t.cmp(&o),
-                    None => format_datetime(t).as_bytes().cmp(s.as_bytes()),
-                },
-                _ => {
-                    let x = float(number(&Value::DateTime(t))?);
-                    x.partial_cmp(&float(number(other)?))?
-                }
+                Value::Str(s) => compare_with_text(t, secs, s),
+                _ => float(number(t)?).partial_cmp(&float(number(other)?))?,
             };
             Some(if flip { ord.reverse() } else { ord })
         }
         _ => match (number(a)?, number(b)?) {
             (Num::Int(x), Num::Int(y)) => Some(x.cmp(&y)),
-            (x, y) => float(x).partial_cmp(&float(y)),
+            (x, y) => match (exact(x), exact(y)) {
+                (Some(x), Some(y)) => Some(x.cmp_value(y)),
+                _ => float(x).partial_cmp(&float(y)),
+            },
         },
     }
 }
@@ -240,6 +256,7 @@ impl Scalar {
                 None => Value::Null,
                 Some(Num::Int(i)) => int_value(-i, "negation")?,
                 Some(Num::Float(f)) => Value::Double(-f),
+                Some(Num::Dec(d)) => Value::Decimal(Decimal::new(-d.unscaled, d.scale)),
             },
             Scalar::Not(e) => boolean(truth(&e.eval(row)?).map(|b| !b)),
             Scalar::Arith(op, a, b) => arith(*op, &a.eval(row)?, &b.eval(row)?)?,
@@ -392,6 +409,11 @@ fn arith(op: Arith, a: &Value, b: &Value) -> Result<Value, SqlError> {
         String::from_utf8_lossy(&value_text(a)),
         String::from_utf8_lossy(&value_text(b))
     );
+    if matches!(x, Num::Dec(_)) || matches!(y, Num::Dec(_)) {
+        if let (Some(x), Some(y)) = (exact(x), exact(y)) {
+            return decimal_arith(op, x, y, &what);
+        }
+    }
     Ok(match (op, x, y) {
         (Arith::Div, x, y) => {
             let d = float(y);
@@ -508,6 +530,7 @@ fn function(f: Func, args: &[Scalar], row: &[Value]) -> Result<Value, SqlError> 
             None => Value::Null,
             Some(Num::Int(i)) => int_value(i.abs(), "abs")?,
             Some(Num::Float(x)) => Value::Double(x.abs()),
+            Some(Num::Dec(d)) => Value::Decimal(Decimal::new(d.unscaled.abs(), d.scale)),
         },
         Func::Coalesce => {
             for a in args {
@@ -540,6 +563,11 @@ fn function(f: Func, args: &[Scalar], row: &[Value]) -> Result<Value, SqlError> 
         Func::Floor | Func::Ceil | Func::Round => match number(&arg(0)?) {
             None => Value::Null,
             Some(Num::Int(i)) => int_value(i, "rounding")?,
+            Some(Num::Dec(d)) => {
+                let i = decimal_to_integer(d, f == Func::Floor, f == Func::Ceil)
+                    .ok_or_else(|| out_of_range("rounding"))?;
+                int_value(i, "rounding")?
+            }
             Some(Num::Float(x)) => {
                 let r = match f {
                     Func::Floor => x.floor(),
@@ -579,6 +607,8 @@ fn function(f: Func, args: &[Scalar], row: &[Value]) -> Result<Value, SqlError> 
             }
             best.unwrap_or(Value::Null)
         }
+        Func::Date => date_of(&arg(0)?),
+        Func::DatePart(part) => date_part(&arg(0)?, part),
     })
 }
 
@@ -591,6 +621,7 @@ fn cast(v: &Value, to: CastTo) -> Result<Value, SqlError> {
             let n = match number(v).expect("not NULL") {
                 Num::Int(i) => i,
                 Num::Float(f) => f.round() as i128,
+                Num::Dec(d) => decimal_to_integer(d, false, false).unwrap_or(0),
             };
             if to == CastTo::Signed {
                 Value::Int(n as i64)
@@ -604,9 +635,27 @@ fn cast(v: &Value, to: CastTo) -> Result<Value, SqlError> {
         CastTo::DateTime => match v {
             Value::Timestamp(s) => Value::DateTime(i64::from(*s)),
             Value::DateTime(_) => v.clone(),
+            Value::Date(d) => Value::DateTime(crate::sqltypes::temporal::seconds_of_date(*d)),
             other => parse_datetime(&String::from_utf8_lossy(&value_text(other)))
                 .map_or(Value::Null, Value::DateTime),
         },
+        // A value that does not convert is NULL, as CAST gives it (with
+        // a warning in MySQL).
+        CastTo::Date => date_of(v),
+        CastTo::Time => coerce(v, &ColumnDef::new("", ColumnType::Time), 1).unwrap_or(Value::Null),
+        CastTo::Decimal { precision, scale } => {
+            let col = ColumnDef::new("", ColumnType::Decimal { precision, scale });
+            match coerce(v, &col, 1) {
+                Ok(d) => d,
+                Err(e) if e.code == 1264 => {
+                    let shown = String::from_utf8_lossy(&value_text(v)).into_owned();
+                    return Err(super::eval_types::decimal_out_of_range(&format!(
+                        "CAST({shown} AS DECIMAL({precision},{scale}))"
+                    )));
+                }
+                Err(_) => Value::Null,
+            }
+        }
     })
 }
 

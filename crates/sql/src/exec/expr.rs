@@ -8,10 +8,11 @@
 //! an empty table as on a full one; evaluating fails only on values
 //! (1690 out of range).
 
+use super::eval_types::DatePart;
 use super::Env;
 use crate::outcome::SqlError;
-use crate::sqltypes::parse_datetime;
-use shoal_types::{ColumnType, TableDef, Value};
+use crate::sqltypes::{parse_date, parse_datetime, parse_time};
+use shoal_types::{ColumnType, Decimal, TableDef, Value};
 use sqlparser::ast::{
     BinaryOperator, CastKind, DataType, Expr, Function, FunctionArg, FunctionArgExpr,
     FunctionArguments, UnaryOperator, Value as SqlValue,
@@ -86,6 +87,10 @@ pub enum Func {
     Round,
     Greatest,
     Least,
+    /// `DATE(x)`.
+    Date,
+    /// `YEAR(x)`, `MONTH(x)`, `DAY(x)`.
+    DatePart(DatePart),
 }
 
 /// A compiled expression.
@@ -127,7 +132,8 @@ pub enum Scalar {
         otherwise: Option<Box<Scalar>>,
     },
     Func(Func, Vec<Scalar>),
-    /// `CAST(x AS SIGNED | UNSIGNED | CHAR | BINARY | DOUBLE | DATETIME)`.
+    /// `CAST(x AS SIGNED | UNSIGNED | CHAR | BINARY | DOUBLE | DATETIME |
+    /// DATE | TIME | DECIMAL(p,s))`.
     Cast(Box<Scalar>, CastTo),
 }
 
@@ -139,6 +145,9 @@ pub enum CastTo {
     Binary,
     Double,
     DateTime,
+    Date,
+    Time,
+    Decimal { precision: u8, scale: u8 },
 }
 
 /// The columns an expression may name: one table's.
@@ -209,6 +218,10 @@ fn sql_literal(v: &SqlValue) -> Result<Value, SqlError> {
                 Value::Int(i)
             } else if let Ok(u) = n.parse::<u64>() {
                 Value::UInt(u)
+            } else if let Some(d) = Decimal::parse(n).filter(|_| !n.contains(['e', 'E'])) {
+                // `1.5` is an exact DECIMAL in MySQL (`1.5e0` a DOUBLE),
+                // and so is an integer too long for a BIGINT.
+                Value::Decimal(d)
             } else {
                 Value::Double(
                     n.parse::<f64>()
@@ -365,6 +378,9 @@ impl Compiler<'_> {
                         Scalar::Const(Value::Int(i64::MIN))
                     }
                     Scalar::Const(Value::Double(f)) => Scalar::Const(Value::Double(-f)),
+                    Scalar::Const(Value::Decimal(d)) => {
+                        Scalar::Const(Value::Decimal(Decimal::new(-d.unscaled, d.scale)))
+                    }
                     other => Scalar::Neg(Box::new(other)),
                 },
                 UnaryOperator::Plus => c(expr)?,
@@ -508,8 +524,17 @@ impl Compiler<'_> {
                     SqlValue::SingleQuotedString(s) | SqlValue::DoubleQuotedString(s) => s.clone(),
                     other => return Err(SqlError::syntax(format!("bad literal {other}"))),
                 };
+                let incorrect = |kind: &str| {
+                    SqlError::new(1525, "HY000", format!("Incorrect {kind} value: '{text}'"))
+                };
                 match ts.data_type {
-                    DataType::Date | DataType::Datetime(_) | DataType::Timestamp(_, _) => {
+                    DataType::Date => Scalar::Const(Value::Date(
+                        parse_date(&text).ok_or_else(|| incorrect("DATE"))?,
+                    )),
+                    DataType::Time(..) => Scalar::Const(Value::Time(
+                        parse_time(&text).ok_or_else(|| incorrect("TIME"))?,
+                    )),
+                    DataType::Datetime(_) | DataType::Timestamp(_, _) => {
                         let secs = parse_datetime(&text).ok_or_else(|| {
                             SqlError::new(
                                 1525,
@@ -610,6 +635,17 @@ impl Compiler<'_> {
                 konst(Value::DateTime(env.now_secs))
             }
             "UNIX_TIMESTAMP" if args.is_empty() => konst(Value::Int(env.now_secs)),
+            "CURDATE" | "CURRENT_DATE" => {
+                argc(0..=0)?;
+                konst(
+                    crate::sqltypes::temporal::date_of_seconds(env.now_secs)
+                        .map_or(Value::Null, Value::Date),
+                )
+            }
+            "CURTIME" | "CURRENT_TIME" => {
+                argc(0..=1)?;
+                konst(Value::Time(env.now_secs.rem_euclid(86_400) * 1_000_000))
+            }
             _ => {
                 let compiled: Vec<Scalar> = args
                     .iter()
@@ -682,6 +718,18 @@ impl Compiler<'_> {
                         argc(2..=usize::MAX)?;
                         Func::Least
                     }
+                    "DATE" => {
+                        argc(1..=1)?;
+                        Func::Date
+                    }
+                    "YEAR" | "MONTH" | "DAY" | "DAYOFMONTH" => {
+                        argc(1..=1)?;
+                        Func::DatePart(match name.as_str() {
+                            "YEAR" => DatePart::Year,
+                            "MONTH" => DatePart::Month,
+                            _ => DatePart::Day,
+                        })
+                    }
                     _ => {
                         return Err(SqlError::new(
                             1305,
@@ -707,7 +755,15 @@ fn cast_target(dt: &DataType) -> Result<CastTo, SqlError> {
         DataType::Double(_) | DataType::DoublePrecision | DataType::Real | DataType::Float(_) => {
             CastTo::Double
         }
-        DataType::Datetime(_) | DataType::Timestamp(_, _) | DataType::Date => CastTo::DateTime,
+        DataType::Datetime(_) | DataType::Timestamp(_, _) => CastTo::DateTime,
+        DataType::Date => CastTo::Date,
+        DataType::Time(..) => CastTo::Time,
+        DataType::Decimal(info) | DataType::Numeric(info) | DataType::Dec(info) => {
+            match crate::sqltypes::decimal::declared_decimal("CAST", info)? {
+                ColumnType::Decimal { precision, scale } => CastTo::Decimal { precision, scale },
+                _ => return Err(SqlError::not_supported(format!("CAST to {dt}"))),
+            }
+        }
         other => return Err(SqlError::not_supported(format!("CAST to {other}"))),
     })
 }

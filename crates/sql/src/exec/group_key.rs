@@ -19,7 +19,8 @@ const TAG_NULL: u8 = 0x00;
 const TAG_NUMBER: u8 = 0x10;
 const TAG_STRING: u8 = 0x20;
 const TAG_TIME: u8 = 0x30;
-const TAG_OTHER: u8 = 0x40;
+/// TIME values: a time of day is no point in time, so apart from those.
+const TAG_TIME_OF_DAY: u8 = 0x38;
 
 /// Appends `b` escaped (0x00 → 0x00 0xFF) and terminated (0x00 0x00), so
 /// that a string sorts before its extensions.
@@ -75,10 +76,28 @@ pub fn encode_value(out: &mut Vec<u8>, v: &Value) {
         }
         Value::Timestamp(s) => put_time(out, i64::from(*s)),
         Value::DateTime(s) => put_time(out, *s),
-        #[allow(unreachable_patterns)]
-        other => {
-            out.push(TAG_OTHER);
-            put_escaped(out, &crate::sqltypes::value_text(other));
+        // A DATE equals the DATETIME at its midnight.
+        Value::Date(d) => put_time(out, crate::sqltypes::temporal::seconds_of_date(*d)),
+        Value::Time(t) => {
+            out.push(TAG_TIME_OF_DAY);
+            out.extend_from_slice(&((*t as u64) ^ (1 << 63)).to_be_bytes());
+        }
+        Value::Decimal(d) => put_decimal(out, *d),
+    }
+}
+
+/// A decimal keys as the number it is: a whole one as that integer (so
+/// `2.00` groups with `2`), others by their double and then their exact
+/// value at 30 fraction digits where that fits, so that decimals no
+/// double tells apart still differ.
+fn put_decimal(out: &mut Vec<u8>, d: shoal_types::Decimal) {
+    match d.rescale_exact(0) {
+        Some(whole) => put_number(out, whole.unscaled as f64, whole.unscaled),
+        None => {
+            let fine = d
+                .rescale(shoal_types::decimal::DECIMAL_SCALE_MAX)
+                .map_or(0, |x| x.unscaled);
+            put_number(out, d.to_f64(), fine);
         }
     }
 }
@@ -197,6 +216,12 @@ mod tests {
             "integers past a double's precision stay apart"
         );
         assert_eq!(key(&Value::Timestamp(5)), key(&Value::DateTime(5)));
+        let dec = |s: &str| Value::Decimal(shoal_types::Decimal::parse(s).unwrap());
+        assert_eq!(key(&dec("2.00")), key(&Value::Int(2)));
+        assert_eq!(key(&dec("1.50")), key(&dec("1.5")));
+        assert!(key(&dec("-1.5")) < key(&dec("1.25")));
+        assert!(key(&Value::Time(-1)) < key(&Value::Time(0)));
+        assert_eq!(key(&Value::Date(1)), key(&Value::DateTime(86_400)));
     }
 
     /// Keys sort as SQL compares, over a spread of values of each kind

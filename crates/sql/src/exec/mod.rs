@@ -17,6 +17,7 @@ pub mod ddl;
 pub mod dml;
 pub mod error;
 pub mod eval;
+pub mod eval_types;
 pub mod expr;
 pub mod fetch;
 pub mod group;

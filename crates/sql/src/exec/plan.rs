@@ -404,6 +404,9 @@ fn family(ty: ColumnType) -> Option<u8> {
         ColumnType::Float | ColumnType::Double => Some(1),
         ColumnType::Binary(_) | ColumnType::VarBinary(_) => Some(2),
         ColumnType::Timestamp | ColumnType::DateTime => Some(3),
+        ColumnType::Date => Some(4),
+        ColumnType::Time => Some(5),
+        ColumnType::Decimal { .. } => Some(6),
         ColumnType::Char(_) | ColumnType::VarChar(_) => None,
     }
 }

@@ -4,15 +4,17 @@
 //! numeric expressions with (a prepare describes them; an execution's
 //! columns must agree).
 //!
-//! Shoal has no DECIMAL values yet: SUM and AVG of integers are exact in
-//! [`super::aggregate`], and an expression over them is evaluated with
-//! integers or doubles but described as DECIMAL and printed with the
-//! scale MariaDB gives it (`AVG(k) + 1`: 4 fraction digits).
+//! DECIMAL columns and literals are exact values ([`shoal_types::Decimal`]);
+//! SUM and AVG of integers are exact in [`super::aggregate`], and an
+//! expression over them is evaluated with integers or doubles but
+//! described as DECIMAL and printed with the scale MariaDB gives it
+//! (`AVG(k) + 1`: 4 fraction digits).
 
 use super::aggregate::{AggCall, AggFunc};
 use super::expr::Scalar;
 use crate::outcome::{Column, ColumnKind};
 use crate::sqltypes::result_column;
+use shoal_types::decimal::DECIMAL_SCALE_MAX;
 use shoal_types::{ColumnType, TableDef, Value};
 
 /// Digits of a DECIMAL at most (MariaDB's `DECIMAL_MAX_PRECISION`).
@@ -36,7 +38,7 @@ pub enum Class {
     Real,
     /// Text or binary strings.
     Str,
-    /// TIMESTAMP and DATETIME.
+    /// TIMESTAMP, DATETIME, DATE and TIME.
     Temporal,
     /// Not told before a row (NULL, branches of different types).
     Unknown,
@@ -47,8 +49,11 @@ fn value_class(v: &Value) -> Class {
         Value::Int(_) | Value::UInt(_) => Class::Int,
         Value::Float(_) | Value::Double(_) => Class::Real,
         Value::Str(_) | Value::Bytes(_) => Class::Str,
-        Value::Timestamp(_) | Value::DateTime(_) => Class::Temporal,
-        _ => Class::Unknown,
+        Value::Timestamp(_) | Value::DateTime(_) | Value::Date(_) | Value::Time(_) => {
+            Class::Temporal
+        }
+        Value::Decimal(d) => Class::Decimal(d.scale),
+        Value::Null => Class::Unknown,
     }
 }
 
@@ -63,9 +68,10 @@ fn column_class(ty: ColumnType) -> Class {
         | ColumnType::VarChar(_)
         | ColumnType::Binary(_)
         | ColumnType::VarBinary(_) => Class::Str,
-        ColumnType::Timestamp | ColumnType::DateTime => Class::Temporal,
-        #[allow(unreachable_patterns)]
-        _ => Class::Unknown,
+        ColumnType::Timestamp | ColumnType::DateTime | ColumnType::Date | ColumnType::Time => {
+            Class::Temporal
+        }
+        ColumnType::Decimal { scale, .. } => Class::Decimal(scale),
     }
 }
 
@@ -150,13 +156,24 @@ pub fn class_of(s: &Scalar, def: &TableDef, calls: &[AggCall]) -> Class {
                 _ => None,
             };
             match op {
-                // Shoal divides in floating point.
-                Arith::Div => Class::Real,
+                // A DECIMAL divides exactly, with 4 more fraction digits
+                // than the dividend; integers in floating point.
+                Arith::Div => match (scale(x), scale(y)) {
+                    (Some(p), Some(_))
+                        if matches!(x, Class::Decimal(_)) || matches!(y, Class::Decimal(_)) =>
+                    {
+                        Class::Decimal(
+                            p.saturating_add(super::eval_types::DIV_SCALE_INCREMENT)
+                                .min(DECIMAL_SCALE_MAX),
+                        )
+                    }
+                    _ => Class::Real,
+                },
                 Arith::IntDiv => Class::Int,
                 _ => match (scale(x), scale(y)) {
                     (Some(0), Some(0)) => Class::Int,
                     (Some(p), Some(q)) => Class::Decimal(if *op == Arith::Mul {
-                        p.saturating_add(q)
+                        p.saturating_add(q).min(DECIMAL_SCALE_MAX)
                     } else {
                         p.max(q)
                     }),
@@ -176,7 +193,13 @@ pub fn class_of(s: &Scalar, def: &TableDef, calls: &[AggCall]) -> Class {
         ),
         Scalar::Func(f, args) => match f {
             Func::Concat | Func::Upper | Func::Lower => Class::Str,
-            Func::Length | Func::CharLength | Func::Floor | Func::Ceil | Func::Round => Class::Int,
+            Func::Length
+            | Func::CharLength
+            | Func::Floor
+            | Func::Ceil
+            | Func::Round
+            | Func::DatePart(_) => Class::Int,
+            Func::Date => Class::Temporal,
             Func::Abs | Func::NullIf => args
                 .first()
                 .map_or(Class::Unknown, |a| class_of(a, def, calls)),
@@ -189,7 +212,8 @@ pub fn class_of(s: &Scalar, def: &TableDef, calls: &[AggCall]) -> Class {
             CastTo::Signed | CastTo::Unsigned => Class::Int,
             CastTo::Char | CastTo::Binary => Class::Str,
             CastTo::Double => Class::Real,
-            CastTo::DateTime => Class::Temporal,
+            CastTo::DateTime | CastTo::Date | CastTo::Time => Class::Temporal,
+            CastTo::Decimal { scale, .. } => Class::Decimal(*scale),
         },
     }
 }
@@ -206,6 +230,8 @@ fn integer_digits(ty: ColumnType) -> u32 {
         ColumnType::BigInt { unsigned: false } => 19,
         ColumnType::BigInt { unsigned: true } => 20,
         ColumnType::Timestamp | ColumnType::DateTime => 14,
+        ColumnType::Date | ColumnType::Time => 8,
+        ColumnType::Decimal { precision, .. } => u32::from(precision),
         _ => 21,
     }
 }

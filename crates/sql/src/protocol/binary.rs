@@ -252,9 +252,10 @@ pub(crate) fn encode_value(
         ColumnKind::VarString | ColumnKind::String | ColumnKind::NewDecimal => {
             put_lenenc_bytes(out, text)
         }
-        ColumnKind::Timestamp | ColumnKind::DateTime => {
+        ColumnKind::Timestamp | ColumnKind::DateTime | ColumnKind::Date => {
             put_datetime(out, parsed?).ok_or_else(bad)?;
         }
+        ColumnKind::Time => put_time(out, parsed?).ok_or_else(bad)?,
         // A NULL-typed column holds only NULLs, which never get here.
         ColumnKind::Null => return Err(bad()),
     }
@@ -341,6 +342,52 @@ fn put_datetime(out: &mut Vec<u8>, text: &str) -> Option<()> {
         out.extend_from_slice(&[hour, minute, second]);
     }
     if len == 11 {
+        out.extend_from_slice(&micros.to_le_bytes());
+    }
+    Some(())
+}
+
+/// Appends `[-]H:MM:SS[.ffffff]` in the binary form: a length byte (0, 8
+/// or 12: the shortest that holds the value), the sign, whole days, then
+/// the hours, minutes and seconds within the day and the microseconds.
+fn put_time(out: &mut Vec<u8>, text: &str) -> Option<()> {
+    let text = text.trim();
+    let (negative, body) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (hms, fraction) = match body.split_once('.') {
+        Some((hms, fraction)) => (hms, Some(fraction)),
+        None => (body, None),
+    };
+    let mut parts = hms.split(':');
+    let hours: u32 = parts.next()?.parse().ok()?;
+    let minute: u8 = parts.next()?.parse().ok()?;
+    let second: u8 = parts.next()?.parse().ok()?;
+    if parts.next().is_some() || minute > 59 || second > 59 {
+        return None;
+    }
+    let micros = match fraction {
+        None => 0,
+        Some(f) if !f.is_empty() && f.len() <= 6 && f.bytes().all(|b| b.is_ascii_digit()) => {
+            f.parse::<u32>().ok()? * 10u32.pow(6 - f.len() as u32)
+        }
+        Some(_) => return None,
+    };
+    let len: u8 = if micros != 0 {
+        12
+    } else if hours != 0 || minute != 0 || second != 0 {
+        8
+    } else {
+        0
+    };
+    out.push(len);
+    if len >= 8 {
+        out.push(u8::from(negative));
+        out.extend_from_slice(&(hours / 24).to_le_bytes());
+        out.extend_from_slice(&[(hours % 24) as u8, minute, second]);
+    }
+    if len == 12 {
         out.extend_from_slice(&micros.to_le_bytes());
     }
     Some(())
@@ -558,5 +605,22 @@ mod tests {
         assert!(encode(ColumnKind::DateTime, false, "2024-02").is_err());
         assert!(encode(ColumnKind::DateTime, false, "2024-02-01 1:2:3.1234567").is_err());
         assert!(encode(ColumnKind::Null, false, "1").is_err());
+        assert_eq!(
+            encode(ColumnKind::Date, false, "2024-02-29").ok(),
+            Some(vec![4, 0xE8, 0x07, 2, 29])
+        );
+        assert_eq!(
+            encode(ColumnKind::Time, false, "-26:03:04").ok(),
+            Some(vec![8, 1, 1, 0, 0, 0, 2, 3, 4])
+        );
+        assert_eq!(
+            encode(ColumnKind::Time, false, "00:00:00").ok(),
+            Some(vec![0])
+        );
+        assert_eq!(
+            encode(ColumnKind::NewDecimal, false, "-0.50").ok(),
+            Some(b"\x05-0.50".to_vec())
+        );
+        assert!(encode(ColumnKind::Time, false, "1:60:00").is_err());
     }
 }

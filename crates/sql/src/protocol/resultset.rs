@@ -126,6 +126,8 @@ pub(crate) fn column_type(kind: ColumnKind) -> ColumnType {
         ColumnKind::String => ColumnType::MYSQL_TYPE_STRING,
         ColumnKind::Timestamp => ColumnType::MYSQL_TYPE_TIMESTAMP,
         ColumnKind::DateTime => ColumnType::MYSQL_TYPE_DATETIME,
+        ColumnKind::Date => ColumnType::MYSQL_TYPE_DATE,
+        ColumnKind::Time => ColumnType::MYSQL_TYPE_TIME,
         ColumnKind::NewDecimal => ColumnType::MYSQL_TYPE_NEWDECIMAL,
         ColumnKind::Null => ColumnType::MYSQL_TYPE_NULL,
     }

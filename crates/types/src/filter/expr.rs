@@ -232,6 +232,9 @@ fn emit_chain(
 enum ModelScalar {
     Int(i128),
     Float(f64),
+    /// A decimal as (integer part, fraction × 10^30): both exact, and the
+    /// pair orders as the numbers do whatever their scales.
+    Dec(i128, i128),
     Bytes(Vec<u8>),
 }
 
@@ -260,6 +263,23 @@ fn model_scalar(ty: ColumnType, v: &Value) -> Option<ModelScalar> {
     };
     Some(match Family::of(ty) {
         Family::Integer | Family::Time => ModelScalar::Int(int(v)?),
+        Family::Date => match *v {
+            Value::Date(x) => ModelScalar::Int(i128::from(x)),
+            _ => return None,
+        },
+        Family::TimeOfDay => match *v {
+            Value::Time(x) => ModelScalar::Int(i128::from(x)),
+            _ => return None,
+        },
+        Family::Decimal => {
+            let (unscaled, scale) = match *v {
+                Value::Decimal(d) => (d.unscaled, d.scale),
+                _ => (int(v)?, 0),
+            };
+            let unit = 10i128.checked_pow(u32::from(scale))?;
+            let lift = 10i128.checked_pow(30u32.checked_sub(u32::from(scale))?)?;
+            ModelScalar::Dec(unscaled / unit, (unscaled % unit) * lift)
+        }
         // FLOAT stores an f32, so the model rounds straight to f32 as
         // encode_value does (going through f64 first could round twice).
         Family::Float => ModelScalar::Float(match (ty, v) {

@@ -28,12 +28,14 @@
 //!
 //! **Semantics.** A NULL operand makes a comparison or LIKE UNKNOWN.
 //! Integers compare by value whatever their widths and signedness, FLOAT
-//! and DOUBLE as IEEE-754 f64, TIMESTAMP and DATETIME as seconds, CHAR
-//! without its trailing spaces (they are padding), VARCHAR, BINARY and
-//! VARBINARY byte by byte. CMP_COLS pairs only columns of one of those five
-//! families. In LIKE, `%` matches any run, `_` one character (one byte on
+//! and DOUBLE as IEEE-754 f64, TIMESTAMP and DATETIME as seconds, DATE as
+//! days, TIME as microseconds, DECIMAL by numeric value whatever the two
+//! scales, CHAR without its trailing spaces (they are padding), VARCHAR,
+//! BINARY and VARBINARY byte by byte. CMP_COLS pairs only columns of one
+//! of those eight families. In LIKE, `%` matches any run, `_` one character (one byte on
 //! binary columns) and `\` makes the next byte literal.
 
+use crate::decimal::Decimal;
 use crate::error::{ErrorCode, ShoalError};
 use crate::layout::NULL_LEN;
 use crate::schema::{ColumnDef, ColumnType, TableDef};
@@ -170,6 +172,9 @@ enum Family {
     Integer,
     Float,
     Time,
+    Date,
+    TimeOfDay,
+    Decimal,
     Text,
     Binary,
 }
@@ -183,6 +188,9 @@ impl Family {
             | ColumnType::BigInt { .. } => Family::Integer,
             ColumnType::Float | ColumnType::Double => Family::Float,
             ColumnType::Timestamp | ColumnType::DateTime => Family::Time,
+            ColumnType::Date => Family::Date,
+            ColumnType::Time => Family::TimeOfDay,
+            ColumnType::Decimal { .. } => Family::Decimal,
             ColumnType::Char(_) | ColumnType::VarChar(_) => Family::Text,
             ColumnType::Binary(_) | ColumnType::VarBinary(_) => Family::Binary,
         }
@@ -203,6 +211,8 @@ enum Kind {
     U64,
     F32,
     F64,
+    /// DECIMAL with this scale.
+    Dec(u8),
     /// CHAR: trailing spaces are padding, not data.
     Char,
     /// VARCHAR, BINARY, VARBINARY: every byte counts.
@@ -216,9 +226,12 @@ impl Kind {
             ColumnType::TinyInt { unsigned: true } => Kind::U8,
             ColumnType::SmallInt { unsigned: false } => Kind::I16,
             ColumnType::SmallInt { unsigned: true } => Kind::U16,
-            ColumnType::Int { unsigned: false } => Kind::I32,
+            ColumnType::Int { unsigned: false } | ColumnType::Date => Kind::I32,
             ColumnType::Int { unsigned: true } | ColumnType::Timestamp => Kind::U32,
-            ColumnType::BigInt { unsigned: false } | ColumnType::DateTime => Kind::I64,
+            ColumnType::BigInt { unsigned: false } | ColumnType::DateTime | ColumnType::Time => {
+                Kind::I64
+            }
+            ColumnType::Decimal { scale, .. } => Kind::Dec(scale),
             ColumnType::BigInt { unsigned: true } => Kind::U64,
             ColumnType::Float => Kind::F32,
             ColumnType::Double => Kind::F64,
@@ -241,6 +254,9 @@ impl Kind {
             Kind::U64 => Scalar::Int(u64::from_le_bytes(b.try_into().ok()?).into()),
             Kind::F32 => Scalar::Float(f32::from_le_bytes(b.try_into().ok()?).into()),
             Kind::F64 => Scalar::Float(f64::from_le_bytes(b.try_into().ok()?)),
+            Kind::Dec(scale) => {
+                Scalar::Dec(Decimal::new(i128::from_le_bytes(b.try_into().ok()?), scale))
+            }
             Kind::Char => Scalar::Bytes(trim_spaces(b)),
             Kind::Raw => Scalar::Bytes(b),
         })
@@ -253,6 +269,7 @@ impl Kind {
 enum Scalar<'a> {
     Int(i128),
     Float(f64),
+    Dec(Decimal),
     Bytes(&'a [u8]),
 }
 
@@ -260,6 +277,7 @@ fn compare(op: CmpOp, a: Scalar<'_>, b: Scalar<'_>) -> Tri {
     let ord = match (a, b) {
         (Scalar::Int(x), Scalar::Int(y)) => Some(x.cmp(&y)),
         (Scalar::Float(x), Scalar::Float(y)) => x.partial_cmp(&y),
+        (Scalar::Dec(x), Scalar::Dec(y)) => Some(x.cmp_value(y)),
         (Scalar::Bytes(x), Scalar::Bytes(y)) => Some(x.cmp(y)),
         // Verify only pairs columns of one family.
         _ => return Tri::Unknown,

@@ -3,6 +3,8 @@
 
 use super::expr::like_by_sets;
 use super::*;
+use crate::decimal::Decimal;
+use crate::temporal::{DATE_MAX, DATE_MIN, TIME_MAX};
 use crate::value::{encode_value, Value};
 use crate::value::{DATETIME_MAX, DATETIME_MIN};
 use proptest::prelude::*;
@@ -226,6 +228,45 @@ fn timestamp_and_datetime_compare_as_seconds() {
         tri(&cmp(DT, Eq, 0), &[(DT, Value::DateTime(0))]),
         Some(true)
     );
+}
+
+#[test]
+fn decimals_compare_by_value_across_scales() {
+    let dec = |precision, scale| T::Decimal { precision, scale };
+    let cols_of = vec![
+        ColumnDef::new("id", T::Int { unsigned: false }),
+        ColumnDef::new("a", dec(5, 2)).nullable(),
+        ColumnDef::new("b", dec(10, 0)).nullable(),
+        ColumnDef::new("d", T::Date).nullable(),
+        ColumnDef::new("t", T::Time).nullable(),
+    ];
+    let table = TableDef::new("t", cols_of, &["id"]).unwrap();
+    let d = |s: &str| Value::Decimal(Decimal::parse(s).unwrap());
+    let row = vec![
+        Value::Int(0),
+        d("2.00"),
+        d("2"),
+        Value::Date(-5),
+        Value::Time(-1),
+    ];
+    assert_eq!(tri_in(&table, &cols(1, Eq, 2), &row), Some(true));
+    assert_eq!(tri_in(&table, &cmp(1, Lt, d("2.01")), &row), Some(true));
+    assert_eq!(tri_in(&table, &cmp(1, Gt, d("-3.5")), &row), Some(true));
+    assert_eq!(tri_in(&table, &cmp(2, Eq, 2), &row), Some(true));
+    assert_eq!(
+        tri_in(&table, &cmp(3, Lt, Value::Date(0)), &row),
+        Some(true)
+    );
+    assert_eq!(
+        tri_in(&table, &cmp(4, Lt, Value::Time(0)), &row),
+        Some(true)
+    );
+    let other = vec![Value::Int(0), d("-0.50"), d("-1"), Value::Null, Value::Null];
+    assert_eq!(tri_in(&table, &cols(1, Gt, 2), &other), Some(true));
+    // A DECIMAL column is not comparable with a DATE one.
+    let mut program = Vec::new();
+    program.extend_from_slice(&[opcode::CMP_COLS, 0, 1, 0, 3, 0]);
+    assert!(Filter::verify(&program, &table).is_err());
 }
 
 #[test]
@@ -604,6 +645,11 @@ fn arb_type() -> impl Strategy<Value = ColumnType> {
         (1u16..6).prop_map(T::VarBinary),
         Just(T::Timestamp),
         Just(T::DateTime),
+        Just(T::Date),
+        Just(T::Time),
+        (1u8..=38)
+            .prop_flat_map(|p| (Just(p), 0..=p.min(30)))
+            .prop_map(|(precision, scale)| T::Decimal { precision, scale }),
     ]
 }
 
@@ -688,6 +734,35 @@ fn arb_value(ty: ColumnType) -> BoxedStrategy<Value> {
         ]
         .prop_map(Value::DateTime)
         .boxed(),
+        T::Date => prop_oneof![
+            -2i32..3,
+            Just(DATE_MIN),
+            Just(DATE_MAX),
+            DATE_MIN..=DATE_MAX
+        ]
+        .prop_map(Value::Date)
+        .boxed(),
+        T::Time => prop_oneof![
+            -2i64..3,
+            Just(-TIME_MAX),
+            Just(TIME_MAX),
+            -TIME_MAX..=TIME_MAX
+        ]
+        .prop_map(Value::Time)
+        .boxed(),
+        T::Decimal { precision, scale } => {
+            let limit = 10i128.pow(u32::from(precision)) - 1;
+            // Small whole numbers at this scale meet equal values of other
+            // DECIMAL columns whatever their scales.
+            let whole = (-2i128..3).prop_filter_map("fits the precision", move |x| {
+                Decimal::from_int(x)
+                    .rescale(scale)
+                    .filter(|d| d.fits(precision))
+            });
+            let any = prop_oneof![Just(-limit), Just(limit), -limit..=limit]
+                .prop_map(move |u| Decimal::new(u, scale));
+            prop_oneof![whole, any].prop_map(Value::Decimal).boxed()
+        }
     }
 }
 
