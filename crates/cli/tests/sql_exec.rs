@@ -178,7 +178,7 @@ fn sql_statements_against_a_real_cluster() {
         err_code(&mut s, "SELECT nope FROM t1", 1054).await;
         err_code(&mut s, "SELECT * FROM t1 WHERE nope = 1", 1054).await;
         err_code(&mut s, "SELECT GROUP_CONCAT(id) FROM t1", 1235).await;
-        err_code(&mut s, "SELECT * FROM t1 JOIN t1 AS x ON t1.id = x.id", 1235).await;
+        err_code(&mut s, "SELECT * FROM t1 JOIN t1 AS x ON t1.id = x.id WHERE x.id IN (SELECT 1)", 1235).await;
         err_code(&mut s, "SELECT id FROM t1 GROUP BY id WITH ROLLUP", 1235).await;
 
         // --- SELECT by every access path.
@@ -533,6 +533,7 @@ fn sql_results_agree_with_a_model_at_tiny_limits() {
             group_bytes_max: 1 << 20,
             key_lookups_max: 4,
             batch_ops_max: 3,
+            join_tables_max: 61,
         };
         let mut s = SessionFactory::new(native.clone())
             .with_limits(limits)
@@ -763,5 +764,338 @@ fn replace_deletes_rows_clashing_on_unique_indexes() {
                 r(&["7", "60", "700"]),
             ]
         );
+    });
+}
+
+/// INSERT ... ON DUPLICATE KEY UPDATE: a clash on the primary key or a
+/// unique index updates the existing row (VALUES(), a row alias, column
+/// aliases, assignments seeing earlier ones), rows of one statement see
+/// each other, affected rows count 1 / 2 / 0 as MySQL does; and
+/// INSERT ... SELECT, from another table, from itself and from a
+/// grouping SELECT.
+#[test]
+fn insert_select_and_on_duplicate_key_update() {
+    let cluster = TestCluster::start();
+    let rt = runtime();
+    rt.block_on(async {
+        let native = Cluster::connect(&cluster.mgmd_addr).await.unwrap();
+        let factory = SessionFactory::new(native.clone());
+        let mut s = factory.session("root", "127.0.0.1");
+        ok(&mut s, "CREATE DATABASE up; USE up").await;
+        ok(
+            &mut s,
+            "CREATE TABLE c (id INT PRIMARY KEY, name VARCHAR(20), n INT NOT NULL DEFAULT 0, UNIQUE KEY (name))",
+        )
+        .await;
+        // New rows: 1 each.
+        assert_eq!(
+            affected(
+                &mut s,
+                "INSERT INTO c VALUES (1, 'a', 1), (2, 'b', 1) ON DUPLICATE KEY UPDATE n = n + 1"
+            )
+            .await,
+            2
+        );
+        // A primary-key clash updates: 2.
+        assert_eq!(
+            affected(&mut s, "INSERT INTO c VALUES (1, 'x', 5) ON DUPLICATE KEY UPDATE n = n + VALUES(n)").await,
+            2
+        );
+        // A unique-index clash updates the row holding the value.
+        assert_eq!(
+            affected(&mut s, "INSERT INTO c (id, name, n) VALUES (9, 'b', 7) ON DUPLICATE KEY UPDATE n = VALUES(n) * 10").await,
+            2
+        );
+        // Nothing changes: 0.
+        assert_eq!(
+            affected(&mut s, "INSERT INTO c VALUES (2, 'b', 1) ON DUPLICATE KEY UPDATE n = n").await,
+            0
+        );
+        assert_eq!(
+            rows(&mut s, "SELECT id, name, n FROM c ORDER BY id").await,
+            vec![r(&["1", "a", "6"]), r(&["2", "b", "70"])]
+        );
+        // Rows of one statement see each other; assignments see earlier
+        // ones; a row alias and column aliases name the inserted row.
+        assert_eq!(
+            affected(
+                &mut s,
+                "INSERT INTO c VALUES (3, 'c', 1), (3, 'c', 2) AS new ON DUPLICATE KEY UPDATE n = c.n + new.n, name = CONCAT(name, n)"
+            )
+            .await,
+            3
+        );
+        assert_eq!(
+            rows(&mut s, "SELECT name, n FROM c WHERE id = 3").await,
+            vec![r(&["c3", "3"])]
+        );
+        assert_eq!(
+            affected(
+                &mut s,
+                "INSERT INTO c (id, name, n) VALUES (3, 'z', 4) AS v(i, nm, k) ON DUPLICATE KEY UPDATE n = k + 1, name = nm"
+            )
+            .await,
+            2
+        );
+        assert_eq!(
+            rows(&mut s, "SELECT name, n FROM c WHERE id = 3").await,
+            vec![r(&["z", "5"])]
+        );
+        // Updating into another row's unique value is a 1062; a new
+        // primary key moves the row.
+        err_code(&mut s, "INSERT INTO c VALUES (1, 'q', 0) ON DUPLICATE KEY UPDATE name = 'b'", 1062).await;
+        assert_eq!(
+            affected(&mut s, "INSERT INTO c VALUES (1, 'q', 0) ON DUPLICATE KEY UPDATE id = 10").await,
+            2
+        );
+        assert_eq!(
+            column(&mut s, "SELECT id FROM c ORDER BY id").await,
+            vec!["2", "3", "10"]
+        );
+        err_code(&mut s, "INSERT INTO c VALUES (2, 'b', 0) ON DUPLICATE KEY UPDATE nope = 1", 1054).await;
+        err_code(&mut s, "INSERT INTO c VALUES (2, 'b', 0) ON DUPLICATE KEY UPDATE n = VALUES(nope)", 1054).await;
+        err_code(&mut s, "INSERT INTO c VALUES (2, 'b', 0) ON DUPLICATE KEY UPDATE n = NULL", 1048).await;
+        // In a rolled-back transaction nothing stays.
+        ok(&mut s, "BEGIN").await;
+        affected(&mut s, "INSERT INTO c VALUES (2, 'b', 0) ON DUPLICATE KEY UPDATE n = 1000").await;
+        ok(&mut s, "ROLLBACK").await;
+        assert_eq!(column(&mut s, "SELECT n FROM c WHERE id = 2").await, vec!["70"]);
+
+        // --- INSERT ... SELECT.
+        ok(
+            &mut s,
+            "CREATE TABLE d (id INT PRIMARY KEY AUTO_INCREMENT, name VARCHAR(20), total DOUBLE, raw VARBINARY(8))",
+        )
+        .await;
+        assert_eq!(
+            affected(&mut s, "INSERT INTO d (name, total) SELECT name, n / 4 FROM c WHERE id < 10 ORDER BY id").await,
+            2
+        );
+        assert_eq!(
+            rows(&mut s, "SELECT id, name, total FROM d ORDER BY id").await,
+            vec![r(&["1", "b", "17.5"]), r(&["2", "z", "1.25"])]
+        );
+        // From itself (read whole first), with an expression and binary.
+        assert_eq!(
+            affected(&mut s, "INSERT INTO d (name, total, raw) SELECT CONCAT(name, '2'), total * 2, X'00FF' FROM d").await,
+            2
+        );
+        assert_eq!(column(&mut s, "SELECT COUNT(*) FROM d").await, vec!["4"]);
+        assert_eq!(
+            column(&mut s, "SELECT id FROM d WHERE raw = X'00FF' ORDER BY id").await,
+            vec!["3", "4"]
+        );
+        // A grouping SELECT (its exact decimals arrive as text).
+        ok(&mut s, "CREATE TABLE sums (name VARCHAR(20) PRIMARY KEY, total BIGINT, cnt INT)").await;
+        assert_eq!(
+            affected(&mut s, "INSERT INTO sums SELECT IF(total > 5, 'big', 'small'), SUM(id), COUNT(*) FROM d GROUP BY 1").await,
+            2
+        );
+        assert_eq!(
+            rows(&mut s, "SELECT * FROM sums ORDER BY name").await,
+            vec![r(&["big", "4", "2"]), r(&["small", "6", "2"])]
+        );
+        // Wrong shapes.
+        err_code(&mut s, "INSERT INTO sums SELECT id FROM d", 1136).await;
+        err_code(&mut s, "INSERT INTO sums SELECT 'big', 1, 1", 1062).await;
+        err_code(&mut s, "INSERT INTO sums SELECT name, id, id FROM nope", 1146).await;
+        // INSERT IGNORE ... SELECT skips the duplicates, its own too.
+        assert_eq!(
+            affected(&mut s, "INSERT IGNORE INTO sums SELECT IF(id > 2, 'big', 'new'), 1, 1 FROM d").await,
+            1
+        );
+        // ... ON DUPLICATE KEY UPDATE with a SELECT.
+        assert_eq!(
+            affected(&mut s, "INSERT INTO sums SELECT 'big', 5, 5 FROM d WHERE id = 1 ON DUPLICATE KEY UPDATE cnt = cnt + 1").await,
+            2
+        );
+        assert_eq!(column(&mut s, "SELECT cnt FROM sums WHERE name = 'big'").await, vec!["3"]);
+    });
+}
+
+/// Joins against a model: random rows in three tables, then inner, left,
+/// comma and three-table joins through each access (by primary key, a
+/// hash of the equated columns, nested loops), grouped, ordered and
+/// limited, compared with the same joins computed here; and their errors.
+#[test]
+fn joins_agree_with_a_model() {
+    let cluster = TestCluster::start();
+    let rt = runtime();
+    rt.block_on(async {
+        let native = Cluster::connect(&cluster.mgmd_addr).await.unwrap();
+        let factory = SessionFactory::new(native.clone());
+        let mut s = factory.session("root", "127.0.0.1");
+        ok(&mut s, "CREATE DATABASE j; USE j").await;
+        ok(&mut s, "CREATE TABLE a (id INT PRIMARY KEY, b_id INT, v INT, KEY (b_id))").await;
+        ok(&mut s, "CREATE TABLE b (id INT PRIMARY KEY, name VARCHAR(10) NOT NULL, w INT)").await;
+        ok(&mut s, "CREATE TABLE c (b_id INT, seq INT, x INT, PRIMARY KEY (b_id, seq))").await;
+        let seed = std::env::var("SHOAL_TEST_SEED")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0x5eed_7011_u64);
+        eprintln!("joins_agree_with_a_model: SHOAL_TEST_SEED={seed}");
+        let mut rng = Rng(seed);
+        // (id, b_id, v), (id, name, w), (b_id, seq, x)
+        let mut ta: Vec<(i64, Option<i64>, i64)> = Vec::new();
+        let mut tb: Vec<(i64, String, Option<i64>)> = Vec::new();
+        let mut tc: Vec<(i64, i64, i64)> = Vec::new();
+        for id in 0..60 {
+            let b_id = (rng.below(8) != 0).then(|| rng.below(25));
+            ta.push((id, b_id, rng.below(100)));
+        }
+        for id in 0..25 {
+            if rng.below(5) != 0 {
+                let w = (rng.below(6) != 0).then(|| rng.below(100));
+                tb.push((id, format!("n{}", rng.below(6)), w));
+            }
+        }
+        for b_id in 0..25 {
+            for seq in 0..rng.below(4) {
+                tc.push((b_id, seq, rng.below(100)));
+            }
+        }
+        for (id, b_id, v) in &ta {
+            ok(&mut s, &format!("INSERT INTO a VALUES ({id}, {}, {v})", sql_opt(*b_id))).await;
+        }
+        for (id, name, w) in &tb {
+            ok(&mut s, &format!("INSERT INTO b VALUES ({id}, '{name}', {})", sql_opt(*w))).await;
+        }
+        for (b_id, seq, x) in &tc {
+            ok(&mut s, &format!("INSERT INTO c VALUES ({b_id}, {seq}, {x})")).await;
+        }
+        let b_of = |id: Option<i64>| id.and_then(|id| tb.iter().find(|b| b.0 == id));
+        let txt = |v: i64| Some(v.to_string());
+        let opt = |v: Option<i64>| v.map(|v| v.to_string());
+
+        // Inner join by b's primary key.
+        let want: Vec<Vec<Option<String>>> = ta
+            .iter()
+            .filter_map(|a| b_of(a.1).map(|b| vec![txt(a.0), Some(b.1.clone())]))
+            .collect();
+        assert_eq!(
+            rows(&mut s, "SELECT a.id, b.name FROM a JOIN b ON b.id = a.b_id ORDER BY a.id").await,
+            want
+        );
+        // The same as a comma join with the condition in WHERE.
+        assert_eq!(
+            rows(&mut s, "SELECT a.id, name FROM a, b WHERE a.b_id = b.id ORDER BY 1").await,
+            want
+        );
+        // LEFT JOIN keeps every a, NULLs where no b matches.
+        let want: Vec<Vec<Option<String>>> = ta
+            .iter()
+            .map(|a| vec![txt(a.0), b_of(a.1).map(|b| b.1.clone()), b_of(a.1).and_then(|b| opt(b.2))])
+            .collect();
+        assert_eq!(
+            rows(&mut s, "SELECT a.id, b.name, b.w FROM a LEFT JOIN b ON b.id = a.b_id ORDER BY a.id").await,
+            want
+        );
+        // LEFT JOIN ... WHERE b.id IS NULL: the a rows with no b.
+        let want: Vec<String> = ta
+            .iter()
+            .filter(|a| b_of(a.1).is_none())
+            .map(|a| a.0.to_string())
+            .collect();
+        assert_eq!(
+            column(&mut s, "SELECT a.id FROM a LEFT JOIN b ON a.b_id = b.id WHERE b.id IS NULL ORDER BY a.id").await,
+            want
+        );
+        // A hash join (c's key is (b_id, seq); only b_id is equated),
+        // with a condition of c's own pushed down.
+        let mut want: Vec<Vec<Option<String>>> = Vec::new();
+        for a in &ta {
+            for c in tc.iter().filter(|c| Some(c.0) == a.1 && c.2 >= 30) {
+                want.push(vec![txt(a.0), txt(c.1), txt(c.2)]);
+            }
+        }
+        assert_eq!(
+            rows(&mut s, "SELECT a.id, c.seq, c.x FROM a INNER JOIN c ON c.b_id = a.b_id AND c.x >= 30 ORDER BY a.id, c.seq").await,
+            want
+        );
+        // USING, counted.
+        let n = ta
+            .iter()
+            .map(|a| tc.iter().filter(|c| Some(c.0) == a.1).count())
+            .sum::<usize>();
+        assert_eq!(
+            column(&mut s, "SELECT COUNT(*) FROM a JOIN c USING (b_id)").await,
+            vec![n.to_string()]
+        );
+        // Nested loops (no equality): a comparison across tables.
+        let n = ta
+            .iter()
+            .map(|a| tb.iter().filter(|b| b.2.is_some_and(|w| a.2 < w)).count())
+            .sum::<usize>();
+        assert_eq!(
+            column(&mut s, "SELECT COUNT(*) FROM a CROSS JOIN b WHERE a.v < b.w").await,
+            vec![n.to_string()]
+        );
+        // Grouped over a join.
+        let mut groups: std::collections::BTreeMap<String, (u64, i64)> = Default::default();
+        for a in &ta {
+            if let Some(b) = b_of(a.1) {
+                let g = groups.entry(b.1.clone()).or_default();
+                g.0 += 1;
+                g.1 += a.2;
+            }
+        }
+        let want: Vec<Vec<Option<String>>> = groups
+            .iter()
+            .map(|(name, (n, sum))| vec![Some(name.clone()), Some(n.to_string()), Some(sum.to_string())])
+            .collect();
+        assert_eq!(
+            rows(&mut s, "SELECT b.name, COUNT(*), SUM(a.v) FROM a JOIN b ON a.b_id = b.id GROUP BY b.name ORDER BY b.name").await,
+            want
+        );
+        // Three tables, the last LEFT with a constant in its ON, limited.
+        let mut want: Vec<Vec<Option<String>>> = Vec::new();
+        for a in &ta {
+            if let Some(b) = b_of(a.1) {
+                let c = tc.iter().find(|c| c.0 == b.0 && c.1 == 1);
+                want.push(vec![txt(a.0), Some(b.1.clone()), c.map(|c| c.2.to_string())]);
+            }
+        }
+        want.truncate(10);
+        assert_eq!(
+            rows(&mut s, "SELECT a.id, b.name, c.x FROM a JOIN b ON b.id = a.b_id LEFT JOIN c ON c.b_id = b.id AND c.seq = 1 ORDER BY a.id LIMIT 10").await,
+            want
+        );
+        // A self-join through aliases; SELECT * gives every table's
+        // columns in order, named as their tables name them.
+        let want: Vec<Vec<Option<String>>> = ta
+            .iter()
+            .filter_map(|x| ta.iter().find(|y| y.0 == x.2).map(|y| vec![txt(x.0), txt(y.0), txt(y.2)]))
+            .collect();
+        assert_eq!(
+            rows(&mut s, "SELECT x.id, y.id, y.v FROM a AS x JOIN a AS y ON y.id = x.v ORDER BY x.id").await,
+            want
+        );
+        if let Outcome::Rows { columns, rows } =
+            ok(&mut s, "SELECT * FROM a JOIN b ON b.id = a.b_id ORDER BY a.id LIMIT 1").await
+        {
+            let names: Vec<&str> = columns.iter().map(|c| c.name.as_str()).collect();
+            assert_eq!(names, ["id", "b_id", "v", "id", "name", "w"]);
+            assert_eq!(columns[0].table, "a");
+            assert_eq!(columns[3].table, "b");
+            assert_eq!(rows.len(), 1);
+        }
+        if let Outcome::Rows { columns, .. } = ok(&mut s, "SELECT b.*, a.v + 1 AS v1 FROM a JOIN b ON b.id = a.b_id LIMIT 1").await {
+            let names: Vec<&str> = columns.iter().map(|c| c.name.as_str()).collect();
+            assert_eq!(names, ["id", "name", "w", "v1"]);
+        }
+        // INSERT ... SELECT from a join.
+        ok(&mut s, "CREATE TABLE ab (id INT PRIMARY KEY, name VARCHAR(10))").await;
+        let n = ta.iter().filter(|a| b_of(a.1).is_some()).count() as u64;
+        assert_eq!(
+            affected(&mut s, "INSERT INTO ab SELECT a.id, b.name FROM a JOIN b ON b.id = a.b_id").await,
+            n
+        );
+        // Errors.
+        err_code(&mut s, "SELECT id FROM a JOIN b ON a.b_id = b.id", 1052).await;
+        err_code(&mut s, "SELECT a.id FROM a JOIN a ON a.id = a.v", 1066).await;
+        err_code(&mut s, "SELECT a.id FROM a RIGHT JOIN b ON a.b_id = b.id", 1235).await;
+        err_code(&mut s, "SELECT a.id FROM a JOIN nope ON a.b_id = nope.id", 1146).await;
+        err_code(&mut s, "SELECT a.nope FROM a JOIN b ON a.b_id = b.id", 1054).await;
+        err_code(&mut s, "SELECT a.id FROM a JOIN b USING (nope)", 1054).await;
     });
 }

@@ -425,6 +425,7 @@ fn grouped_results_agree_with_a_model() {
             group_bytes_max: 1 << 20,
             key_lookups_max: 4,
             batch_ops_max: 3,
+            join_tables_max: 61,
         };
         let mut s = SessionFactory::new(native)
             .with_limits(limits)

@@ -32,7 +32,7 @@ use crate::exec::expr::Compiler;
 use crate::exec::split::{parse, split, Parsed};
 use crate::exec::template::Templates;
 use crate::exec::users::{self, ClusterUsers, Privileges};
-use crate::exec::{ddl, dml, select, show, Env, Limits};
+use crate::exec::{ddl, dml, insert, select, show, Env, Limits};
 use crate::handler::{Execution, Handler, HandlerFactory, SessionStatus};
 use crate::outcome::{Column, Outcome, SqlError};
 use shoal_client::{Cluster, ExecType, Transaction, TransactionState, Value};
@@ -408,7 +408,7 @@ impl Session {
             match work {
                 Work::Select(q, text) => select::select(&env, cluster, &mut txn, q, text).await,
                 Work::Insert(i) => {
-                    dml::insert(&env, cluster, &mut txn, i)
+                    insert::insert(&env, cluster, &mut txn, i)
                         .await
                         .map(|(outcome, first)| {
                             generated = first;

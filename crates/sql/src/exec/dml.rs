@@ -1,4 +1,6 @@
-//! INSERT, REPLACE, UPDATE, DELETE and TRUNCATE on one table.
+//! UPDATE, DELETE and TRUNCATE on one table, and what every write
+//! shares (running a batch and naming a duplicate, column lists,
+//! defaults); INSERT and REPLACE are in [`super::insert`].
 //!
 //! Writes are queued in the statement's transaction and executed with
 //! `NoCommit` a batch at a time; the session commits. Values are
@@ -6,15 +8,6 @@
 //! ([`coerce`]) before anything is sent, so a bad value fails the
 //! statement without touching the transaction.
 //!
-//! - INSERT queues an insert per row (IGNORE: a duplicate is skipped, not
-//!   an error); a duplicate key fails with 1062 naming the entry and the
-//!   key (`PRIMARY` or the unique index). An AUTO_INCREMENT column left
-//!   out, DEFAULT, NULL or 0 gets its value once every row is converted
-//!   ([`super::auto_increment`]).
-//! - REPLACE reads each row's key (exclusive lock) and then writes it
-//!   (insert or overwrite): affected rows count 1 per new row and 2 per
-//!   replaced one, as MySQL does. A clash on a unique index is a 1062
-//!   (MySQL would delete the clashing row; not yet).
 //! - UPDATE / DELETE with a WHERE that is exactly primary-key equalities
 //!   and constant values write blind (a missing key: 0 rows); otherwise
 //!   they find their rows with the plan's reads under exclusive locks
@@ -25,12 +18,12 @@
 //!   DDL: never part of the session's transaction), then restarts the
 //!   AUTO_INCREMENT counter.
 
-use super::auto_increment::{self, AutoColumn};
+use super::auto_increment;
 use super::error::{duplicate, from_shoal, unique_index_in};
 use super::expr::{Compiler, Scalar};
 use super::plan::{plan, Access};
 use super::select::{fetch, sort_rows, target, Target};
-use super::{too_many_rows, Env};
+use super::Env;
 use crate::catalog;
 use crate::outcome::{Outcome, SqlError};
 use crate::sqltypes::{coerce, text};
@@ -39,11 +32,11 @@ use shoal_client::{
 };
 use shoal_types::TableDef;
 use sqlparser::ast::{
-    AssignmentTarget, Delete, Expr, FromTable, Insert, ObjectName, OrderByExpr, OrderBySort,
-    SetExpr, TableObject, Truncate, Update,
+    AssignmentTarget, Delete, Expr, FromTable, ObjectName, OrderByExpr, OrderBySort, Truncate,
+    Update,
 };
 
-fn affected(n: u64, info: String) -> Outcome {
+pub(super) fn affected(n: u64, info: String) -> Outcome {
     Outcome::Ok {
         affected_rows: n,
         last_insert_id: 0,
@@ -70,7 +63,7 @@ fn entry(columns: &[u16], row: &[Value]) -> String {
 
 /// 1062 for operation `row`'s duplicate (`e` names a unique index, or the
 /// clash was on the primary key).
-fn duplicate_of(def: &TableDef, e: &ShoalError, row: &[Value]) -> SqlError {
+pub(super) fn duplicate_of(def: &TableDef, e: &ShoalError, row: &[Value]) -> SqlError {
     match unique_index_in(e).and_then(|name| def.unique_index(&name).cloned()) {
         Some(u) => duplicate(&entry(&u.columns, row), &u.name),
         None => duplicate(&entry(&def.primary_key, row), "PRIMARY"),
@@ -79,7 +72,7 @@ fn duplicate_of(def: &TableDef, e: &ShoalError, row: &[Value]) -> SqlError {
 
 /// Runs the queued operations; a failure is turned into MySQL's error,
 /// naming the duplicate for a 630 (`rows[i]` is operation `ops[i]`'s row).
-async fn execute(
+pub(super) async fn execute(
     txn: &mut Transaction,
     exec: ExecType,
     def: &TableDef,
@@ -102,7 +95,7 @@ async fn execute(
     }
 }
 
-fn column_id(def: &TableDef, name: &str, clause: &str) -> Result<u16, SqlError> {
+pub(super) fn column_id(def: &TableDef, name: &str, clause: &str) -> Result<u16, SqlError> {
     def.columns
         .iter()
         .position(|c| c.name == name)
@@ -116,7 +109,7 @@ fn column_id(def: &TableDef, name: &str, clause: &str) -> Result<u16, SqlError> 
 }
 
 /// The column an assignment or column list names (`col` or `t.col`).
-fn named_column(target: &Target, name: &ObjectName) -> Result<u16, SqlError> {
+pub(super) fn named_column(target: &Target, name: &ObjectName) -> Result<u16, SqlError> {
     let parts: Vec<&str> = name
         .0
         .iter()
@@ -131,7 +124,7 @@ fn named_column(target: &Target, name: &ObjectName) -> Result<u16, SqlError> {
 }
 
 /// A record of `columns` (ids) of `table`.
-fn record_of(table: &Table, columns: &[u16]) -> Result<Record, SqlError> {
+pub(super) fn record_of(table: &Table, columns: &[u16]) -> Result<Record, SqlError> {
     let names: Vec<&str> = columns
         .iter()
         .map(|&c| table.def().columns[usize::from(c)].name.as_str())
@@ -139,12 +132,12 @@ fn record_of(table: &Table, columns: &[u16]) -> Result<Record, SqlError> {
     table.record(&names).map_err(|e| from_shoal(&e))
 }
 
-fn is_default(e: &Expr) -> bool {
+pub(super) fn is_default(e: &Expr) -> bool {
     matches!(e, Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("DEFAULT"))
 }
 
 /// The value an insert gives a column it leaves out (or sets DEFAULT).
-fn default_of(def: &TableDef, c: u16) -> Result<Value, SqlError> {
+pub(super) fn default_of(def: &TableDef, c: u16) -> Result<Value, SqlError> {
     let col = &def.columns[usize::from(c)];
     match (&col.default, col.nullable) {
         (Some(v), _) => Ok(v.clone()),
@@ -155,295 +148,6 @@ fn default_of(def: &TableDef, c: u16) -> Result<Value, SqlError> {
             format!("Field '{}' doesn't have a default value", col.name),
         )),
     }
-}
-
-/// INSERT [IGNORE] and REPLACE. Returns the outcome, and the first
-/// AUTO_INCREMENT value it generated for a row that went in, if any (the
-/// session's `LAST_INSERT_ID()` from then on).
-pub async fn insert(
-    env: &Env<'_>,
-    cluster: &Cluster,
-    txn: &mut Transaction,
-    ins: &Insert,
-) -> Result<(Outcome, Option<u64>), SqlError> {
-    if ins.on.is_some() {
-        return Err(SqlError::not_supported(
-            "INSERT ... ON DUPLICATE KEY UPDATE (it comes later)",
-        ));
-    }
-    if ins.returning.is_some() || ins.partitioned.is_some() || ins.overwrite || ins.or.is_some() {
-        return Err(SqlError::not_supported(format!("{ins}")));
-    }
-    let TableObject::TableName(name) = &ins.table else {
-        return Err(SqlError::not_supported("INSERT INTO a table function"));
-    };
-    let resolved = catalog::resolve(name, env.database)?;
-    let table = catalog::table(cluster, &resolved).await?;
-    let target = Target {
-        names: vec![resolved.table.clone(), resolved.shown()],
-        name: resolved,
-        table,
-    };
-    let def = target.table.def().clone();
-    // The columns given, and each row's expressions for them.
-    let (columns, rows): (Vec<u16>, Vec<Vec<&Expr>>) = if !ins.assignments.is_empty() {
-        let mut cols = Vec::new();
-        let mut exprs = Vec::new();
-        for a in &ins.assignments {
-            let AssignmentTarget::ColumnName(n) = &a.target else {
-                return Err(SqlError::not_supported("tuple assignments"));
-            };
-            cols.push(named_column(&target, n)?);
-            exprs.push(&a.value);
-        }
-        (cols, vec![exprs])
-    } else {
-        let cols = if ins.columns.is_empty() {
-            (0..def.columns.len() as u16).collect()
-        } else {
-            ins.columns
-                .iter()
-                .map(|n| named_column(&target, n))
-                .collect::<Result<Vec<_>, _>>()?
-        };
-        let Some(source) = &ins.source else {
-            return Err(SqlError::syntax("INSERT needs VALUES"));
-        };
-        let SetExpr::Values(values) = source.body.as_ref() else {
-            return Err(SqlError::not_supported(
-                "INSERT ... SELECT (it comes later)",
-            ));
-        };
-        if source.order_by.is_some() || source.limit_clause.is_some() {
-            return Err(SqlError::syntax("VALUES takes no ORDER BY or LIMIT"));
-        }
-        let rows = values
-            .rows
-            .iter()
-            .map(|r| r.content.iter().collect())
-            .collect();
-        (cols, rows)
-    };
-    for (i, c) in columns.iter().enumerate() {
-        if columns[..i].contains(c) {
-            return Err(SqlError::new(
-                1110,
-                "42000",
-                format!(
-                    "Column '{}' specified twice",
-                    def.columns[usize::from(*c)].name
-                ),
-            ));
-        }
-    }
-    // Every row converted before anything is sent.
-    let c = Compiler {
-        env,
-        scope: None,
-        clause: "field list",
-    };
-    let auto = AutoColumn::of(env, &target.table);
-    let auto_col = auto.map(|a| a.column);
-    // Per row: its AUTO_INCREMENT value is to be generated.
-    let mut generate: Vec<bool> = Vec::new();
-    let mut full_rows: Vec<Vec<Value>> = Vec::with_capacity(rows.len());
-    for (n, row) in rows.iter().enumerate() {
-        let row_no = n + 1;
-        if row.len() != columns.len() {
-            return Err(SqlError::new(
-                1136,
-                "21S01",
-                format!("Column count doesn't match value count at row {row_no}"),
-            ));
-        }
-        let mut values: Vec<Option<Value>> = vec![None; def.columns.len()];
-        for (&col, e) in columns.iter().zip(row) {
-            let is_auto = auto_col == Some(col);
-            if is_auto && is_default(e) {
-                continue;
-            }
-            let v = if is_default(e) {
-                default_of(&def, col)?
-            } else {
-                c.compile(e)?.eval(&[])?
-            };
-            if is_auto && v.is_null() {
-                continue;
-            }
-            let v = coerce(&v, &def.columns[usize::from(col)], row_no)?;
-            if is_auto && auto.is_some_and(|a| a.generates(&v)) {
-                continue;
-            }
-            values[usize::from(col)] = Some(v);
-        }
-        if let Some(a) = auto_col {
-            generate.push(values[usize::from(a)].is_none());
-        }
-        let full: Vec<Value> = values
-            .into_iter()
-            .enumerate()
-            .map(|(i, v)| match v {
-                Some(v) => Ok(v),
-                // Filled in once every row is converted.
-                None if auto_col == Some(i as u16) => Ok(Value::Null),
-                None => {
-                    default_of(&def, i as u16).and_then(|d| coerce(&d, &def.columns[i], row_no))
-                }
-            })
-            .collect::<Result<_, _>>()?;
-        if full_rows.len() >= env.limits.rows_max {
-            return Err(too_many_rows(env.limits.rows_max, "an INSERT"));
-        }
-        full_rows.push(full);
-    }
-    if let Some(a) = auto {
-        auto_increment::assign(cluster, &target.table, a, &mut full_rows, &generate).await?;
-    }
-    // Per row: it went in (what LAST_INSERT_ID() and the OK packet count).
-    let mut went_in: Vec<bool> = Vec::with_capacity(full_rows.len());
-    let mut unique_guard = if ins.ignore || ins.replace_into {
-        super::unique_ignore::UniqueGuard::new(cluster, &target.table).await?
-    } else {
-        None
-    };
-    let record = target.table.full_record();
-    let batch = env.limits.batch_ops_max.max(1);
-    let mut inserted = 0u64;
-    let mut replaced = 0u64;
-    let mut skipped = 0u64;
-    let chunks = full_rows.len().div_ceil(batch);
-    for (n, chunk) in full_rows.chunks(batch).enumerate() {
-        let exec = env.exec_type(n + 1 == chunks);
-        let refs: Vec<&[Value]> = chunk.iter().map(Vec::as_slice).collect();
-        if let (true, Some(guard)) = (ins.replace_into, unique_guard.as_ref()) {
-            // A table with unique indexes: row by row, as MySQL's REPLACE
-            // goes, each first deleting the other rows that hold its
-            // primary key or one of its unique values.
-            for (k, row) in chunk.iter().enumerate() {
-                let read = read_own_row(txn, &record, &def, row)?;
-                let holders = guard.holders(txn, &record, row, &def.primary_key).await?;
-                if txn.row(read).is_some() {
-                    replaced += 1;
-                }
-                for holder in &holders {
-                    txn.delete(&target.table, holder)
-                        .map_err(|e| from_shoal(&e))?;
-                }
-                replaced += holders.len() as u64;
-                let op = txn.write(&record, row).map_err(|e| from_shoal(&e))?;
-                let exec = if k + 1 == chunk.len() {
-                    exec
-                } else {
-                    ExecType::NoCommit
-                };
-                execute(txn, exec, &def, &[op], &[row.as_slice()]).await?;
-                inserted += 1;
-                went_in.push(true);
-            }
-        } else if ins.replace_into {
-            // Which keys exist (locked until the end of the transaction).
-            let mut reads = Vec::with_capacity(chunk.len());
-            for row in chunk {
-                reads.push(read_own_row(txn, &record, &def, row)?);
-            }
-            execute(txn, ExecType::NoCommit, &def, &[], &[]).await?;
-            replaced += reads.iter().filter(|&&op| txn.row(op).is_some()).count() as u64;
-            let mut ops = Vec::with_capacity(chunk.len());
-            for row in chunk {
-                ops.push(txn.write(&record, row).map_err(|e| from_shoal(&e))?);
-            }
-            execute(txn, exec, &def, &ops, &refs).await?;
-            inserted += chunk.len() as u64;
-            went_in.extend(chunk.iter().map(|_| true));
-        } else {
-            // IGNORE skips a row whose unique-index values another row
-            // holds (a clash there would fail the whole transaction).
-            let clashes = match unique_guard.as_mut() {
-                Some(guard) => guard.clashes(txn, &record, chunk).await?,
-                None => vec![false; chunk.len()],
-            };
-            let mut ops = Vec::with_capacity(chunk.len());
-            let mut kept_refs = Vec::with_capacity(chunk.len());
-            for (row, &clash) in chunk.iter().zip(&clashes) {
-                if clash {
-                    ops.push(None);
-                    continue;
-                }
-                let op = txn.insert(&record, row).map_err(|e| from_shoal(&e))?;
-                if ins.ignore {
-                    txn.ignore_error(op);
-                }
-                ops.push(Some(op));
-                kept_refs.push(row.as_slice());
-            }
-            let sent: Vec<_> = ops.iter().flatten().copied().collect();
-            execute(txn, exec, &def, &sent, &kept_refs).await?;
-            for op in ops {
-                let ok = match op.and_then(|op| txn.op_error(op)) {
-                    _ if op.is_none() => false,
-                    Some(e) if e.code == ErrorCode::TupleAlreadyExists => false,
-                    Some(e) => return Err(from_shoal(e)),
-                    None => true,
-                };
-                if ok {
-                    inserted += 1;
-                } else {
-                    skipped += 1;
-                }
-                went_in.push(ok);
-            }
-        }
-    }
-    let rows_total = full_rows.len() as u64;
-    let info = if rows_total > 1 || ins.replace_into {
-        format!(
-            "Records: {rows_total}  Duplicates: {}  Warnings: {skipped}",
-            replaced + skipped
-        )
-    } else {
-        String::new()
-    };
-    let reported = match auto_col {
-        Some(c) => auto_increment::reported(&full_rows, c, &generate, &went_in),
-        None => auto_increment::Reported::default(),
-    };
-    let mut outcome = affected(inserted + replaced, info);
-    if let Outcome::Ok {
-        warnings,
-        last_insert_id,
-        ..
-    } = &mut outcome
-    {
-        *warnings = skipped.min(u64::from(u16::MAX)) as u16;
-        // MySQL's OK packet: the first generated value, else the last
-        // row's explicit one, of the rows that went in.
-        *last_insert_id = reported
-            .first_generated
-            .or(reported.last_value)
-            .unwrap_or(0);
-    }
-    Ok((outcome, reported.first_generated))
-}
-
-/// Queues a REPLACE's read of the row that holds `row`'s primary key
-/// (locked until the transaction ends; absent is no error): whether it
-/// exists counts it as replaced.
-fn read_own_row(
-    txn: &mut Transaction,
-    record: &Record,
-    def: &TableDef,
-    row: &[Value],
-) -> Result<OpId, SqlError> {
-    let key: Vec<Value> = def
-        .primary_key
-        .iter()
-        .map(|&c| row[usize::from(c)].clone())
-        .collect();
-    let op = txn
-        .read(record, &key, LockMode::Exclusive)
-        .map_err(|e| from_shoal(&e))?;
-    txn.ignore_error(op);
-    Ok(op)
 }
 
 /// ORDER BY and LIMIT of an UPDATE or DELETE.

@@ -433,6 +433,31 @@ pub async fn run(
             .await?;
         }
     }
+    finish(env, g, table, target, shape)
+}
+
+/// Runs a grouping SELECT over rows already read (a join's wide rows).
+pub fn run_over(
+    env: &Env<'_>,
+    g: &Grouping,
+    rows: Vec<Vec<Value>>,
+    shape: Shape<'_>,
+) -> Result<Outcome, SqlError> {
+    let mut table = GroupTable::new(g, env);
+    for row in rows {
+        table.add(row)?;
+    }
+    finish(env, g, table, None, shape)
+}
+
+/// HAVING, DISTINCT, ORDER BY and LIMIT over the groups, and the result.
+fn finish(
+    env: &Env<'_>,
+    g: &Grouping,
+    table: GroupTable<'_>,
+    target: Option<&Target>,
+    shape: Shape<'_>,
+) -> Result<Outcome, SqlError> {
     let Finished {
         rows,
         exacts,

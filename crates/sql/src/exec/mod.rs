@@ -1,7 +1,7 @@
 //! Statement execution: each statement is split off the query string and
 //! parsed ([`split`]), its expressions compiled ([`expr`]), its access to
 //! a table planned ([`plan`]) and run through the native client only:
-//! [`select`] reads, [`dml`] writes, [`ddl`] changes the schema through
+//! [`select`] reads, [`insert`] and [`dml`] write, [`ddl`] changes the schema through
 //! mgmd, [`show`] answers the questions tools ask.
 //!
 //! Invariants: executors never commit or roll back the transaction they
@@ -23,7 +23,10 @@ pub mod fetch;
 pub mod group;
 pub mod group_key;
 pub mod index_ddl;
+pub mod insert;
 pub mod item_name;
+pub mod join;
+pub mod join_select;
 pub mod plan;
 pub mod projection;
 pub mod result_type;
@@ -32,6 +35,7 @@ pub mod show;
 pub mod split;
 pub mod template;
 pub mod unique_ignore;
+pub mod upsert;
 pub mod users;
 
 use crate::outcome::SqlError;
@@ -57,6 +61,8 @@ pub struct Limits {
     pub key_lookups_max: usize,
     /// Operations sent per round trip (inserts, key reads, updates).
     pub batch_ops_max: usize,
+    /// Tables one SELECT may join (MySQL's limit).
+    pub join_tables_max: usize,
 }
 
 impl Default for Limits {
@@ -67,6 +73,7 @@ impl Default for Limits {
             group_bytes_max: 64 << 20,
             key_lookups_max: 1024,
             batch_ops_max: 256,
+            join_tables_max: 61,
         }
     }
 }
@@ -93,6 +100,7 @@ pub fn result_too_large(limit: usize) -> SqlError {
 
 /// What expressions may ask of the session: its database, user and
 /// variables, folded into constants when a statement compiles.
+#[derive(Clone)]
 pub struct Env<'a> {
     pub database: Option<&'a str>,
     pub user: &'a str,

@@ -1,5 +1,6 @@
 //! `SELECT`: of expressions without a table, or of one table's rows
-//! (joins and subqueries come later and answer 1235). Its clauses compile
+//! (joins are in [`super::join_select`]; subqueries come later and
+//! answer 1235). Its clauses compile
 //! here; a SELECT that groups (GROUP BY, HAVING, DISTINCT, aggregates)
 //! runs in [`super::group`], the others read their rows through
 //! [`super::fetch`] (re-exported: UPDATE and DELETE share it) and sort
@@ -14,7 +15,7 @@ use super::item_name::item_name;
 use super::plan::plan;
 use super::{result_too_large, Env};
 use crate::catalog::{self, TableName};
-use crate::outcome::{Column, Outcome, SqlError};
+use crate::outcome::{Column, ColumnKind, Outcome, SqlError};
 use crate::sqltypes::{expression_column, result_column, text as to_text};
 use shoal_client::{Cluster, LockMode, Table, Transaction, Value};
 use shoal_types::{ColumnDef, ColumnType, TableDef};
@@ -149,7 +150,7 @@ pub struct Output {
     pub scalar: Scalar,
 }
 
-fn outputs(
+pub(super) fn outputs(
     env: &Env<'_>,
     text: &str,
     projection: &[SelectItem],
@@ -196,7 +197,7 @@ fn outputs(
 }
 
 /// ORDER BY items compiled: positions and aliases name select items.
-fn order_keys(
+pub(super) fn order_keys(
     env: &Env<'_>,
     query: &Query,
     outputs: &[Output],
@@ -296,7 +297,7 @@ pub fn sort_rows(rows: &mut Vec<Vec<Value>>, keys: &[(Scalar, bool)]) -> Result<
 }
 
 /// The lock a SELECT asks for.
-fn lock_of(query: &Query) -> Result<LockMode, SqlError> {
+pub(super) fn lock_of(query: &Query) -> Result<LockMode, SqlError> {
     match query.locks.as_slice() {
         [] => Ok(LockMode::CommittedRead),
         [l] => {
@@ -313,7 +314,7 @@ fn lock_of(query: &Query) -> Result<LockMode, SqlError> {
 }
 
 /// The SELECT of a query, if this slice runs it (1235 otherwise).
-fn plain_select(query: &Query) -> Result<&Select, SqlError> {
+pub(super) fn plain_select(query: &Query) -> Result<&Select, SqlError> {
     if query.with.is_some() {
         return Err(SqlError::not_supported("WITH"));
     }
@@ -432,6 +433,9 @@ pub async fn describe(
     text: &str,
 ) -> Result<Vec<Column>, SqlError> {
     let select = plain_select(query)?;
+    if super::join::is_join(&select.from) {
+        return super::join_select::describe(env, cluster, query, select, text).await;
+    }
     lock_of(query)?;
     let target = from_target(env, cluster, select).await?;
     let Compiled {
@@ -461,6 +465,22 @@ pub async fn describe(
         .collect())
 }
 
+/// What a SELECT produced: a grouping SELECT's finished result, or the
+/// values of a plain one's select list per row.
+enum Selected {
+    /// A grouping SELECT's or a join's finished result.
+    Grouped(Outcome),
+    Plain {
+        outputs: Vec<Output>,
+        target: Option<Target>,
+        /// The select list's values, per row returned.
+        rows: Vec<Vec<Value>>,
+        /// Without a table: the one row's values even when WHERE or LIMIT
+        /// dropped it (what its columns are described by).
+        constants: Option<Vec<Value>>,
+    },
+}
+
 /// Runs a SELECT in `txn`.
 pub async fn select(
     env: &Env<'_>,
@@ -469,7 +489,127 @@ pub async fn select(
     query: &Query,
     text: &str,
 ) -> Result<Outcome, SqlError> {
+    let (outputs, target, rows, constants) = match run(env, cluster, txn, query, text).await? {
+        Selected::Grouped(outcome) => return Ok(outcome),
+        Selected::Plain {
+            outputs,
+            target,
+            rows,
+            constants,
+        } => (outputs, target, rows, constants),
+    };
+    let mut out_rows = Vec::with_capacity(rows.len());
+    let mut bytes = 0usize;
+    for values in &rows {
+        let texts: Vec<Option<Vec<u8>>> = values.iter().map(to_text).collect();
+        bytes += texts
+            .iter()
+            .map(|t| t.as_ref().map_or(1, |b| b.len() + 1))
+            .sum::<usize>();
+        if bytes > env.limits.result_bytes_max {
+            return Err(result_too_large(env.limits.result_bytes_max));
+        }
+        out_rows.push(texts);
+    }
+    let Some(target) = target else {
+        let sample = constants.unwrap_or_default();
+        let columns = outputs
+            .iter()
+            .enumerate()
+            .map(|(i, o)| expression_column(&o.name, sample.get(i)))
+            .collect();
+        return Ok(Outcome::Rows {
+            columns,
+            rows: out_rows,
+        });
+    };
+    let def = target.table.def();
+    let first = rows.first();
+    let columns: Vec<Column> = outputs
+        .iter()
+        .enumerate()
+        .map(|(i, o)| match &o.scalar {
+            Scalar::Column(c) => {
+                let mut col = result_column(
+                    &def.columns[usize::from(*c)],
+                    target.names.first().map_or("", String::as_str),
+                    &target.name.database,
+                    def.primary_key.contains(c),
+                );
+                col.name = o.name.clone();
+                col
+            }
+            s => {
+                let mut col = expression_column(&o.name, first.map(|f| &f[i]));
+                if first.is_none() && column_type(s, Some(def)).is_some() {
+                    col.nullable = true;
+                }
+                col
+            }
+        })
+        .collect();
+    Ok(Outcome::Rows {
+        columns,
+        rows: out_rows,
+    })
+}
+
+/// Runs a SELECT in `txn` for its values (INSERT ... SELECT): per row,
+/// the select list's values. A grouping SELECT's results come as their
+/// text (exact decimals are text), which the caller converts for its
+/// columns as MySQL converts strings.
+pub async fn select_values(
+    env: &Env<'_>,
+    cluster: &Cluster,
+    txn: &mut Transaction,
+    query: &Query,
+    text: &str,
+) -> Result<Vec<Vec<Value>>, SqlError> {
+    // The writes that follow end the transaction, never the reads.
+    let env = Env {
+        own_transaction: false,
+        ..env.clone()
+    };
+    match run(&env, cluster, txn, query, text).await? {
+        Selected::Plain { rows, .. } => Ok(rows),
+        Selected::Grouped(Outcome::Rows { columns, rows }) => Ok(rows
+            .into_iter()
+            .map(|row| {
+                row.into_iter()
+                    .zip(&columns)
+                    .map(|(t, c)| match t {
+                        None => Value::Null,
+                        // A byte string stays bytes; numbers and text are
+                        // converted from their text.
+                        Some(b) if c.binary && is_string(c.kind) => Value::Bytes(b),
+                        Some(b) => match String::from_utf8(b) {
+                            Ok(s) => Value::Str(s),
+                            Err(e) => Value::Bytes(e.into_bytes()),
+                        },
+                    })
+                    .collect()
+            })
+            .collect()),
+        Selected::Grouped(_) => Ok(Vec::new()),
+    }
+}
+
+fn is_string(kind: ColumnKind) -> bool {
+    matches!(kind, ColumnKind::VarString | ColumnKind::String)
+}
+
+async fn run(
+    env: &Env<'_>,
+    cluster: &Cluster,
+    txn: &mut Transaction,
+    query: &Query,
+    text: &str,
+) -> Result<Selected, SqlError> {
     let select = plain_select(query)?;
+    if super::join::is_join(&select.from) {
+        let outcome = super::join_select::select(env, cluster, txn, query, select, text).await?;
+        return Ok(Selected::Grouped(outcome));
+    }
     let lock = lock_of(query)?;
     let (offset, limit) = limit_of(env, query.limit_clause.as_ref())?;
     let target = from_target(env, cluster, select).await?;
@@ -487,7 +627,7 @@ pub async fn select(
             offset,
             limit,
         };
-        return group::run(
+        let outcome = group::run(
             env,
             cluster,
             txn,
@@ -497,7 +637,8 @@ pub async fn select(
             lock,
             shape,
         )
-        .await;
+        .await?;
+        return Ok(Selected::Grouped(outcome));
     }
     let Some(target) = target else {
         // No table: one row of constants (unless a WHERE or LIMIT says no).
@@ -509,17 +650,13 @@ pub async fn select(
         if let Some(w) = &where_ {
             keep &= super::expr::truth(&w.eval(&[])?) == Some(true);
         }
-        let columns = outputs
-            .iter()
-            .zip(&row)
-            .map(|(o, v)| expression_column(&o.name, Some(v)))
-            .collect();
-        let rows = if keep {
-            vec![row.iter().map(to_text).collect()]
-        } else {
-            Vec::new()
-        };
-        return Ok(Outcome::Rows { columns, rows });
+        let rows = if keep { vec![row.clone()] } else { Vec::new() };
+        return Ok(Selected::Plain {
+            outputs,
+            target: None,
+            rows,
+            constants: Some(row),
+        });
     };
     let def = target.table.def();
     // The ORDER BY as plain columns, for an index that serves it.
@@ -563,57 +700,21 @@ pub async fn select(
     if !sorted_by_access {
         sort_rows(&mut rows, &keys)?;
     }
-    let rows: Vec<Vec<Value>> = rows
+    let rows = rows
         .into_iter()
         .skip(offset as usize)
         .take(limit.map_or(usize::MAX, |l| l as usize))
-        .collect();
-    let mut out_rows = Vec::with_capacity(rows.len());
-    let mut bytes = 0usize;
-    let mut first: Option<Vec<Value>> = None;
-    for row in &rows {
-        let values: Vec<Value> = outputs
-            .iter()
-            .map(|o| o.scalar.eval(row))
-            .collect::<Result<_, _>>()?;
-        let texts: Vec<Option<Vec<u8>>> = values.iter().map(to_text).collect();
-        bytes += texts
-            .iter()
-            .map(|t| t.as_ref().map_or(1, |b| b.len() + 1))
-            .sum::<usize>();
-        if bytes > env.limits.result_bytes_max {
-            return Err(result_too_large(env.limits.result_bytes_max));
-        }
-        out_rows.push(texts);
-        if first.is_none() {
-            first = Some(values);
-        }
-    }
-    let columns: Vec<Column> = outputs
-        .iter()
-        .enumerate()
-        .map(|(i, o)| match &o.scalar {
-            Scalar::Column(c) => {
-                let mut col = result_column(
-                    &def.columns[usize::from(*c)],
-                    target.names.first().map_or("", String::as_str),
-                    &target.name.database,
-                    def.primary_key.contains(c),
-                );
-                col.name = o.name.clone();
-                col
-            }
-            s => {
-                let mut col = expression_column(&o.name, first.as_ref().map(|f| &f[i]));
-                if first.is_none() && column_type(s, Some(def)).is_some() {
-                    col.nullable = true;
-                }
-                col
-            }
+        .map(|row| {
+            outputs
+                .iter()
+                .map(|o| o.scalar.eval(&row))
+                .collect::<Result<Vec<Value>, SqlError>>()
         })
-        .collect();
-    Ok(Outcome::Rows {
-        columns,
-        rows: out_rows,
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Selected::Plain {
+        outputs,
+        target: Some(target),
+        rows,
+        constants: None,
     })
 }

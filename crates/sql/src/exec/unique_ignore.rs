@@ -20,6 +20,7 @@ use crate::outcome::SqlError;
 use shoal_client::{
     Cluster, ErrorCode, ExecType, LockMode, Record, Table, Transaction, UniqueIndex, Value,
 };
+use shoal_types::TableDef;
 use std::collections::HashSet;
 
 /// The unique indexes of one INSERT IGNORE's table, and the values the
@@ -103,16 +104,19 @@ impl UniqueGuard {
         Ok(clash)
     }
 
-    /// The primary keys of the rows other than `row` itself (by primary
-    /// key `pk`) that hold one of `row`'s unique-index values, read with an
-    /// exclusive lock in `txn`: the rows a REPLACE of `row` deletes.
-    /// Executes `txn`'s pending operations (NoCommit) with the reads.
+    /// The rows other than `row` itself (by primary key) that hold one of
+    /// `row`'s unique-index values, whole (values by column id) and read
+    /// with an exclusive lock in `txn`, in the order of the table's unique
+    /// indexes: the rows a REPLACE of `row` deletes, and the row an
+    /// ON DUPLICATE KEY UPDATE updates. `record` is the table's full
+    /// record. Executes `txn`'s pending operations (NoCommit) with the
+    /// reads.
     pub async fn holders(
         &self,
         txn: &mut Transaction,
         record: &Record,
         row: &[Value],
-        pk: &[u16],
+        def: &TableDef,
     ) -> Result<Vec<Vec<Value>>, SqlError> {
         let mut reads = Vec::new();
         for (index, columns) in &self.indexes {
@@ -126,10 +130,11 @@ impl UniqueGuard {
             reads.push(op);
         }
         // One round trip, with whatever the caller queued before (the
-        // REPLACE's read of the row's own key).
+        // statement's read of the row's own key).
         txn.execute(ExecType::NoCommit)
             .await
             .map_err(|e| from_shoal(&e))?;
+        let pk = &def.primary_key;
         let own: Vec<&Value> = pk.iter().filter_map(|&c| row.get(usize::from(c))).collect();
         let mut holders: Vec<Vec<Value>> = Vec::new();
         for op in reads {
@@ -141,12 +146,16 @@ impl UniqueGuard {
                 }
                 continue;
             };
-            let key: Vec<Value> = pk
-                .iter()
-                .map(|&c| found.get_idx(c).unwrap_or(Value::Null))
+            let whole: Vec<Value> = (0..def.columns.len() as u16)
+                .map(|c| found.get_idx(c).unwrap_or(Value::Null))
                 .collect();
-            if key.iter().collect::<Vec<_>>() != own && !holders.contains(&key) {
-                holders.push(key);
+            let key: Vec<&Value> = pk.iter().map(|&c| &whole[usize::from(c)]).collect();
+            let same_key = |h: &Vec<Value>| {
+                pk.iter()
+                    .all(|&c| h[usize::from(c)] == whole[usize::from(c)])
+            };
+            if key != own && !holders.iter().any(same_key) {
+                holders.push(whole);
             }
         }
         Ok(holders)

@@ -1,0 +1,699 @@
+//! SELECT over several tables: `FROM a, b`, `[INNER | CROSS] JOIN`,
+//! `LEFT [OUTER] JOIN`, with `ON` or `USING`, nested loops from left to
+//! right.
+//!
+//! The tables' rows are joined into one wide row (each table's columns
+//! after the ones before it), and every expression of the statement is
+//! compiled over that row: before compiling, each column reference is
+//! rewritten into the wide row's name for it ([`hidden_name`], which no
+//! SQL name can spell), so the single-table compiler serves unchanged;
+//! an unqualified name two tables have is 1052, as in MySQL.
+//!
+//! How each table is read (the first one by its own WHERE conditions,
+//! through the single-table planner):
+//! - by primary key when the conditions give every key column a value
+//!   from the tables before it (`b.id = a.b_id`): the outer rows' keys
+//!   are read in batches, each key once;
+//! - otherwise once, filtered by the conditions on it alone (pushed to
+//!   the data nodes), then matched in memory: through a hash of the
+//!   columns the conditions equate with the earlier tables' values, or
+//!   against every row when there are none.
+//!
+//! The conditions used for access are checked again on the wide row, so
+//! the access is only ever a narrowing. Every intermediate result is
+//! bounded by `Limits.rows_max` (1038 past it).
+
+use super::expr::{truth, Compiler, Scalar, Scope};
+use super::group_key::encode_values;
+use super::plan::{plan, Access, Plan};
+use super::select::{target, Target};
+use super::{too_many_rows, Env};
+use crate::outcome::SqlError;
+use crate::sqltypes::coerce;
+use shoal_client::{Cluster, LockMode, Transaction, Value};
+use shoal_types::TableDef;
+use sqlparser::ast::{
+    visit_expressions_mut, BinaryOperator, Expr, Ident, JoinConstraint, JoinOperator, Spanned,
+    TableWithJoins,
+};
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::ControlFlow;
+
+/// How a table joins the ones before it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// The first table, a comma or `[INNER | CROSS] JOIN`.
+    Inner,
+    /// `LEFT [OUTER] JOIN`: a row of the tables before with no match is
+    /// kept, this table's columns NULL.
+    Left,
+}
+
+/// One table of a join.
+pub struct Joined {
+    pub target: Target,
+    pub kind: Kind,
+    /// Its first column's place in the wide row.
+    pub offset: usize,
+    /// `ON` (rewritten; `USING` made into equalities), if any.
+    on: Option<Expr>,
+}
+
+/// The tables of a FROM with joins, and their wide row.
+pub struct Join {
+    pub tables: Vec<Joined>,
+    /// The wide row's columns ([`hidden_name`]s); no keys.
+    pub def: TableDef,
+}
+
+/// The wide row's name for column `column` of table number `table`.
+fn hidden_name(table: usize, column: &str) -> String {
+    format!("\0{table}\0{column}")
+}
+
+/// `(table number, column name)` of a [`hidden_name`].
+fn parse_hidden(name: &str) -> Option<(usize, &str)> {
+    let rest = name.strip_prefix('\0')?;
+    let (table, column) = rest.split_once('\0')?;
+    Some((table.parse().ok()?, column))
+}
+
+/// The column name a result shows for a [`hidden_name`] (others as they
+/// are).
+pub fn shown_name(name: &str) -> &str {
+    parse_hidden(name).map_or(name, |(_, c)| c)
+}
+
+/// Whether a SELECT's FROM needs this module: several tables or a join.
+pub fn is_join(from: &[TableWithJoins]) -> bool {
+    let real: Vec<&TableWithJoins> = from
+        .iter()
+        .filter(|f| {
+            !(f.joins.is_empty()
+                && matches!(&f.relation, sqlparser::ast::TableFactor::Table { name, alias: None, .. }
+                    if name.to_string().eq_ignore_ascii_case("dual")))
+        })
+        .collect();
+    real.len() > 1 || real.iter().any(|f| !f.joins.is_empty())
+}
+
+impl Join {
+    /// Resolves every table of `from` and checks the join operators.
+    pub async fn resolve(
+        env: &Env<'_>,
+        cluster: &Cluster,
+        from: &[TableWithJoins],
+    ) -> Result<Join, SqlError> {
+        // Each table with how it joins and its constraint, in order.
+        let mut pieces: Vec<(Target, Kind, JoinConstraint)> = Vec::new();
+        for f in from {
+            let single = TableWithJoins {
+                relation: f.relation.clone(),
+                joins: Vec::new(),
+            };
+            pieces.push((
+                target(cluster, env, &single).await?,
+                Kind::Inner,
+                JoinConstraint::None,
+            ));
+            for j in &f.joins {
+                let (kind, constraint) = match &j.join_operator {
+                    JoinOperator::Join(c) | JoinOperator::Inner(c) | JoinOperator::CrossJoin(c) => {
+                        (Kind::Inner, c.clone())
+                    }
+                    JoinOperator::StraightJoin(c) => (Kind::Inner, c.clone()),
+                    JoinOperator::Left(c) | JoinOperator::LeftOuter(c) => (Kind::Left, c.clone()),
+                    JoinOperator::Right(_) | JoinOperator::RightOuter(_) => {
+                        return Err(SqlError::not_supported(
+                            "RIGHT JOIN (write it as a LEFT JOIN with the tables swapped)",
+                        ))
+                    }
+                    other => {
+                        return Err(SqlError::not_supported(format!("join {other:?}")));
+                    }
+                };
+                let single = TableWithJoins {
+                    relation: j.relation.clone(),
+                    joins: Vec::new(),
+                };
+                pieces.push((target(cluster, env, &single).await?, kind, constraint));
+            }
+        }
+        if pieces.len() > env.limits.join_tables_max {
+            return Err(SqlError::new(
+                1116,
+                "HY000",
+                format!(
+                    "Too many tables; the SQL node can only join {} tables",
+                    env.limits.join_tables_max
+                ),
+            ));
+        }
+        // The wide row.
+        let mut def = pieces[0].0.table.def().clone();
+        def.columns.clear();
+        def.primary_key.clear();
+        def.unique_indexes.clear();
+        let mut tables: Vec<Joined> = Vec::with_capacity(pieces.len());
+        for (i, (t, _, _)) in pieces.iter().enumerate() {
+            for other in &pieces[..i] {
+                if other.0.names.iter().any(|a| t.names.first() == Some(a)) {
+                    return Err(SqlError::new(
+                        1066,
+                        "42000",
+                        format!(
+                            "Not unique table/alias: '{}'",
+                            t.names.first().map_or("", String::as_str)
+                        ),
+                    ));
+                }
+            }
+            for c in &t.table.def().columns {
+                let mut wide = c.clone();
+                wide.name = hidden_name(i, &c.name);
+                wide.default = None;
+                wide.auto_increment = false;
+                def.columns.push(wide);
+            }
+        }
+        let mut offset = 0;
+        for (target, kind, constraint) in pieces {
+            let width = target.table.def().columns.len();
+            tables.push(Joined {
+                target,
+                kind,
+                offset,
+                on: None,
+            });
+            offset += width;
+            let me = tables.len() - 1;
+            let on = match constraint {
+                JoinConstraint::None => None,
+                JoinConstraint::On(e) => Some(e),
+                JoinConstraint::Using(names) => Some(using(&tables, me, &names)?),
+                JoinConstraint::Natural => {
+                    return Err(SqlError::not_supported("NATURAL JOIN (use USING)"))
+                }
+            };
+            if let Some(on) = on {
+                // ON sees this table and the ones before it only.
+                let rewritten = rewrite(&tables, &on, "on clause")?;
+                if tables_of(&rewritten).iter().any(|&t| t > me) {
+                    return Err(SqlError::new(
+                        1054,
+                        "42S22",
+                        format!("Unknown column in '{on}' in 'on clause'"),
+                    ));
+                }
+                tables[me].on = Some(rewritten);
+            }
+        }
+        Ok(Join { tables, def })
+    }
+
+    /// The wide row's width.
+    pub fn width(&self) -> usize {
+        self.def.columns.len()
+    }
+
+    /// The scope expressions rewritten by [`Join::rewrite`] compile in.
+    pub fn scope<'a>(&'a self, aggregates: Option<&'a super::aggregate::Aggregates>) -> Scope<'a> {
+        Scope {
+            def: &self.def,
+            names: Vec::new(),
+            aggregates,
+            aliases: &[],
+        }
+    }
+
+    /// `e` with its column references made the wide row's names.
+    pub fn rewrite(&self, e: &Expr, clause: &str) -> Result<Expr, SqlError> {
+        rewrite(&self.tables, e, clause)
+    }
+
+    /// The wide-row columns of `qualifier.*` (`None`: every table's).
+    pub fn wildcard(&self, qualifier: Option<&str>) -> Result<Vec<(u16, String)>, SqlError> {
+        let mut out = Vec::new();
+        let mut found = qualifier.is_none();
+        for t in &self.tables {
+            if let Some(q) = qualifier {
+                if !t.target.names.iter().any(|n| n == q) {
+                    continue;
+                }
+                found = true;
+            }
+            for (n, c) in t.target.table.def().columns.iter().enumerate() {
+                out.push(((t.offset + n) as u16, c.name.clone()));
+            }
+        }
+        if !found {
+            return Err(SqlError::new(
+                1051,
+                "42S02",
+                format!("Unknown table '{}'", qualifier.unwrap_or_default()),
+            ));
+        }
+        Ok(out)
+    }
+
+    /// The table a wide-row column belongs to, and its own column id.
+    pub fn source_of(&self, column: u16) -> Option<(&Joined, u16)> {
+        let c = usize::from(column);
+        self.tables
+            .iter()
+            .rev()
+            .find(|t| t.offset <= c)
+            .map(|t| (t, (c - t.offset) as u16))
+    }
+
+    /// Every wide row the join makes for which `where_` (rewritten, not
+    /// compiled) holds, read in `txn` with `lock`.
+    pub async fn rows(
+        &self,
+        env: &Env<'_>,
+        cluster: &Cluster,
+        txn: &mut Transaction,
+        where_: Option<&Expr>,
+        lock: LockMode,
+    ) -> Result<Vec<Vec<Value>>, SqlError> {
+        let width = self.width();
+        let scope = self.scope(None);
+        let compile = |e: &Expr, clause: &str| {
+            Compiler {
+                env,
+                scope: Some(&scope),
+                clause,
+            }
+            .compile(e)
+        };
+        let where_conjuncts: Vec<&Expr> = where_.map(conjuncts).unwrap_or_default();
+        let where_all = where_.map(|w| compile(w, "where clause")).transpose()?;
+        let mut rows: Vec<Vec<Value>> = vec![Vec::new()];
+        for (i, t) in self.tables.iter().enumerate() {
+            let on_conjuncts: Vec<&Expr> = t.on.as_ref().map(conjuncts).unwrap_or_default();
+            // The conditions that may narrow this table's reads: its ON,
+            // and the WHERE unless NULL rows of it must stay (LEFT).
+            let mut usable: Vec<&Expr> = on_conjuncts.clone();
+            if t.kind == Kind::Inner {
+                usable.extend(where_conjuncts.iter().copied());
+            }
+            let on = t.on.as_ref().map(|e| compile(e, "on clause")).transpose()?;
+            // This table's own conditions, over its own columns.
+            let local: Vec<Expr> = usable
+                .iter()
+                .filter(|e| {
+                    let tables = tables_of(e);
+                    !tables.is_empty() && tables.iter().all(|&x| x == i)
+                })
+                .map(|e| localize(e, i))
+                .collect();
+            let local_where = and_all(local)
+                .map(|e| {
+                    let s = t.target.scope();
+                    Compiler {
+                        env,
+                        scope: Some(&s),
+                        clause: "where clause",
+                    }
+                    .compile(&e)
+                })
+                .transpose()?;
+            // Equalities of this table's columns with earlier tables'
+            // values: (its column id, the value's expression).
+            let mut equal: BTreeMap<u16, Scalar> = BTreeMap::new();
+            if i > 0 {
+                for e in &usable {
+                    if let Some((col, other)) = equality_on(e, i) {
+                        if let Some(c) = t.target.scope().column(col) {
+                            equal.entry(c).or_insert(compile(other, "on clause")?);
+                        }
+                    }
+                }
+            }
+            let def = t.target.table.def();
+            let by_key = i > 0 && def.primary_key.iter().all(|k| equal.contains_key(k));
+            let mut next: Vec<Vec<Value>> = Vec::new();
+            let rows_max = env.limits.rows_max;
+            // Joins `outer` with `candidates` of this table: every pair ON
+            // accepts, or the outer row alone for a LEFT JOIN.
+            let join_one = |outer: &[Value],
+                            candidates: &mut dyn Iterator<Item = &Vec<Value>>,
+                            next: &mut Vec<Vec<Value>>|
+             -> Result<(), SqlError> {
+                let mut matched = false;
+                for inner in candidates {
+                    let mut wide = outer.to_vec();
+                    wide.extend(inner.iter().cloned());
+                    let mut full = wide.clone();
+                    full.resize(width, Value::Null);
+                    if let Some(on) = &on {
+                        if truth(&on.eval(&full)?) != Some(true) {
+                            continue;
+                        }
+                    }
+                    matched = true;
+                    push_bounded(next, wide, rows_max)?;
+                }
+                if !matched && t.kind == Kind::Left {
+                    let mut wide = outer.to_vec();
+                    wide.resize(t.offset + def.columns.len(), Value::Null);
+                    push_bounded(next, wide, rows_max)?;
+                }
+                Ok(())
+            };
+            if by_key {
+                let key_exprs: Vec<&Scalar> = def.primary_key.iter().map(|k| &equal[k]).collect();
+                let chunk = env.limits.key_lookups_max.max(1);
+                for outer_chunk in rows.chunks(chunk) {
+                    // Each outer row's key, converted for the key columns
+                    // (`None`: it can match no row).
+                    let mut keys: Vec<Option<Vec<Value>>> = Vec::with_capacity(outer_chunk.len());
+                    let mut wanted: BTreeMap<Vec<u8>, Vec<Value>> = BTreeMap::new();
+                    for outer in outer_chunk {
+                        let mut full = outer.clone();
+                        full.resize(width, Value::Null);
+                        let key = key_of(&key_exprs, &full, def, &def.primary_key)?;
+                        if let Some(k) = &key {
+                            wanted.entry(encode_values(k)).or_insert_with(|| k.clone());
+                        }
+                        keys.push(key);
+                    }
+                    let plan = Plan {
+                        access: Access::PrimaryKeys(wanted.into_values().collect()),
+                        filter: None,
+                        ordered: None,
+                        exact: false,
+                    };
+                    let found = super::fetch::fetch(
+                        cluster,
+                        txn,
+                        &t.target.table,
+                        &plan,
+                        local_where.as_ref(),
+                        lock,
+                        None,
+                        false,
+                        &env.limits,
+                    )
+                    .await?;
+                    let by_key: BTreeMap<Vec<u8>, Vec<Value>> = found
+                        .into_iter()
+                        .map(|r| {
+                            let k: Vec<Value> = def
+                                .primary_key
+                                .iter()
+                                .map(|&c| r[usize::from(c)].clone())
+                                .collect();
+                            (encode_values(&k), r)
+                        })
+                        .collect();
+                    for (outer, key) in outer_chunk.iter().zip(&keys) {
+                        let hit = key.as_ref().and_then(|k| by_key.get(&encode_values(k)));
+                        join_one(outer, &mut hit.into_iter(), &mut next)?;
+                    }
+                }
+            } else {
+                let p = plan(def, local_where.as_ref(), &[], env.limits.key_lookups_max);
+                let inner = super::fetch::fetch(
+                    cluster,
+                    txn,
+                    &t.target.table,
+                    &p,
+                    local_where.as_ref(),
+                    lock,
+                    None,
+                    false,
+                    &env.limits,
+                )
+                .await?;
+                if i == 0 {
+                    for row in inner {
+                        push_bounded(&mut next, row, rows_max)?;
+                    }
+                } else if equal.is_empty() {
+                    for outer in &rows {
+                        join_one(outer, &mut inner.iter(), &mut next)?;
+                    }
+                } else {
+                    // A hash of the inner rows by the equated columns.
+                    let columns: Vec<u16> = equal.keys().copied().collect();
+                    let exprs: Vec<&Scalar> = equal.values().collect();
+                    let mut hash: BTreeMap<Vec<u8>, Vec<usize>> = BTreeMap::new();
+                    for (n, row) in inner.iter().enumerate() {
+                        let k: Vec<Value> = columns
+                            .iter()
+                            .map(|&c| row[usize::from(c)].clone())
+                            .collect();
+                        if k.iter().any(Value::is_null) {
+                            continue;
+                        }
+                        hash.entry(encode_values(&k)).or_default().push(n);
+                    }
+                    for outer in &rows {
+                        let mut full = outer.clone();
+                        full.resize(width, Value::Null);
+                        let key = key_of(&exprs, &full, def, &columns)?;
+                        let hits: &[usize] = key
+                            .as_ref()
+                            .and_then(|k| hash.get(&encode_values(k)))
+                            .map_or(&[], Vec::as_slice);
+                        join_one(outer, &mut hits.iter().map(|&n| &inner[n]), &mut next)?;
+                    }
+                }
+            }
+            rows = next;
+        }
+        let mut out = Vec::with_capacity(rows.len());
+        for mut row in rows {
+            row.resize(width, Value::Null);
+            if let Some(w) = &where_all {
+                if truth(&w.eval(&row)?) != Some(true) {
+                    continue;
+                }
+            }
+            out.push(row);
+        }
+        Ok(out)
+    }
+}
+
+/// Adds a row to a join's intermediate result (1038 past `rows_max`).
+fn push_bounded(
+    next: &mut Vec<Vec<Value>>,
+    row: Vec<Value>,
+    rows_max: usize,
+) -> Result<(), SqlError> {
+    if next.len() >= rows_max {
+        return Err(too_many_rows(rows_max, "a join"));
+    }
+    next.push(row);
+    Ok(())
+}
+
+/// The values `exprs` give `columns` of `def` for `row`, converted for
+/// them; `None` when one is NULL or cannot be one of the column's values
+/// (no row can match).
+fn key_of(
+    exprs: &[&Scalar],
+    row: &[Value],
+    def: &TableDef,
+    columns: &[u16],
+) -> Result<Option<Vec<Value>>, SqlError> {
+    let mut key = Vec::with_capacity(columns.len());
+    for (e, &c) in exprs.iter().zip(columns) {
+        let v = e.eval(row)?;
+        if v.is_null() {
+            return Ok(None);
+        }
+        match coerce(&v, &def.columns[usize::from(c)], 1) {
+            // Converted exactly: the stored values it can equal.
+            Ok(k) if super::eval::compare(&k, &v) == Some(std::cmp::Ordering::Equal) => key.push(k),
+            _ => return Ok(None),
+        }
+    }
+    Ok(Some(key))
+}
+
+/// `USING (c, ...)`: for each column, the earlier table that has it
+/// equals table `me`'s.
+fn using(
+    tables: &[Joined],
+    me: usize,
+    names: &[sqlparser::ast::ObjectName],
+) -> Result<Expr, SqlError> {
+    let mut parts = Vec::new();
+    for n in names {
+        let name = n.to_string();
+        let Some(right) = tables[me].target.scope().column(&name) else {
+            return Err(super::expr::unknown_column(&name, "from clause"));
+        };
+        let right_name = &tables[me].target.table.def().columns[usize::from(right)].name;
+        let left = tables[..me].iter().enumerate().find_map(|(i, t)| {
+            t.target
+                .scope()
+                .column(&name)
+                .map(|c| (i, t.target.table.def().columns[usize::from(c)].name.clone()))
+        });
+        let Some((li, left_name)) = left else {
+            return Err(super::expr::unknown_column(&name, "from clause"));
+        };
+        parts.push(Expr::BinaryOp {
+            left: Box::new(Expr::Identifier(Ident::new(hidden_name(li, &left_name)))),
+            op: BinaryOperator::Eq,
+            right: Box::new(Expr::Identifier(Ident::new(hidden_name(me, right_name)))),
+        });
+    }
+    and_all(parts).ok_or_else(|| SqlError::syntax("USING needs a column"))
+}
+
+/// `e` with column references to `tables` made [`hidden_name`]s (spans
+/// kept, so results are named by the statement's text). A name no table
+/// has is left alone (a select-list alias, or the compiler's 1054).
+fn rewrite(tables: &[Joined], e: &Expr, clause: &str) -> Result<Expr, SqlError> {
+    let mut e = e.clone();
+    let mut error = None;
+    let _ = visit_expressions_mut(&mut e, |x| {
+        let span = x.span();
+        let found = match &*x {
+            Expr::Identifier(i) if i.value.starts_with('\0') => None,
+            Expr::Identifier(i) => {
+                let mut hits = tables.iter().enumerate().filter_map(|(n, t)| {
+                    t.target
+                        .scope()
+                        .column(&i.value)
+                        .map(|c| hidden_name(n, &t.target.table.def().columns[usize::from(c)].name))
+                });
+                match (hits.next(), hits.next()) {
+                    (Some(h), None) => Some(h),
+                    (Some(_), Some(_)) => {
+                        error = Some(SqlError::new(
+                            1052,
+                            "23000",
+                            format!("Column '{}' in {clause} is ambiguous", i.value),
+                        ));
+                        return ControlFlow::Break(());
+                    }
+                    _ => None,
+                }
+            }
+            Expr::CompoundIdentifier(parts) if parts.len() == 2 || parts.len() == 3 => {
+                let qualifier = if parts.len() == 2 {
+                    parts[0].value.clone()
+                } else {
+                    format!("{}.{}", parts[0].value, parts[1].value)
+                };
+                let column = &parts[parts.len() - 1].value;
+                tables
+                    .iter()
+                    .enumerate()
+                    .find(|(_, t)| t.target.names.contains(&qualifier))
+                    .and_then(|(n, t)| {
+                        t.target.scope().column(column).map(|c| {
+                            hidden_name(n, &t.target.table.def().columns[usize::from(c)].name)
+                        })
+                    })
+            }
+            _ => None,
+        };
+        if let Some(name) = found {
+            *x = Expr::Identifier(Ident {
+                value: name,
+                quote_style: None,
+                span,
+            });
+        }
+        ControlFlow::Continue(())
+    });
+    match error {
+        Some(e) => Err(e),
+        None => Ok(e),
+    }
+}
+
+/// The tables a rewritten expression refers to.
+fn tables_of(e: &Expr) -> BTreeSet<usize> {
+    let mut out = BTreeSet::new();
+    let mut e = e.clone();
+    let _ = visit_expressions_mut(&mut e, |x| {
+        if let Expr::Identifier(i) = &*x {
+            if let Some((t, _)) = parse_hidden(&i.value) {
+                out.insert(t);
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    out
+}
+
+/// `e` with table `table`'s wide names made its plain column names (to
+/// compile over that table alone).
+fn localize(e: &Expr, table: usize) -> Expr {
+    let mut e = e.clone();
+    let _ = visit_expressions_mut(&mut e, |x| {
+        if let Expr::Identifier(i) = &*x {
+            if let Some((t, c)) = parse_hidden(&i.value) {
+                if t == table {
+                    let plain = Ident {
+                        value: c.to_string(),
+                        quote_style: Some('`'),
+                        span: i.span,
+                    };
+                    *x = Expr::Identifier(plain);
+                }
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    e
+}
+
+/// The AND-ed parts of a condition.
+fn conjuncts(e: &Expr) -> Vec<&Expr> {
+    match e {
+        Expr::BinaryOp {
+            left,
+            op: BinaryOperator::And,
+            right,
+        } => {
+            let mut out = conjuncts(left);
+            out.extend(conjuncts(right));
+            out
+        }
+        Expr::Nested(inner) => conjuncts(inner),
+        other => vec![other],
+    }
+}
+
+fn and_all(parts: Vec<Expr>) -> Option<Expr> {
+    parts.into_iter().reduce(|a, b| Expr::BinaryOp {
+        left: Box::new(Expr::Nested(Box::new(a))),
+        op: BinaryOperator::And,
+        right: Box::new(Expr::Nested(Box::new(b))),
+    })
+}
+
+/// `table.column = expression of earlier tables` (either way round):
+/// the column's own name and the expression.
+fn equality_on(e: &Expr, table: usize) -> Option<(&str, &Expr)> {
+    let Expr::BinaryOp {
+        left,
+        op: BinaryOperator::Eq,
+        right,
+    } = e
+    else {
+        return None;
+    };
+    for (a, b) in [
+        (left.as_ref(), right.as_ref()),
+        (right.as_ref(), left.as_ref()),
+    ] {
+        if let Expr::Identifier(i) = a {
+            if let Some((t, c)) = parse_hidden(&i.value) {
+                if t == table && tables_of(b).iter().all(|&x| x < table) {
+                    return Some((c, b));
+                }
+            }
+        }
+    }
+    None
+}
