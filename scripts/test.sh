@@ -20,7 +20,10 @@ for component in rustfmt clippy; do
 done
 
 # The SQL node's tests run the stock MariaDB command-line client and
-# sysbench.
+# sysbench, and compare Shoal with a MariaDB server (the corpus test,
+# crates/cli/tests/sql_corpus.rs, starts a private mariadbd on a free
+# port with a data dir of its own; a system service the package may
+# start on install is not used).
 if [[ $(id -u) -eq 0 ]]; then SUDO=; else SUDO=sudo; fi
 install_package() { # install_package COMMAND PACKAGE WHY
     command -v "$1" >/dev/null && return
@@ -33,6 +36,9 @@ install_package() { # install_package COMMAND PACKAGE WHY
 }
 install_package mariadb mariadb-client "the SQL tests' client"
 install_package sysbench sysbench "the SQL node's OLTP test"
+# mariadbd is in /usr/sbin, which a non-root user's PATH may lack.
+PATH=$PATH:/usr/sbin
+install_package mariadbd mariadb-server "the server the SQL corpus test compares with"
 
 # The Python MySQL clients (crates/cli/tests/sql_python.rs) in a venv of
 # their own, so no system Python is touched; pinned so a new release

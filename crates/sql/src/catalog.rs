@@ -4,7 +4,9 @@
 //! database mgmd keeps, `Cluster::create_database`); a table whose name
 //! has no dot — one the native API made — is in database [`SHOAL_DATABASE`],
 //! which always exists. `information_schema` and `mysql` are reported as
-//! existing, empty databases, for tools that look for them.
+//! existing databases, for tools that look for them: `mysql` is empty,
+//! and `information_schema`'s tables are answered by
+//! `exec::information_schema`, never looked up here.
 //!
 //! Invariants: every name handed to the cluster is built here
 //! ([`TableName::shoal_name`]), and table names are compared exactly

@@ -32,7 +32,8 @@ use crate::exec::expr::Compiler;
 use crate::exec::split::{parse, split, Parsed};
 use crate::exec::template::Templates;
 use crate::exec::users::{self, ClusterUsers, Privileges};
-use crate::exec::{ddl, dml, insert, select, show, Env, Limits};
+use crate::exec::warnings::{self, Diagnostics};
+use crate::exec::{ddl, dml, information_schema, insert, select, show, Env, Limits};
 use crate::handler::{Execution, Handler, HandlerFactory, SessionStatus};
 use crate::outcome::{Column, Outcome, SqlError};
 use shoal_client::{Cluster, ExecType, Transaction, TransactionState, Value};
@@ -236,6 +237,8 @@ pub struct Session {
     limits: Limits,
     /// Prepared statements kept parsed.
     templates: Templates,
+    /// The last statement's conditions (SHOW WARNINGS, `exec::warnings`).
+    diagnostics: Diagnostics,
 }
 
 impl std::fmt::Debug for Session {
@@ -283,6 +286,7 @@ impl Session {
             last_insert_id: 0,
             limits: Limits::default(),
             templates: Templates::default(),
+            diagnostics: Diagnostics::default(),
         }
     }
 
@@ -321,6 +325,8 @@ impl Session {
             limits: self.limits,
             own_transaction: false,
             describe_only: false,
+            warning_count: self.diagnostics.warning_count(),
+            error_count: self.diagnostics.error_count(),
         }
     }
 
@@ -336,11 +342,16 @@ impl Session {
         // bytes together stay within the bound one result has.
         let mut result_bytes = 0usize;
         for piece in pieces {
-            let mut result = match users::recognize(&piece) {
-                Some(account) => self.account_statement(account).await,
+            let recording = warnings::recording(None, warnings::notes_on(&self.variables));
+            let (mut result, raised, keeps) = match users::recognize(&piece) {
+                Some(account) => {
+                    let (r, raised) =
+                        warnings::collect(recording, self.account_statement(account)).await;
+                    (r, raised, false)
+                }
                 None => match parse(&piece) {
-                    Ok(parsed) => self.statement(&parsed).await,
-                    Err(e) => Err(e),
+                    Ok(parsed) => self.diagnosed(&parsed).await,
+                    Err(e) => (Err(e), Diagnostics::default(), false),
                 },
             };
             if let Ok(Outcome::Rows { rows, .. }) = &result {
@@ -354,6 +365,7 @@ impl Session {
                     result = Err(crate::exec::result_too_large(self.limits.result_bytes_max));
                 }
             }
+            self.diagnostics.settle(raised, &mut result, keeps);
             let failed = result.is_err();
             out.push(result);
             if failed {
@@ -383,7 +395,10 @@ impl Session {
     async fn transactional(&mut self, work: Work<'_>) -> Result<Outcome, SqlError> {
         let own = !self.in_transaction && self.autocommit;
         match self.transactional_once(work).await {
-            Err(e) if own && e.code == 1412 => self.transactional_once(work).await,
+            Err(e) if own && e.code == 1412 => {
+                warnings::forget();
+                self.transactional_once(work).await
+            }
             other => other,
         }
     }
@@ -494,6 +509,18 @@ impl Session {
         out
     }
 
+    /// Runs one parsed statement, collecting the conditions it raises;
+    /// and whether it keeps the session's list when it raises none.
+    async fn diagnosed(
+        &mut self,
+        parsed: &Parsed,
+    ) -> (Result<Outcome, SqlError>, Diagnostics, bool) {
+        let notes = warnings::notes_on(&self.variables);
+        let recording = warnings::recording(Some(&parsed.statement), notes);
+        let (result, raised) = warnings::collect(recording, self.statement(parsed)).await;
+        (result, raised, warnings::keeps_list(&parsed.statement))
+    }
+
     /// Runs one parsed statement with the session's privileges in scope
     /// (the catalog checks every database and table it names).
     async fn statement(&mut self, parsed: &Parsed) -> Result<Outcome, SqlError> {
@@ -503,7 +530,11 @@ impl Session {
 
     async fn statement_in_scope(&mut self, parsed: &Parsed) -> Result<Outcome, SqlError> {
         let text = parsed.text.as_str();
+        information_schema::refuse_write(&parsed.statement, self.database.as_deref())?;
         match &parsed.statement {
+            Statement::Query(q) if information_schema::is_read_by(q, self.database.as_deref()) => {
+                information_schema::select(&self.env(), &self.cluster, q, text).await
+            }
             Statement::Query(q) => self.transactional(Work::Select(q, text)).await,
             Statement::Insert(i) => self.transactional(Work::Insert(i)).await,
             Statement::Update(u) => self.transactional(Work::Update(u)).await,
@@ -598,11 +629,9 @@ impl Session {
             Statement::ShowVariable { variable } => {
                 let first = variable.first().map(|w| w.value.to_ascii_uppercase());
                 match first.as_deref() {
-                    Some("WARNINGS" | "ERRORS") if variable.len() == 1 => Ok(show::warnings()),
-                    Some("COUNT") => Ok(show::strings(
-                        &["@@session.warning_count"],
-                        vec![vec![Some("0".into())]],
-                    )),
+                    Some("WARNINGS" | "ERRORS" | "COUNT") => {
+                        show::warnings(&self.diagnostics, text)
+                    }
                     Some("ENGINES") | Some("STORAGE") => Ok(show::engines()),
                     Some("INDEX" | "INDEXES" | "KEYS") => {
                         show::index(&self.env(), &self.cluster, variable).await
@@ -789,6 +818,7 @@ impl Session {
                 let coll = collation_name
                     .clone()
                     .unwrap_or_else(|| "utf8mb4_bin".into());
+                ddl::accept_collation(&coll);
                 self.variables
                     .insert("collation_connection".into(), Value::Str(coll));
                 Ok(Outcome::ok())
@@ -919,7 +949,11 @@ impl Handler for Session {
             .templates
             .bind(&execution.template, &execution.literals)
         {
-            Some(parsed) => vec![self.statement(&parsed).await],
+            Some(parsed) => {
+                let (mut result, raised, keeps) = self.diagnosed(&parsed).await;
+                self.diagnostics.settle(raised, &mut result, keeps);
+                vec![result]
+            }
             None => self.run(&execution.spliced()).await,
         }
     }
@@ -953,6 +987,11 @@ impl Handler for Session {
                 let privileges = self.privileges().await;
                 let mut env = self.env();
                 env.describe_only = true;
+                if information_schema::is_read_by(q, self.database.as_deref()) {
+                    let describe =
+                        information_schema::describe(&env, &self.cluster, q, &parsed.text);
+                    return users::privileges::scope(privileges, describe).await;
+                }
                 let describe = select::describe(&env, &self.cluster, q, &parsed.text);
                 users::privileges::scope(privileges, describe).await
             }

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+pub mod mariadb_server;
 pub mod sql_node;
 pub mod sql_session;
 

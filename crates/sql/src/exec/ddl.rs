@@ -18,6 +18,8 @@ use super::auto_increment;
 use super::error::from_shoal;
 use super::expr::Compiler;
 use super::split::Partitioning;
+use super::users::privileges;
+use super::warnings;
 use super::Env;
 use crate::catalog::{self, single_name, TableName, SHOAL_DATABASE, SYSTEM_DATABASES};
 use crate::outcome::{Outcome, SqlError};
@@ -44,12 +46,61 @@ pub(super) fn with_warnings(warnings: u16, affected_rows: u64) -> Outcome {
     }
 }
 
+/// An OK that notes `e`: what IF EXISTS / IF NOT EXISTS turn an error
+/// into, as MySQL does.
+pub(super) fn noted(e: &SqlError) -> Outcome {
+    warnings::note(e);
+    with_warnings(1, 0)
+}
+
+/// Accepts collation `name` (CREATE TABLE, SET NAMES ... COLLATE): Shoal
+/// compares strings by their bytes, as utf8mb4_bin does, whatever the
+/// statement asked for; any other collation is accepted with a warning
+/// saying so, rather than refused, so schemas written for MySQL load.
+pub fn accept_collation(name: &str) {
+    let name = name.trim_matches(|c| c == '\'' || c == '"' || c == '`');
+    if name.eq_ignore_ascii_case("utf8mb4_bin") || name.eq_ignore_ascii_case("binary") {
+        return;
+    }
+    warnings::warning(&SqlError::new(
+        1273,
+        "HY000",
+        format!(
+            "Collation '{name}' is accepted but not applied: Shoal compares strings in binary, as utf8mb4_bin (case and accents matter)"
+        ),
+    ));
+}
+
+/// The collation a table option names (`[DEFAULT] COLLATE [=] name`).
+fn collate_option(o: &SqlOption) -> Option<String> {
+    match o {
+        SqlOption::KeyValue { key, value }
+            if key.value.eq_ignore_ascii_case("COLLATE")
+                || key.value.eq_ignore_ascii_case("DEFAULT COLLATE") =>
+        {
+            Some(match value {
+                Expr::Identifier(i) => i.value.clone(),
+                Expr::Value(v) => v
+                    .value
+                    .clone()
+                    .into_string()
+                    .unwrap_or_else(|| v.to_string()),
+                other => other.to_string(),
+            })
+        }
+        _ => None,
+    }
+}
+
 fn access_denied(database: &str) -> SqlError {
-    SqlError::new(
-        1044,
-        "42000",
-        format!("Access denied for user to database '{database}'"),
-    )
+    match privileges::current() {
+        Some(p) => privileges::database_denied(&p.account, database),
+        None => SqlError::new(
+            1044,
+            "42000",
+            format!("Access denied for user to database '{database}'"),
+        ),
+    }
 }
 
 /// CREATE DATABASE / SCHEMA.
@@ -68,7 +119,7 @@ pub async fn create_database(
     };
     if name == SHOAL_DATABASE || SYSTEM_DATABASES.contains(&name.as_str()) {
         return if if_not_exists {
-            Ok(with_warnings(1, 0))
+            Ok(noted(&exists()))
         } else {
             Err(exists())
         };
@@ -84,7 +135,7 @@ pub async fn create_database(
         Ok(()) => Ok(with_warnings(0, 1)),
         Err(e) if e.code == ErrorCode::TableExists => {
             if if_not_exists {
-                Ok(with_warnings(1, 0))
+                Ok(noted(&exists()))
             } else {
                 Err(exists())
             }
@@ -111,14 +162,15 @@ pub async fn drop_database(
     match cluster.drop_database(name).await {
         Ok(tables) => Ok(with_warnings(0, tables.len() as u64)),
         Err(e) if e.code == ErrorCode::NoSuchTable => {
+            let missing = SqlError::new(
+                1008,
+                "HY000",
+                format!("Can't drop database '{name}'; database doesn't exist"),
+            );
             if if_exists {
-                Ok(with_warnings(1, 0))
+                Ok(noted(&missing))
             } else {
-                Err(SqlError::new(
-                    1008,
-                    "HY000",
-                    format!("Can't drop database '{name}'; database doesn't exist"),
-                ))
+                Err(missing)
             }
         }
         Err(e) => Err(from_shoal(&e)),
@@ -292,9 +344,8 @@ pub async fn create_table(
                     primary = Some(vec![cname.clone()]);
                 }
                 ColumnOption::Unique(_) => uniques.push((None, vec![cname.clone()])),
-                ColumnOption::CharacterSet(_)
-                | ColumnOption::Collation(_)
-                | ColumnOption::Comment(_) => {}
+                ColumnOption::Collation(c) => accept_collation(&c.to_string()),
+                ColumnOption::CharacterSet(_) | ColumnOption::Comment(_) => {}
                 ColumnOption::DialectSpecific(tokens) => {
                     let auto = tokens.iter().any(|t| {
                         matches!(t, Token::Word(w) if w.value.eq_ignore_ascii_case("AUTO_INCREMENT"))
@@ -464,6 +515,9 @@ pub async fn create_table(
         if let SqlOption::Comment(CommentDef::WithEq(s) | CommentDef::WithoutEq(s)) = o {
             comments.push(s.clone());
         }
+        if let Some(collation) = collate_option(o) {
+            accept_collation(&collation);
+        }
         // ENGINE, CHARSET, COLLATE, ROW_FORMAT, ...: every table is a
         // Shoal table with utf8mb4 strings compared in binary.
     }
@@ -486,12 +540,18 @@ pub async fn create_table(
             auto_increment::start(cluster, &t, start).await?;
             Ok(Outcome::ok())
         }
-        Err(e) if e.code == ErrorCode::TableExists && ct.if_not_exists => Ok(with_warnings(1, 0)),
-        Err(e) if e.code == ErrorCode::TableExists => Err(SqlError::new(
-            1050,
-            "42S01",
-            format!("Table '{}' already exists", name.table),
-        )),
+        Err(e) if e.code == ErrorCode::TableExists => {
+            let exists = SqlError::new(
+                1050,
+                "42S01",
+                format!("Table '{}' already exists", name.table),
+            );
+            if ct.if_not_exists {
+                Ok(noted(&exists))
+            } else {
+                Err(exists)
+            }
+        }
         Err(e) if e.code == ErrorCode::NoSuchTable => {
             Err(catalog::unknown_database(&name.database))
         }
@@ -577,6 +637,14 @@ pub async fn drop_tables(
             1051,
             "42S02",
             format!("Unknown table '{}'", missing.join(",")),
+        ));
+    }
+    // IF EXISTS: a note per table that was not there, as MySQL gives.
+    for m in &missing {
+        warnings::note(&SqlError::new(
+            1051,
+            "42S02",
+            format!("Unknown table '{m}'"),
         ));
     }
     Ok(with_warnings(

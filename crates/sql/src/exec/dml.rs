@@ -61,6 +61,12 @@ fn entry(columns: &[u16], row: &[Value]) -> String {
         .collect()
 }
 
+/// 1062 for `row`, whose `columns` hold the values of key `key` that
+/// another row has.
+pub(super) fn duplicate_entry(columns: &[u16], row: &[Value], key: &str) -> SqlError {
+    duplicate(&entry(columns, row), key)
+}
+
 /// 1062 for operation `row`'s duplicate (`e` names a unique index, or the
 /// clash was on the primary key).
 pub(super) fn duplicate_of(def: &TableDef, e: &ShoalError, row: &[Value]) -> SqlError {

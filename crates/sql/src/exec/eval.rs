@@ -116,6 +116,20 @@ fn int_value(i: i128, what: &str) -> Result<Value, SqlError> {
     }
 }
 
+/// A signed or unsigned integer (not a string or a time that reads as
+/// one).
+fn is_integer(v: &Value) -> bool {
+    matches!(v, Value::Int(_) | Value::UInt(_))
+}
+
+fn unsigned_out_of_range(what: &str) -> SqlError {
+    SqlError::new(
+        1690,
+        "22003",
+        format!("BIGINT UNSIGNED value is out of range in '{what}'"),
+    )
+}
+
 /// Whether a value counts as true (`None`: NULL).
 pub fn truth(v: &Value) -> Option<bool> {
     number(v).map(|n| float(n) != 0.0)
@@ -409,7 +423,9 @@ fn arith(op: Arith, a: &Value, b: &Value) -> Result<Value, SqlError> {
         String::from_utf8_lossy(&value_text(a)),
         String::from_utf8_lossy(&value_text(b))
     );
-    if matches!(x, Num::Dec(_)) || matches!(y, Num::Dec(_)) {
+    // Two integers divide exactly too, as DECIMALs (`10 / 4` is 2.5000).
+    let integers = is_integer(a) && is_integer(b);
+    if matches!(x, Num::Dec(_)) || matches!(y, Num::Dec(_)) || (op == Arith::Div && integers) {
         if let (Some(x), Some(y)) = (exact(x), exact(y)) {
             return decimal_arith(op, x, y, &what);
         }
@@ -454,8 +470,18 @@ fn arith(op: Arith, a: &Value, b: &Value) -> Result<Value, SqlError> {
                 Arith::Add => x.checked_add(y),
                 Arith::Sub => x.checked_sub(y),
                 _ => x.checked_mul(y),
-            };
-            int_value(r.ok_or_else(|| out_of_range(&what))?, &what)?
+            }
+            .ok_or_else(|| out_of_range(&what))?;
+            // MySQL types the result BIGINT UNSIGNED when an operand is
+            // unsigned and BIGINT when both are signed: `-128 + 0` with
+            // an unsigned 0 is out of range, and so is BIGINT max + 1.
+            if matches!(a, Value::UInt(_)) || matches!(b, Value::UInt(_)) {
+                Value::UInt(u64::try_from(r).map_err(|_| unsigned_out_of_range(&what))?)
+            } else if integers {
+                Value::Int(i64::try_from(r).map_err(|_| out_of_range(&what))?)
+            } else {
+                int_value(r, &what)?
+            }
         }
         (op, x, y) => {
             let (x, y) = (float(x), float(y));
@@ -519,11 +545,11 @@ fn function(f: Func, args: &[Scalar], row: &[Value]) -> Result<Value, SqlError> 
             Value::Bytes(b) => Value::Bytes(b),
             v => {
                 let s = String::from_utf8_lossy(&value_text(&v)).into_owned();
-                Value::Str(if f == Func::Upper {
-                    s.to_uppercase()
-                } else {
-                    s.to_lowercase()
-                })
+                Value::Str(
+                    s.chars()
+                        .map(|c| simple_case(c, f == Func::Upper))
+                        .collect(),
+                )
             }
         },
         Func::Abs => match number(&arg(0)?) {
@@ -572,7 +598,8 @@ fn function(f: Func, args: &[Scalar], row: &[Value]) -> Result<Value, SqlError> 
                 let r = match f {
                     Func::Floor => x.floor(),
                     Func::Ceil => x.ceil(),
-                    _ => x.round(),
+                    // MySQL rounds a double with rint(): halves to even.
+                    _ => x.round_ties_even(),
                 };
                 if r.abs() < 9.2e18 {
                     Value::Int(r as i64)
@@ -582,12 +609,16 @@ fn function(f: Func, args: &[Scalar], row: &[Value]) -> Result<Value, SqlError> 
             }
         },
         Func::Greatest | Func::Least => {
-            let mut best: Option<Value> = None;
+            let mut all = Vec::with_capacity(args.len());
             for a in args {
                 let v = a.eval(row)?;
                 if v.is_null() {
                     return Ok(Value::Null);
                 }
+                all.push(v);
+            }
+            let mut best: Option<Value> = None;
+            for v in all.iter().cloned() {
                 best = Some(match best {
                     None => v,
                     Some(b) => {
@@ -605,11 +636,60 @@ fn function(f: Func, args: &[Scalar], row: &[Value]) -> Result<Value, SqlError> 
                     }
                 });
             }
-            best.unwrap_or(Value::Null)
+            in_common_type(best.unwrap_or(Value::Null), &all)
         }
         Func::Date => date_of(&arg(0)?),
         Func::DatePart(part) => date_part(&arg(0)?, part),
     })
+}
+
+/// A letter in the other case where that is one letter, as MySQL's
+/// collations map case (`ß` stays `ß`; Unicode's full mapping makes it
+/// `SS`).
+fn simple_case(c: char, upper: bool) -> char {
+    fn single(mut mapped: impl Iterator<Item = char>) -> Option<char> {
+        let first = mapped.next()?;
+        mapped.next().is_none().then_some(first)
+    }
+    let mapped = if upper {
+        single(c.to_uppercase())
+    } else {
+        single(c.to_lowercase())
+    };
+    mapped.unwrap_or(c)
+}
+
+/// GREATEST's or LEAST's answer in the type of all its numeric
+/// arguments, as MySQL gives it: a DOUBLE if any is a float, else a
+/// DECIMAL with the most fraction digits if any is a DECIMAL
+/// (`GREATEST(1.5, 2)` is 2.0).
+fn in_common_type(v: Value, all: &[Value]) -> Value {
+    let numeric = |a: &Value| {
+        matches!(
+            a,
+            Value::Int(_) | Value::UInt(_) | Value::Decimal(_) | Value::Float(_) | Value::Double(_)
+        )
+    };
+    if !all.iter().all(numeric) {
+        return v;
+    }
+    if all
+        .iter()
+        .any(|a| matches!(a, Value::Float(_) | Value::Double(_)))
+    {
+        return number(&v).map_or(v, |n| Value::Double(float(n)));
+    }
+    let scale = all
+        .iter()
+        .filter_map(|a| match a {
+            Value::Decimal(d) => Some(d.scale),
+            _ => None,
+        })
+        .max();
+    match (scale, number(&v).and_then(exact)) {
+        (Some(scale), Some(d)) => d.rescale(scale).map_or(v, Value::Decimal),
+        _ => v,
+    }
 }
 
 fn cast(v: &Value, to: CastTo) -> Result<Value, SqlError> {
@@ -720,8 +800,39 @@ mod tests {
         );
         assert_eq!(
             arith(Arith::Div, &Value::Int(1), &Value::Int(2)).unwrap(),
+            Value::Decimal(Decimal::new(5000, 4))
+        );
+        assert_eq!(
+            arith(Arith::Div, &Value::Double(1.0), &Value::Int(2)).unwrap(),
             Value::Double(0.5)
         );
+        assert_eq!(
+            arith(Arith::Add, &Value::Int(i64::MAX), &Value::Int(1))
+                .unwrap_err()
+                .code,
+            1690
+        );
+        assert_eq!(
+            arith(Arith::Add, &Value::Int(-1), &Value::UInt(0))
+                .unwrap_err()
+                .code,
+            1690
+        );
+        assert_eq!(simple_case('ß', true), 'ß');
+        let greatest = |args: &[Value]| {
+            let args: Vec<Scalar> = args.iter().cloned().map(Scalar::Const).collect();
+            function(Func::Greatest, &args, &[]).unwrap()
+        };
+        assert_eq!(
+            greatest(&[Value::Decimal(Decimal::new(15, 1)), Value::Int(2)]),
+            Value::Decimal(Decimal::new(20, 1))
+        );
+        assert_eq!(
+            greatest(&[Value::Double(1.5), Value::Int(2)]),
+            Value::Double(2.0)
+        );
+        assert_eq!(greatest(&[Value::Int(1), Value::Int(2)]), Value::Int(2));
+        assert_eq!(simple_case('é', true), 'É');
         assert_eq!(
             arith(Arith::Div, &Value::Int(1), &Value::Int(0)).unwrap(),
             Value::Null

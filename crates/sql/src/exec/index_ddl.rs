@@ -4,7 +4,7 @@
 //! needs to stay a key is not dropped (1075).
 
 use super::auto_increment;
-use super::ddl::{duplicate_key_name, index_columns, index_name_for, key_too_long, with_warnings};
+use super::ddl::{duplicate_key_name, index_columns, index_name_for, key_too_long};
 use super::error::from_shoal;
 use super::Env;
 use crate::catalog::{self, single_name, TableName};
@@ -189,7 +189,7 @@ pub async fn drop_index_statement(
     };
     let table = catalog::resolve(table, env.database)?;
     match drop_index(cluster, &table, &single_name(name)?).await {
-        Err(e) if e.code == 1091 && if_exists => Ok(with_warnings(1, 0)),
+        Err(e) if e.code == 1091 && if_exists => Ok(super::ddl::noted(&e)),
         other => other.map(|()| Outcome::ok()),
     }
 }

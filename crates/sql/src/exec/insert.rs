@@ -359,7 +359,7 @@ async fn write_rows(
             }
             let sent: Vec<_> = ops.iter().flatten().copied().collect();
             execute(txn, exec, def, &sent, &kept_refs).await?;
-            for op in ops {
+            for (k, (op, row)) in ops.into_iter().zip(chunk).enumerate() {
                 let ok = match op.and_then(|op| txn.op_error(op)) {
                     _ if op.is_none() => false,
                     Some(e) if e.code == ErrorCode::TupleAlreadyExists => false,
@@ -371,6 +371,12 @@ async fn write_rows(
                 } else {
                     written.skipped += 1;
                     written.duplicates += 1;
+                    // MySQL's warning for the skipped row: the key it met.
+                    let (key, columns) = unique_guard
+                        .as_ref()
+                        .and_then(|g| g.clash_of(k))
+                        .unwrap_or(("PRIMARY", &def.primary_key));
+                    super::warnings::warning(&super::dml::duplicate_entry(columns, row, key));
                 }
                 written.went_in.push(ok);
             }

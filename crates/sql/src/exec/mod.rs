@@ -2,7 +2,8 @@
 //! parsed ([`split`]), its expressions compiled ([`expr`]), its access to
 //! a table planned ([`plan`]) and run through the native client only:
 //! [`select`] reads, [`insert`] and [`dml`] write, [`ddl`] changes the schema through
-//! mgmd, [`show`] answers the questions tools ask.
+//! mgmd, [`show`] and [`information_schema`] answer the questions tools
+//! ask; [`warnings`] collects the conditions a statement raises.
 //!
 //! Invariants: executors never commit or roll back the transaction they
 //! are handed (the session does, by its autocommit rules); they execute
@@ -23,6 +24,7 @@ pub mod fetch;
 pub mod group;
 pub mod group_key;
 pub mod index_ddl;
+pub mod information_schema;
 pub mod insert;
 pub mod item_name;
 pub mod join;
@@ -37,6 +39,7 @@ pub mod template;
 pub mod unique_ignore;
 pub mod upsert;
 pub mod users;
+pub mod warnings;
 
 use crate::outcome::SqlError;
 use shoal_types::Value;
@@ -121,6 +124,10 @@ pub struct Env<'a> {
     /// The statement is only described (a prepare): `?` parameters
     /// compile as NULL.
     pub describe_only: bool,
+    /// `@@warning_count` and `@@error_count`: the session's list of the
+    /// last statement's conditions ([`warnings`]).
+    pub warning_count: u64,
+    pub error_count: u64,
 }
 
 impl Env<'_> {
@@ -138,6 +145,14 @@ impl Env<'_> {
 impl Env<'_> {
     /// `@@name` (1193 if the SQL node has no such variable).
     pub fn system_variable(&self, name: &str) -> Result<Value, SqlError> {
+        // Read from the session's list, not kept among the variables
+        // (SHOW VARIABLES does not list them, as in MySQL).
+        if name.eq_ignore_ascii_case("warning_count") {
+            return Ok(Value::UInt(self.warning_count));
+        }
+        if name.eq_ignore_ascii_case("error_count") {
+            return Ok(Value::UInt(self.error_count));
+        }
         self.variables
             .get(&name.to_ascii_lowercase())
             .cloned()

@@ -156,17 +156,13 @@ pub fn class_of(s: &Scalar, def: &TableDef, calls: &[AggCall]) -> Class {
                 _ => None,
             };
             match op {
-                // A DECIMAL divides exactly, with 4 more fraction digits
-                // than the dividend; integers in floating point.
+                // Exact numbers divide exactly, with 4 more fraction
+                // digits than the dividend (`10 / 4` is 2.5000).
                 Arith::Div => match (scale(x), scale(y)) {
-                    (Some(p), Some(_))
-                        if matches!(x, Class::Decimal(_)) || matches!(y, Class::Decimal(_)) =>
-                    {
-                        Class::Decimal(
-                            p.saturating_add(super::eval_types::DIV_SCALE_INCREMENT)
-                                .min(DECIMAL_SCALE_MAX),
-                        )
-                    }
+                    (Some(p), Some(_)) => Class::Decimal(
+                        p.saturating_add(super::eval_types::DIV_SCALE_INCREMENT)
+                            .min(DECIMAL_SCALE_MAX),
+                    ),
                     _ => Class::Real,
                 },
                 Arith::IntDiv => Class::Int,

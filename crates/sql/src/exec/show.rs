@@ -4,12 +4,15 @@
 //! and the session's variables.
 
 use super::expr::like;
+use super::information_schema;
+use super::warnings::{Diagnostics, Level};
 use super::Env;
 use crate::catalog::{self, collation, key_flag, show_create, TableName};
 use crate::outcome::{Column, Outcome, SqlError};
 use crate::sqltypes::{expression_column, sql_type_name, text};
 use shoal_client::{Cluster, Value};
 use shoal_types::schema::PRIMARY_INDEX_NAME;
+use shoal_types::TableDef;
 use sqlparser::ast::{
     Ident, ObjectName, ShowStatementFilter, ShowStatementFilterPosition, ShowStatementOptions,
 };
@@ -92,15 +95,30 @@ pub async fn tables(
         return Err(catalog::unknown_database(&db));
     }
     let pattern = options_filter(o)?;
-    let rows: Vec<Vec<Option<String>>> = catalog::tables_of(cluster, &db)
-        .await?
+    let names: Vec<String> = if db == information_schema::DATABASE {
+        information_schema::TABLES
+            .iter()
+            .map(|t| t.to_string())
+            .collect()
+    } else {
+        catalog::tables_of(cluster, &db)
+            .await?
+            .into_iter()
+            .map(|t| TableName::from_shoal(&t.name).table)
+            .collect()
+    };
+    let rows: Vec<Vec<Option<String>>> = names
         .into_iter()
-        .map(|t| TableName::from_shoal(&t.name).table)
         .filter(|t| matches(&pattern, t))
         .map(|t| {
             let mut row = vec![Some(t)];
             if full {
-                row.push(Some("BASE TABLE".into()));
+                let kind = if db == information_schema::DATABASE {
+                    "SYSTEM VIEW"
+                } else {
+                    "BASE TABLE"
+                };
+                row.push(Some(kind.into()));
             }
             row
         })
@@ -138,8 +156,7 @@ pub async fn columns(
     pattern: Option<String>,
 ) -> Result<Outcome, SqlError> {
     let name = table_of(env, table, db)?;
-    let t = catalog::table(cluster, &name).await?;
-    let def = t.def();
+    let def = &table_def(cluster, &name).await?;
     let mut rows = Vec::new();
     for (i, c) in def.columns.iter().enumerate() {
         if !matches(&pattern, &c.name) {
@@ -214,6 +231,69 @@ pub async fn create_table(
     ))
 }
 
+/// One column of one index, as SHOW INDEX and
+/// `information_schema.STATISTICS` list them.
+pub struct IndexEntry {
+    /// The index's name (`PRIMARY` for the primary key).
+    pub key: String,
+    pub unique: bool,
+    /// The column's position in the index, from 1.
+    pub seq: u64,
+    pub column: String,
+    pub nullable: bool,
+    /// `BTREE` or `HASH`.
+    pub kind: &'static str,
+}
+
+/// The indexes of `def`, column by column: the primary key, the unique
+/// indexes (hash), then the ordered ones.
+pub fn index_entries(def: &TableDef) -> Vec<IndexEntry> {
+    let mut entries = Vec::new();
+    let mut push = |key: &str, unique: bool, cols: &[u16], kind: &'static str| {
+        for (seq, &c) in cols.iter().enumerate() {
+            let Some(col) = def.columns.get(usize::from(c)) else {
+                continue;
+            };
+            entries.push(IndexEntry {
+                key: key.to_string(),
+                unique,
+                seq: seq as u64 + 1,
+                column: col.name.clone(),
+                nullable: col.nullable,
+                kind,
+            });
+        }
+    };
+    let primary_kind = if def.options.hash_only_primary_key {
+        "HASH"
+    } else {
+        "BTREE"
+    };
+    push(PRIMARY_INDEX_NAME, true, &def.primary_key, primary_kind);
+    for u in &def.unique_indexes {
+        push(&u.name, true, &u.columns, "HASH");
+    }
+    for i in def
+        .indexes
+        .iter()
+        .filter(|i| !i.dropped && i.name != PRIMARY_INDEX_NAME)
+    {
+        push(&i.name, false, &i.columns, "BTREE");
+    }
+    entries
+}
+
+/// The definition of table `name`: the cluster's, or an
+/// information_schema table's.
+async fn table_def(cluster: &Cluster, name: &TableName) -> Result<TableDef, SqlError> {
+    if name.database == information_schema::DATABASE {
+        if let Some(t) = information_schema::table_named(&name.table) {
+            return information_schema::definition(t);
+        }
+    }
+    Ok(catalog::table(cluster, name).await?.def().clone())
+}
+
 /// SHOW INDEX / INDEXES / KEYS FROM t [FROM db].
 pub async fn index(env: &Env<'_>, cluster: &Cluster, words: &[Ident]) -> Result<Outcome, SqlError> {
     let word = |i: usize| words.get(i).map(|w| w.value.to_ascii_uppercase());
@@ -227,49 +307,27 @@ pub async fn index(env: &Env<'_>, cluster: &Cluster, words: &[Ident]) -> Result<
         _ => return Err(SqlError::syntax("SHOW INDEX FROM table [FROM database]")),
     };
     let name = table_of(env, &table, db.as_ref())?;
-    let t = catalog::table(cluster, &name).await?;
-    let def = t.def();
-    let mut rows = Vec::new();
-    let mut push = |key: &str, unique: bool, cols: &[u16], kind: &str| {
-        for (seq, &c) in cols.iter().enumerate() {
-            let col = &def.columns[usize::from(c)];
-            rows.push(vec![
+    let def = table_def(cluster, &name).await?;
+    let rows = index_entries(&def)
+        .into_iter()
+        .map(|e| {
+            vec![
                 Some(name.table.clone()),
-                Some(if unique { "0" } else { "1" }.into()),
-                Some(key.to_string()),
-                Some((seq + 1).to_string()),
-                Some(col.name.clone()),
+                Some(if e.unique { "0" } else { "1" }.into()),
+                Some(e.key),
+                Some(e.seq.to_string()),
+                Some(e.column),
                 Some("A".into()),
                 Some("0".into()),
                 None,
                 None,
-                Some(if col.nullable { "YES" } else { "" }.into()),
-                Some(kind.into()),
+                Some(if e.nullable { "YES" } else { "" }.into()),
+                Some(e.kind.into()),
                 Some(String::new()),
                 Some(String::new()),
-            ]);
-        }
-    };
-    push(
-        PRIMARY_INDEX_NAME,
-        true,
-        &def.primary_key,
-        if def.options.hash_only_primary_key {
-            "HASH"
-        } else {
-            "BTREE"
-        },
-    );
-    for u in &def.unique_indexes {
-        push(&u.name, true, &u.columns, "HASH");
-    }
-    for i in def
-        .indexes
-        .iter()
-        .filter(|i| !i.dropped && i.name != PRIMARY_INDEX_NAME)
-    {
-        push(&i.name, false, &i.columns, "BTREE");
-    }
+            ]
+        })
+        .collect();
     Ok(strings(
         &[
             "Table",
@@ -322,9 +380,80 @@ pub fn status(filter: Option<&ShowStatementFilter>) -> Result<Outcome, SqlError>
     Ok(strings(&["Variable_name", "Value"], rows))
 }
 
-/// SHOW WARNINGS / ERRORS: none are kept yet.
-pub fn warnings() -> Outcome {
-    strings(&["Level", "Code", "Message"], Vec::new())
+/// SHOW WARNINGS / ERRORS [LIMIT [offset,] n] and SHOW COUNT(*)
+/// WARNINGS / ERRORS over the session's list, `text` being the
+/// statement (sqlparser keeps only its words, not LIMIT's numbers).
+pub fn warnings(diagnostics: &Diagnostics, text: &str) -> Result<Outcome, SqlError> {
+    let bad = || {
+        SqlError::syntax(format!(
+            "'{text}': expected SHOW WARNINGS | ERRORS [LIMIT [offset,] n] or SHOW COUNT(*) WARNINGS | ERRORS"
+        ))
+    };
+    let spaced = text
+        .replace(',', " , ")
+        .replace('(', " ( ")
+        .replace(')', " ) ");
+    let words: Vec<String> = spaced
+        .split_whitespace()
+        .map(|w| w.trim_end_matches(';').to_ascii_uppercase())
+        .filter(|w| !w.is_empty())
+        .collect();
+    let words: Vec<&str> = words.iter().map(String::as_str).collect();
+    let count = |errors: bool| {
+        let (name, n) = if errors {
+            ("@@session.error_count", diagnostics.error_count())
+        } else {
+            ("@@session.warning_count", diagnostics.warning_count())
+        };
+        Outcome::Rows {
+            columns: vec![expression_column(name, Some(&Value::UInt(n)))],
+            rows: vec![vec![Some(n.to_string().into_bytes())]],
+        }
+    };
+    let (errors, rest) = match words.as_slice() {
+        ["SHOW", "COUNT", "(", "*", ")", kind] => {
+            return match *kind {
+                "WARNINGS" => Ok(count(false)),
+                "ERRORS" => Ok(count(true)),
+                _ => Err(bad()),
+            }
+        }
+        ["SHOW", "WARNINGS", rest @ ..] => (false, rest),
+        ["SHOW", "ERRORS", rest @ ..] => (true, rest),
+        _ => return Err(bad()),
+    };
+    let number = |w: &str| w.parse::<u64>().map_err(|_| bad());
+    let (offset, limit) = match rest {
+        [] => (0, None),
+        ["LIMIT", n] => (0, Some(number(n)?)),
+        ["LIMIT", o, ",", n] => (number(o)?, Some(number(n)?)),
+        ["LIMIT", n, "OFFSET", o] => (number(o)?, Some(number(n)?)),
+        _ => return Err(bad()),
+    };
+    let rows: Vec<Vec<Option<String>>> = diagnostics
+        .conditions()
+        .iter()
+        .filter(|c| !errors || c.level == Level::Error)
+        .skip(usize::try_from(offset).unwrap_or(usize::MAX))
+        .take(limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX)))
+        .map(|c| {
+            vec![
+                Some(c.level.name().to_string()),
+                Some(c.code.to_string()),
+                Some(c.message.clone()),
+            ]
+        })
+        .collect();
+    let mut out = strings(&["Level", "Code", "Message"], rows);
+    if let Outcome::Rows { columns, .. } = &mut out {
+        // MySQL's types: Level VARCHAR(7), Code INT UNSIGNED, Message
+        // VARCHAR(512).
+        if let Some(code) = columns.get_mut(1) {
+            *code = expression_column("Code", Some(&Value::UInt(0)));
+            code.length = 4;
+        }
+    }
+    Ok(out)
 }
 
 /// SHOW ENGINES.

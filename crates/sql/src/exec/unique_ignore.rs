@@ -27,6 +27,11 @@ use std::collections::HashSet;
 /// statement's rows took so far.
 pub struct UniqueGuard {
     indexes: Vec<(UniqueIndex, Vec<u16>)>,
+    /// Each index's name, as `indexes` orders them.
+    names: Vec<String>,
+    /// Per row of the last [`UniqueGuard::clashes`]: the index it
+    /// clashed on (a skipped row's warning names it).
+    clashed: Vec<Option<usize>>,
     /// `index number: values` of the rows kept so far (the statement's
     /// rows are bounded by the packet size, and so is this).
     taken: HashSet<String>,
@@ -37,7 +42,9 @@ impl UniqueGuard {
     pub async fn new(cluster: &Cluster, table: &Table) -> Result<Option<UniqueGuard>, SqlError> {
         let def = table.def();
         let mut indexes = Vec::new();
+        let mut names = Vec::new();
         for u in def.unique_indexes.iter().filter(|u| !u.building) {
+            names.push(u.name.clone());
             let index = cluster
                 .unique_index(table.name(), &u.name)
                 .await
@@ -46,6 +53,8 @@ impl UniqueGuard {
         }
         Ok((!indexes.is_empty()).then_some(UniqueGuard {
             indexes,
+            names,
+            clashed: Vec::new(),
             taken: HashSet::new(),
         }))
     }
@@ -59,6 +68,7 @@ impl UniqueGuard {
         rows: &[Vec<Value>],
     ) -> Result<Vec<bool>, SqlError> {
         let mut clash = vec![false; rows.len()];
+        self.clashed = vec![None; rows.len()];
         let mut keys: Vec<Vec<String>> = Vec::with_capacity(rows.len());
         let mut reads = Vec::new();
         for (i, row) in rows.iter().enumerate() {
@@ -71,7 +81,7 @@ impl UniqueGuard {
                     .read_unique(record, index, &key, LockMode::Shared)
                     .map_err(|e| from_shoal(&e))?;
                 txn.ignore_error(op);
-                reads.push((i, op));
+                reads.push((i, n, op));
                 row_keys.push(format!("{n}:{key:?}"));
             }
             keys.push(row_keys);
@@ -82,8 +92,11 @@ impl UniqueGuard {
         txn.execute(ExecType::NoCommit)
             .await
             .map_err(|e| from_shoal(&e))?;
-        for (i, op) in reads {
+        for (i, n, op) in reads {
             if txn.row(op).is_some() {
+                if !clash[i] {
+                    self.clashed[i] = Some(n);
+                }
                 clash[i] = true;
             } else if let Some(e) = txn.op_error(op) {
                 if e.code != ErrorCode::TupleNotFound {
@@ -95,13 +108,24 @@ impl UniqueGuard {
             if clash[i] {
                 continue;
             }
-            if row_keys.iter().any(|k| self.taken.contains(k)) {
+            if let Some(k) = row_keys.iter().find(|k| self.taken.contains(*k)) {
                 clash[i] = true;
+                self.clashed[i] = k.split_once(':').and_then(|(n, _)| n.parse::<usize>().ok());
                 continue;
             }
             self.taken.extend(row_keys);
         }
         Ok(clash)
+    }
+
+    /// The unique index (name, columns) row `i` of the last
+    /// [`UniqueGuard::clashes`] clashed on, if it did.
+    pub fn clash_of(&self, i: usize) -> Option<(&str, &[u16])> {
+        let n = (*self.clashed.get(i)?)?;
+        Some((
+            self.names.get(n)?.as_str(),
+            self.indexes.get(n)?.1.as_slice(),
+        ))
     }
 
     /// The rows other than `row` itself (by primary key) that hold one of

@@ -1,7 +1,7 @@
 //! DECIMAL(p,s) in SQL: the declared type's checks (MySQL's errors 1425,
 //! 1426 and 1427), and values converted for a DECIMAL column as MySQL's
 //! strict mode does: rounded half away from zero to the column's scale
-//! (MySQL adds a note; Shoal says nothing), refused past its precision
+//! (with MySQL's note 1265 when a statement stores it), refused past its precision
 //! (1264) or when a string is not a number (1366).
 
 use super::{incorrect, out_of_range, parse_number, value_text};
@@ -110,10 +110,20 @@ pub fn coerce_decimal(
             incorrect("decimal", &shown, col, row)
         }
     })?;
-    d.rescale(scale)
+    let stored = d
+        .rescale(scale)
         .filter(|d| d.fits(precision))
-        .map(Value::Decimal)
-        .ok_or_else(|| out_of_range(col, row))
+        .ok_or_else(|| out_of_range(col, row))?;
+    // Digits past the scale were rounded away: MySQL notes it for a value
+    // stored in a column (a CAST, whose column has no name, does not).
+    if !col.is_empty() && d.rescale_exact(scale).is_none() {
+        crate::exec::warnings::stored_value_note(&SqlError::new(
+            1265,
+            "01000",
+            format!("Data truncated for column '{col}' at row {row}"),
+        ));
+    }
+    Ok(Value::Decimal(stored))
 }
 
 /// `v` as a value of a DECIMAL column with `scale` that compares exactly

@@ -1,0 +1,26 @@
+-- Every column type read back as stored: edge values, NULLs, padding.
+SELECT * FROM ints ORDER BY id;
+SELECT * FROM nums ORDER BY id;
+SELECT id, c, v, b, vb FROM strs ORDER BY id;
+SELECT * FROM times ORDER BY id;
+SELECT id, CONCAT('[', c, ']'), CONCAT('[', v, ']') FROM strs ORDER BY id;
+SELECT id, LENGTH(c), LENGTH(v), LENGTH(b), LENGTH(vb) FROM strs ORDER BY id;
+SELECT id, CHAR_LENGTH(c), CHAR_LENGTH(v) FROM strs ORDER BY id;
+SELECT id, b, vb FROM strs WHERE id IN (1, 2, 9);
+SELECT bi, bu FROM ints WHERE id = 2;
+SELECT bi, bu FROM ints WHERE id = 1;
+SELECT -ti, -si, -i, -bi FROM ints WHERE id = 2;
+SELECT d, -d FROM nums WHERE id = 3;
+SELECT f, d FROM nums WHERE id IN (1, 2, 5, 6);
+SELECT d3810 FROM nums WHERE d3810 IS NOT NULL;
+SELECT id FROM nums WHERE d = 0;
+SELECT id FROM times WHERE t < '00:00:00';
+SELECT id, ts FROM times WHERE ts >= '2000-01-01 00:00:00' ORDER BY ts;
+SELECT id FROM times WHERE d = '2024-02-29';
+SELECT id FROM times WHERE dt BETWEEN '1999-12-31 00:00:00' AND '2000-01-01 00:00:00';
+SELECT MIN(t), MAX(t), MIN(d), MAX(dt) FROM times;
+SELECT YEAR(d), MONTH(d), DAY(d) FROM times ORDER BY id;
+SELECT DATE(dt) FROM times ORDER BY id;
+SELECT 127 + 0, -128 - 0, 18446744073709551615, -9223372036854775808;
+SELECT 0.1 + 0.2, 1.10 * 2, 10 / 4, 7 DIV 2, 7 % 3, -7 % 3;
+SELECT 1e0, 1.5e0 * 2, 0.0 * -1;

@@ -1,0 +1,34 @@
+-- Inner and left joins of two and three tables: ON, USING, comma joins
+-- with WHERE, self-joins through aliases, joins under GROUP BY.
+SELECT c.name, o.id, o.amount FROM customers c JOIN orders o ON o.customer_id = c.id ORDER BY o.id;
+SELECT c.name, o.id FROM customers c INNER JOIN orders o ON c.id = o.customer_id WHERE o.status = 'paid';
+SELECT c.name, o.id FROM customers AS c LEFT JOIN orders AS o ON o.customer_id = c.id ORDER BY c.id, o.id;
+SELECT c.name, o.id FROM customers c LEFT JOIN orders o ON o.customer_id = c.id WHERE o.id IS NULL;
+SELECT c.name, o.id FROM customers c LEFT JOIN orders o ON o.customer_id = c.id AND o.status = 'paid' ORDER BY c.id, o.id;
+SELECT o.id, c.name FROM orders o LEFT JOIN customers c ON c.id = o.customer_id ORDER BY o.id;
+SELECT o.id, c.name, c.city FROM orders o LEFT OUTER JOIN customers c ON c.id = o.customer_id WHERE c.city IS NULL ORDER BY o.id;
+SELECT customers.name, orders.amount FROM customers, orders WHERE customers.id = orders.customer_id AND orders.amount > 20;
+SELECT c.name, o.id, l.product, l.qty FROM customers c JOIN orders o ON o.customer_id = c.id JOIN order_lines l ON l.order_id = o.id ORDER BY o.id, l.line;
+SELECT c.name, o.id, l.product FROM customers c LEFT JOIN orders o ON o.customer_id = c.id LEFT JOIN order_lines l ON l.order_id = o.id ORDER BY c.id, o.id, l.line;
+SELECT c.name, o.id, l.product FROM customers c, orders o, order_lines l WHERE o.customer_id = c.id AND l.order_id = o.id AND l.product = 'pen';
+SELECT a.name, b.name FROM customers a JOIN customers b ON a.city = b.city AND a.id < b.id;
+SELECT a.id, b.id FROM customers a, customers b WHERE a.id + 1 = b.id ORDER BY a.id;
+SELECT a.id, b.id FROM orders a LEFT JOIN orders b ON b.customer_id = a.customer_id AND b.id > a.id ORDER BY a.id, b.id;
+SELECT c.name, COUNT(o.id), SUM(o.amount) FROM customers c LEFT JOIN orders o ON o.customer_id = c.id GROUP BY c.name ORDER BY c.name;
+SELECT c.city, COUNT(*) FROM customers c JOIN orders o ON o.customer_id = c.id GROUP BY c.city ORDER BY c.city;
+SELECT c.name, SUM(l.qty * l.price) FROM customers c JOIN orders o ON o.customer_id = c.id JOIN order_lines l ON l.order_id = o.id GROUP BY c.name HAVING SUM(l.qty * l.price) > 10 ORDER BY c.name;
+SELECT o.status, COUNT(l.line) FROM orders o LEFT JOIN order_lines l ON l.order_id = o.id GROUP BY o.status ORDER BY o.status;
+SELECT o.id, COUNT(l.line) FROM orders o LEFT JOIN order_lines l ON l.order_id = o.id GROUP BY o.id HAVING COUNT(l.line) = 0;
+SELECT s.id, s.v, n.d52 FROM strs s JOIN nums n USING (id) ORDER BY s.id;
+SELECT s.id, n.d FROM strs s LEFT JOIN nums n USING (id) WHERE s.id > 3 ORDER BY s.id;
+SELECT o.id, x.order_id FROM orders o JOIN order_lines x ON x.order_id = o.id WHERE x.line = 2;
+SELECT * FROM customers c JOIN orders o ON o.customer_id = c.id WHERE c.id = 2;
+SELECT c.*, o.amount FROM customers c JOIN orders o ON o.customer_id = c.id WHERE o.id = 14;
+SELECT c.name, o.id FROM customers c JOIN orders o ON o.customer_id = c.id ORDER BY o.amount DESC LIMIT 2;
+SELECT DISTINCT c.city FROM customers c JOIN orders o ON o.customer_id = c.id;
+SELECT c.name FROM customers c JOIN orders o ON o.customer_id = c.id WHERE o.amount BETWEEN 1 AND 30 ORDER BY c.name, o.id;
+SELECT c.name, o.id FROM customers c JOIN orders o ON TRUE WHERE o.id = 10 ORDER BY c.id;
+SELECT COUNT(*) FROM customers c, orders o;
+SELECT c.name, t.d FROM customers c JOIN times t ON t.id = c.id ORDER BY c.id;
+SELECT i.id, n.d52 FROM ints i JOIN nums n ON n.id = i.id WHERE i.ti IS NOT NULL ORDER BY i.id;
+SELECT s.id, s.v, n.d FROM strs s LEFT JOIN nums n ON n.id = s.id ORDER BY s.id;
