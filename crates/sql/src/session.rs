@@ -321,6 +321,7 @@ impl Session {
             limits: self.limits,
             own_transaction: false,
             describe_only: false,
+            subqueries: None,
         }
     }
 

@@ -33,6 +33,7 @@ pub mod result_type;
 pub mod select;
 pub mod show;
 pub mod split;
+pub mod subquery;
 pub mod template;
 pub mod unique_ignore;
 pub mod upsert;
@@ -121,6 +122,9 @@ pub struct Env<'a> {
     /// The statement is only described (a prepare): `?` parameters
     /// compile as NULL.
     pub describe_only: bool,
+    /// The results of the statement's subqueries, run before it compiles
+    /// ([`subquery`]).
+    pub subqueries: Option<&'a subquery::Materialized>,
 }
 
 impl Env<'_> {
