@@ -1350,7 +1350,10 @@ async fn check_live(c: &Cluster, table: &Table, model: &Model, when: &str) {
 
 #[test]
 fn an_index_created_under_writes_is_whole_and_can_be_dropped_and_made_again() {
-    let mut cluster = TestCluster::start_nodes(2, 2, |_| {});
+    // A slow build (64 rows a 10 ms tick per node: over half a second for
+    // the table), so that the writer's commits land while it runs however
+    // fast the machine is (at 16 Ki rows a tick it took 6 ms once).
+    let mut cluster = TestCluster::start_nodes(2, 2, |c| c.index_build_rows_per_tick = 64);
     let rt = runtime();
     let c = rt
         .block_on(Cluster::connect(&cluster.mgmd_addr))

@@ -1021,6 +1021,32 @@ fn joins_agree_with_a_model() {
             column(&mut s, "SELECT COUNT(*) FROM a JOIN c USING (b_id)").await,
             vec![n.to_string()]
         );
+        // A USING column is one column: unqualified it is not ambiguous,
+        // and `*` lists it once, first.
+        if let Outcome::Rows { columns, .. } =
+            ok(&mut s, "SELECT * FROM a JOIN c USING (b_id) LIMIT 1").await
+        {
+            let names: Vec<&str> = columns.iter().map(|c| c.name.as_str()).collect();
+            assert_eq!(names, ["b_id", "id", "v", "seq", "x"]);
+        }
+        let mut per: std::collections::BTreeMap<i64, usize> = Default::default();
+        for a in &ta {
+            for c in tc.iter().filter(|c| Some(c.0) == a.1) {
+                *per.entry(c.0).or_default() += 1;
+            }
+        }
+        let want: Vec<Vec<Option<String>>> = per
+            .iter()
+            .map(|(k, n)| vec![Some(k.to_string()), Some(n.to_string())])
+            .collect();
+        assert_eq!(
+            rows(&mut s, "SELECT b_id, COUNT(*) FROM a JOIN c USING (b_id) GROUP BY b_id ORDER BY b_id").await,
+            want
+        );
+        assert_eq!(
+            rows(&mut s, "SELECT FLOOR(-1.5), CEIL(1.2), CEILING(-1.2), FLOOR(7)").await,
+            vec![r(&["-2", "2", "-1", "7"])]
+        );
         // Nested loops (no equality): a comparison across tables.
         let n = ta
             .iter()
@@ -1097,5 +1123,77 @@ fn joins_agree_with_a_model() {
         err_code(&mut s, "SELECT a.id FROM a JOIN nope ON a.b_id = nope.id", 1146).await;
         err_code(&mut s, "SELECT a.nope FROM a JOIN b ON a.b_id = b.id", 1054).await;
         err_code(&mut s, "SELECT a.id FROM a JOIN b USING (nope)", 1054).await;
+
+        // --- Subqueries (run first, their results constants).
+        let big: Vec<i64> = tb.iter().filter(|b| b.2.is_some_and(|w| w > 50)).map(|b| b.0).collect();
+        let want: Vec<String> = ta
+            .iter()
+            .filter(|a| a.1.is_some_and(|x| big.contains(&x)))
+            .map(|a| a.0.to_string())
+            .collect();
+        assert_eq!(
+            column(&mut s, "SELECT id FROM a WHERE b_id IN (SELECT id FROM b WHERE w > 50) ORDER BY id").await,
+            want
+        );
+        // NOT IN: a NULL in the list makes every non-member unknown.
+        let want: Vec<String> = ta
+            .iter()
+            .filter(|a| a.1.is_some_and(|x| !big.contains(&x)))
+            .map(|a| a.0.to_string())
+            .collect();
+        assert_eq!(
+            column(&mut s, "SELECT id FROM a WHERE b_id NOT IN (SELECT id FROM b WHERE w > 50) ORDER BY id").await,
+            want
+        );
+        assert_eq!(
+            column(&mut s, "SELECT COUNT(*) FROM b WHERE id NOT IN (SELECT b_id FROM a)").await,
+            vec!["0"]
+        );
+        let max_v = ta.iter().map(|a| a.2).max().unwrap();
+        assert_eq!(
+            column(&mut s, "SELECT (SELECT MAX(v) FROM a) + 1").await,
+            vec![(max_v + 1).to_string()]
+        );
+        let want: Vec<String> = ta.iter().filter(|a| a.2 == max_v).map(|a| a.0.to_string()).collect();
+        assert_eq!(
+            column(&mut s, "SELECT id FROM a WHERE v = (SELECT MAX(v) FROM a) ORDER BY id").await,
+            want
+        );
+        assert_eq!(
+            column(&mut s, "SELECT COUNT(*) FROM a WHERE EXISTS (SELECT 1 FROM b WHERE w > 1000)").await,
+            vec!["0"]
+        );
+        assert_eq!(
+            column(&mut s, "SELECT COUNT(*) FROM a WHERE NOT EXISTS (SELECT 1 FROM b WHERE w > 1000)").await,
+            vec![ta.len().to_string()]
+        );
+        // In a join's WHERE, in HAVING, nested.
+        assert_eq!(
+            column(&mut s, "SELECT COUNT(*) FROM a JOIN b ON b.id = a.b_id WHERE b.id IN (SELECT b_id FROM c WHERE seq = 0)").await,
+            vec![ta
+                .iter()
+                .filter(|a| b_of(a.1).is_some_and(|b| tc.iter().any(|c| c.0 == b.0 && c.1 == 0)))
+                .count()
+                .to_string()]
+        );
+        assert_eq!(
+            column(&mut s, "SELECT COUNT(*) FROM a WHERE id IN (SELECT id FROM a WHERE v IN (SELECT MAX(v) FROM a))").await,
+            vec![ta.iter().filter(|a| a.2 == max_v).count().to_string()]
+        );
+        // UPDATE and DELETE with a subquery over their own table.
+        ok(&mut s, "CREATE TABLE s (id INT PRIMARY KEY, v INT)").await;
+        ok(&mut s, "INSERT INTO s VALUES (1, 10), (2, 20), (3, 30)").await;
+        assert_eq!(affected(&mut s, "UPDATE s SET v = v + 1 WHERE v < (SELECT AVG(v) FROM s)").await, 1);
+        assert_eq!(affected(&mut s, "DELETE FROM s WHERE v = (SELECT MAX(v) FROM s)").await, 1);
+        assert_eq!(
+            rows(&mut s, "SELECT id, v FROM s ORDER BY id").await,
+            vec![r(&["1", "11"]), r(&["2", "20"])]
+        );
+        // Errors: shape, rows, correlation, in a VALUES list.
+        err_code(&mut s, "SELECT (SELECT id FROM s)", 1242).await;
+        err_code(&mut s, "SELECT 1 FROM s WHERE id IN (SELECT id, v FROM s)", 1241).await;
+        let e = err_code(&mut s, "SELECT id FROM a WHERE EXISTS (SELECT 1 FROM b WHERE b.id = a.b_id)", 1054).await;
+        assert!(e.message.contains("correlated"), "{}", e.message);
+        err_code(&mut s, "INSERT INTO s VALUES (9, (SELECT 1))", 1235).await;
     });
 }

@@ -114,6 +114,10 @@ pub struct DataNodeConfig {
     /// bytes per second. 0 = as fast as possible.
     #[serde(default = "defaults::restart_copy_bytes_per_sec")]
     pub restart_copy_bytes_per_sec: u64,
+    /// Rows a data node adds to a new ordered index per tick while it
+    /// builds it online (the rest of a tick serves traffic).
+    #[serde(default = "defaults::index_build_rows_per_tick")]
+    pub index_build_rows_per_tick: u32,
     /// Keep rows in memory only: no redo log, no epochs; a restart of the
     /// whole cluster starts empty (NDB: Diskless).
     #[serde(default)]
@@ -178,6 +182,8 @@ pub struct ClusterConfig {
     pub start_partial_timeout_ms: u64,
     /// Copy rate to a restarting node; 0 = unthrottled.
     pub restart_copy_bytes_per_sec: u64,
+    /// Rows per tick of an online ordered-index build (≥ 1).
+    pub index_build_rows_per_tick: u32,
     /// NDB: Diskless. No redo log and no epochs.
     pub diskless: bool,
     /// NDB: TimeBetweenEpochs.
@@ -253,6 +259,8 @@ pub mod defaults {
     pub const ARBITRATION_TIMEOUT_MS: u64 = 7500;
     pub const START_PARTIAL_TIMEOUT_MS: u64 = 30_000;
     pub const RESTART_COPY_BYTES_PER_SEC: u64 = 64 * 1024 * 1024;
+    /// About 10 ms of work a tick: other traffic waits at most that.
+    pub const INDEX_BUILD_ROWS_PER_TICK: u32 = 16 * 1024;
     pub const MAX_FRAME_BYTES: u32 = 8 * 1024 * 1024;
     pub const MAX_SIGNALS_PER_FRAME: u32 = 16 * 1024;
     pub const MAX_CLIENT_CONNECTIONS: u32 = 1024;
@@ -274,6 +282,9 @@ pub mod defaults {
     }
     pub fn restart_copy_bytes_per_sec() -> u64 {
         RESTART_COPY_BYTES_PER_SEC
+    }
+    pub fn index_build_rows_per_tick() -> u32 {
+        INDEX_BUILD_ROWS_PER_TICK
     }
     pub fn epoch_interval_ms() -> u64 {
         EPOCH_INTERVAL_MS
@@ -344,6 +355,8 @@ struct FileDataNodeDefaults {
     start_partial_timeout_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     restart_copy_bytes_per_sec: Option<ByteSize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    index_build_rows_per_tick: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     diskless: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -536,6 +549,9 @@ impl ClusterConfig {
                 .restart_copy_bytes_per_sec
                 .map(|b| b.0)
                 .unwrap_or(defaults::RESTART_COPY_BYTES_PER_SEC),
+            index_build_rows_per_tick: dn
+                .index_build_rows_per_tick
+                .unwrap_or(defaults::INDEX_BUILD_ROWS_PER_TICK),
             diskless: dn.diskless.unwrap_or(false),
             epoch_interval_ms: dn.epoch_interval_ms.unwrap_or(defaults::EPOCH_INTERVAL_MS),
             redo_log_bytes: dn
@@ -596,6 +612,7 @@ impl ClusterConfig {
                 arbitration_timeout_ms: Some(self.arbitration_timeout_ms),
                 start_partial_timeout_ms: Some(self.start_partial_timeout_ms),
                 restart_copy_bytes_per_sec: Some(ByteSize(self.restart_copy_bytes_per_sec)),
+                index_build_rows_per_tick: Some(self.index_build_rows_per_tick),
                 diskless: Some(self.diskless),
                 epoch_interval_ms: Some(self.epoch_interval_ms),
                 redo_log_size: Some(ByteSize(self.redo_log_bytes)),
@@ -678,6 +695,7 @@ impl ClusterConfig {
             arbitration_timeout_ms: defaults::ARBITRATION_TIMEOUT_MS,
             start_partial_timeout_ms: defaults::START_PARTIAL_TIMEOUT_MS,
             restart_copy_bytes_per_sec: defaults::RESTART_COPY_BYTES_PER_SEC,
+            index_build_rows_per_tick: defaults::INDEX_BUILD_ROWS_PER_TICK,
             diskless: false,
             epoch_interval_ms: defaults::EPOCH_INTERVAL_MS,
             redo_log_bytes: defaults::REDO_LOG_BYTES,
@@ -825,7 +843,13 @@ impl ClusterConfig {
                 self.spin_us
             )));
         }
-        let ranges: [(&str, u64, u64, u64); 2] = [
+        let ranges: [(&str, u64, u64, u64); 3] = [
+            (
+                "index_build_rows_per_tick",
+                u64::from(self.index_build_rows_per_tick),
+                1,
+                1 << 20,
+            ),
             (
                 "heartbeat_interval_ms",
                 self.heartbeat_interval_ms,
@@ -1047,6 +1071,7 @@ impl ClusterConfig {
             arbitration_timeout_ms: self.arbitration_timeout_ms,
             start_partial_timeout_ms: self.start_partial_timeout_ms,
             restart_copy_bytes_per_sec: self.restart_copy_bytes_per_sec,
+            index_build_rows_per_tick: self.index_build_rows_per_tick,
             diskless: self.diskless,
             epoch_interval_ms: self.epoch_interval_ms,
             redo_log_bytes: self.redo_log_bytes,

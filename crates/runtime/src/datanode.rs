@@ -65,8 +65,7 @@ fn kernel_config(node_id: u16, incarnation: u32, cfg: &DataNodeConfig) -> Kernel
         max_answer_bytes,
         copy_batch_rows: 512,
         snapshot_step_bytes: 4 << 20,
-        // About 10 ms of work a tick: other traffic waits at most that.
-        index_build_rows_per_tick: 16 * 1024,
+        index_build_rows_per_tick: cfg.index_build_rows_per_tick as usize,
         max_concurrent_scans: cfg.max_concurrent_scans as usize,
         scan_examine_rows_max: 16_384,
         epoch_interval_ms: if cfg.diskless {

@@ -327,6 +327,7 @@ impl Session {
             describe_only: false,
             warning_count: self.diagnostics.warning_count(),
             error_count: self.diagnostics.error_count(),
+            subqueries: None,
         }
     }
 

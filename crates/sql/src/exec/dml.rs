@@ -23,6 +23,7 @@ use super::error::{duplicate, from_shoal, unique_index_in};
 use super::expr::{Compiler, Scalar};
 use super::plan::{plan, Access};
 use super::select::{fetch, sort_rows, target, Target};
+use super::subquery::materialize;
 use super::Env;
 use crate::catalog;
 use crate::outcome::{Outcome, SqlError};
@@ -263,6 +264,13 @@ pub async fn update(
     if upd.from.is_some() || upd.returning.is_some() || upd.or.is_some() {
         return Err(SqlError::not_supported("UPDATE ... FROM / RETURNING"));
     }
+    // Its subqueries first (read before any row is written, so a
+    // subquery over the table itself sees it as it was).
+    let materialized = materialize(env, cluster, txn, upd, false).await?;
+    let env = &Env {
+        subqueries: Some(&materialized),
+        ..env.clone()
+    };
     let target = target(cluster, env, &upd.table).await?;
     let def = target.table.def().clone();
     let scope = target.scope();
@@ -433,6 +441,11 @@ pub async fn delete(
     };
     let [one] = from.as_slice() else {
         return Err(SqlError::not_supported("multi-table DELETE"));
+    };
+    let materialized = materialize(env, cluster, txn, del, false).await?;
+    let env = &Env {
+        subqueries: Some(&materialized),
+        ..env.clone()
     };
     let target = target(cluster, env, one).await?;
     let def = target.table.def().clone();

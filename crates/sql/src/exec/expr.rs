@@ -9,6 +9,7 @@
 //! (1690 out of range).
 
 use super::eval_types::DatePart;
+use super::subquery::Answer;
 use super::Env;
 use crate::outcome::SqlError;
 use crate::sqltypes::{parse_date, parse_datetime, parse_time};
@@ -193,6 +194,11 @@ fn current_user(env: &Env<'_>) -> Value {
         Some(p) => Value::Str(format!("{}@{}", p.account.user, p.account.host)),
         None => Value::Str(env.user_at_host()),
     }
+}
+
+/// A subquery where the statement did not run it first (1235).
+fn subquery_here() -> SqlError {
+    SqlError::not_supported("a subquery in this place (subqueries work in a SELECT's clauses and an UPDATE's or DELETE's WHERE)")
 }
 
 pub fn unknown_column(name: &str, clause: &str) -> SqlError {
@@ -548,11 +554,59 @@ impl Compiler<'_> {
                 }
             }
             Expr::Function(f) => self.function(f, depth)?,
-            Expr::Subquery(_) | Expr::InSubquery { .. } | Expr::Exists { .. } => {
-                return Err(SqlError::not_supported("subqueries"))
+            // The parser reads FLOOR(x) and CEIL(x) as forms of their own.
+            Expr::Floor { expr, field } | Expr::Ceil { expr, field } => {
+                if !matches!(
+                    field,
+                    sqlparser::ast::CeilFloorKind::DateTimeField(
+                        sqlparser::ast::DateTimeField::NoDateTime
+                    )
+                ) {
+                    return Err(SqlError::new(
+                        1582,
+                        "42000",
+                        format!("Incorrect parameter count in the call to native function '{e}'"),
+                    ));
+                }
+                let func = if matches!(e, Expr::Floor { .. }) {
+                    Func::Floor
+                } else {
+                    Func::Ceil
+                };
+                Scalar::Func(func, vec![self.compile_at(expr, depth + 1)?])
             }
+            Expr::InSubquery {
+                expr,
+                subquery,
+                negated,
+            } => match self.subquery(subquery) {
+                Some(Answer::In(values)) => Scalar::InList {
+                    expr: b(expr)?,
+                    list: values.iter().cloned().map(Scalar::Const).collect(),
+                    negated: *negated,
+                },
+                None if self.env.describe_only => Scalar::Const(Value::Null),
+                _ => return Err(subquery_here()),
+            },
+            Expr::Exists { subquery, negated } => match self.subquery(subquery) {
+                Some(Answer::Exists(found)) => {
+                    Scalar::Const(Value::Int(i64::from(*found != *negated)))
+                }
+                None if self.env.describe_only => Scalar::Const(Value::Null),
+                _ => return Err(subquery_here()),
+            },
+            Expr::Subquery(q) => match self.subquery(q) {
+                Some(Answer::Scalar(v)) => Scalar::Const(v.clone()),
+                None if self.env.describe_only => Scalar::Const(Value::Null),
+                _ => return Err(subquery_here()),
+            },
             other => return Err(SqlError::not_supported(format!("expression {other}"))),
         })
+    }
+
+    /// What subquery `q` gave, if the statement ran it.
+    fn subquery(&self, q: &sqlparser::ast::Query) -> Option<&Answer> {
+        self.env.subqueries.and_then(|m| m.get(q))
     }
 
     fn column(&self, qualifier: Option<&str>, name: &str) -> Result<Scalar, SqlError> {

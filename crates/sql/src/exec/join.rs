@@ -33,8 +33,8 @@ use crate::sqltypes::coerce;
 use shoal_client::{Cluster, LockMode, Transaction, Value};
 use shoal_types::TableDef;
 use sqlparser::ast::{
-    visit_expressions_mut, BinaryOperator, Expr, Ident, JoinConstraint, JoinOperator, Spanned,
-    TableWithJoins,
+    visit_expressions_mut, BinaryOperator, Expr, Ident, JoinConstraint, JoinOperator, Query,
+    Spanned, TableWithJoins, VisitMut, VisitorMut,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow;
@@ -57,6 +57,9 @@ pub struct Joined {
     pub offset: usize,
     /// `ON` (rewritten; `USING` made into equalities), if any.
     on: Option<Expr>,
+    /// Its own columns a `USING` merged into an earlier table's: an
+    /// unqualified name and `*` mean the earlier one, as in MySQL.
+    merged: Vec<u16>,
 }
 
 /// The tables of a FROM with joins, and their wide row.
@@ -64,6 +67,9 @@ pub struct Join {
     pub tables: Vec<Joined>,
     /// The wide row's columns ([`hidden_name`]s); no keys.
     pub def: TableDef,
+    /// The wide-row columns `USING` made common, in order: `*` lists
+    /// them first, as MySQL does.
+    coalesced: Vec<u16>,
 }
 
 /// The wide row's name for column `column` of table number `table`.
@@ -177,6 +183,7 @@ impl Join {
             }
         }
         let mut offset = 0;
+        let mut coalesced: Vec<u16> = Vec::new();
         for (target, kind, constraint) in pieces {
             let width = target.table.def().columns.len();
             tables.push(Joined {
@@ -184,13 +191,23 @@ impl Join {
                 kind,
                 offset,
                 on: None,
+                merged: Vec::new(),
             });
             offset += width;
             let me = tables.len() - 1;
             let on = match constraint {
                 JoinConstraint::None => None,
                 JoinConstraint::On(e) => Some(e),
-                JoinConstraint::Using(names) => Some(using(&tables, me, &names)?),
+                JoinConstraint::Using(names) => {
+                    let (on, merged, common) = using(&tables, me, &names)?;
+                    tables[me].merged = merged;
+                    for c in common {
+                        if !coalesced.contains(&c) {
+                            coalesced.push(c);
+                        }
+                    }
+                    Some(on)
+                }
                 JoinConstraint::Natural => {
                     return Err(SqlError::not_supported("NATURAL JOIN (use USING)"))
                 }
@@ -208,7 +225,11 @@ impl Join {
                 tables[me].on = Some(rewritten);
             }
         }
-        Ok(Join { tables, def })
+        Ok(Join {
+            tables,
+            def,
+            coalesced,
+        })
     }
 
     /// The wide row's width.
@@ -233,8 +254,16 @@ impl Join {
 
     /// The wide-row columns of `qualifier.*` (`None`: every table's).
     pub fn wildcard(&self, qualifier: Option<&str>) -> Result<Vec<(u16, String)>, SqlError> {
-        let mut out = Vec::new();
+        let mut out: Vec<(u16, String)> = Vec::new();
         let mut found = qualifier.is_none();
+        if qualifier.is_none() {
+            for &c in &self.coalesced {
+                out.push((
+                    c,
+                    shown_name(&self.def.columns[usize::from(c)].name).to_string(),
+                ));
+            }
+        }
         for t in &self.tables {
             if let Some(q) = qualifier {
                 if !t.target.names.iter().any(|n| n == q) {
@@ -243,7 +272,12 @@ impl Join {
                 found = true;
             }
             for (n, c) in t.target.table.def().columns.iter().enumerate() {
-                out.push(((t.offset + n) as u16, c.name.clone()));
+                let wide = (t.offset + n) as u16;
+                let hidden = qualifier.is_none()
+                    && (t.merged.contains(&(n as u16)) || self.coalesced.contains(&wide));
+                if !hidden {
+                    out.push((wide, c.name.clone()));
+                }
             }
         }
         if !found {
@@ -516,12 +550,16 @@ fn key_of(
 
 /// `USING (c, ...)`: for each column, the earlier table that has it
 /// equals table `me`'s.
+/// Also returns table `me`'s columns it merges and the wide-row columns
+/// they merge into.
 fn using(
     tables: &[Joined],
     me: usize,
     names: &[sqlparser::ast::ObjectName],
-) -> Result<Expr, SqlError> {
+) -> Result<(Expr, Vec<u16>, Vec<u16>), SqlError> {
     let mut parts = Vec::new();
+    let mut merged = Vec::new();
+    let mut common = Vec::new();
     for n in names {
         let name = n.to_string();
         let Some(right) = tables[me].target.scope().column(&name) else {
@@ -537,13 +575,18 @@ fn using(
         let Some((li, left_name)) = left else {
             return Err(super::expr::unknown_column(&name, "from clause"));
         };
+        merged.push(right);
+        if let Some(c) = tables[li].target.scope().column(&left_name) {
+            common.push((tables[li].offset + usize::from(c)) as u16);
+        }
         parts.push(Expr::BinaryOp {
             left: Box::new(Expr::Identifier(Ident::new(hidden_name(li, &left_name)))),
             op: BinaryOperator::Eq,
             right: Box::new(Expr::Identifier(Ident::new(hidden_name(me, right_name)))),
         });
     }
-    and_all(parts).ok_or_else(|| SqlError::syntax("USING needs a column"))
+    let on = and_all(parts).ok_or_else(|| SqlError::syntax("USING needs a column"))?;
+    Ok((on, merged, common))
 }
 
 /// `e` with column references to `tables` made [`hidden_name`]s (spans
@@ -552,15 +595,17 @@ fn using(
 fn rewrite(tables: &[Joined], e: &Expr, clause: &str) -> Result<Expr, SqlError> {
     let mut e = e.clone();
     let mut error = None;
-    let _ = visit_expressions_mut(&mut e, |x| {
+    let _ = outside_subqueries(&mut e, |x| {
         let span = x.span();
         let found = match &*x {
             Expr::Identifier(i) if i.value.starts_with('\0') => None,
             Expr::Identifier(i) => {
+                // A column USING merged answers to the earlier table's.
                 let mut hits = tables.iter().enumerate().filter_map(|(n, t)| {
                     t.target
                         .scope()
                         .column(&i.value)
+                        .filter(|c| !t.merged.contains(c))
                         .map(|c| hidden_name(n, &t.target.table.def().columns[usize::from(c)].name))
                 });
                 match (hits.next(), hits.next()) {
@@ -608,6 +653,38 @@ fn rewrite(tables: &[Joined], e: &Expr, clause: &str) -> Result<Expr, SqlError> 
         Some(e) => Err(e),
         None => Ok(e),
     }
+}
+
+/// Calls `f` on every expression of `e` (children first) except those
+/// inside a subquery: a subquery's names are its own tables' (it runs
+/// on its own, [`super::subquery`]).
+fn outside_subqueries(
+    e: &mut Expr,
+    f: impl FnMut(&mut Expr) -> ControlFlow<()>,
+) -> ControlFlow<()> {
+    struct Outside<F> {
+        depth: usize,
+        f: F,
+    }
+    impl<F: FnMut(&mut Expr) -> ControlFlow<()>> VisitorMut for Outside<F> {
+        type Break = ();
+        fn pre_visit_query(&mut self, _q: &mut Query) -> ControlFlow<()> {
+            self.depth += 1;
+            ControlFlow::Continue(())
+        }
+        fn post_visit_query(&mut self, _q: &mut Query) -> ControlFlow<()> {
+            self.depth -= 1;
+            ControlFlow::Continue(())
+        }
+        fn post_visit_expr(&mut self, e: &mut Expr) -> ControlFlow<()> {
+            if self.depth == 0 {
+                (self.f)(e)
+            } else {
+                ControlFlow::Continue(())
+            }
+        }
+    }
+    e.visit(&mut Outside { depth: 0, f })
 }
 
 /// The tables a rewritten expression refers to.

@@ -35,6 +35,7 @@ pub mod result_type;
 pub mod select;
 pub mod show;
 pub mod split;
+pub mod subquery;
 pub mod template;
 pub mod unique_ignore;
 pub mod upsert;
@@ -128,6 +129,9 @@ pub struct Env<'a> {
     /// last statement's conditions ([`warnings`]).
     pub warning_count: u64,
     pub error_count: u64,
+    /// The results of the statement's subqueries, run before it compiles
+    /// ([`subquery`]).
+    pub subqueries: Option<&'a subquery::Materialized>,
 }
 
 impl Env<'_> {

@@ -13,6 +13,7 @@ use super::fetch::fetch_columns;
 use super::group::{self, Grouping};
 use super::item_name::item_name;
 use super::plan::plan;
+use super::subquery::materialize;
 use super::{result_too_large, Env};
 use crate::catalog::{self, TableName};
 use crate::outcome::{Column, ColumnKind, Outcome, SqlError};
@@ -606,6 +607,18 @@ async fn run(
     text: &str,
 ) -> Result<Selected, SqlError> {
     let select = plain_select(query)?;
+    // Its subqueries first: their results compile as constants.
+    let materialized = materialize(env, cluster, txn, query, true).await?;
+    let with_subqueries;
+    let env = if materialized.is_empty() {
+        env
+    } else {
+        with_subqueries = Env {
+            subqueries: Some(&materialized),
+            ..env.clone()
+        };
+        &with_subqueries
+    };
     if super::join::is_join(&select.from) {
         let outcome = super::join_select::select(env, cluster, txn, query, select, text).await?;
         return Ok(Selected::Grouped(outcome));

@@ -1,0 +1,189 @@
+//! Subqueries that do not name the outer query's columns: `x [NOT] IN
+//! (SELECT …)`, `[NOT] EXISTS (SELECT …)` and a scalar `(SELECT …)`.
+//!
+//! Each is run once, before the statement around it compiles, in the
+//! statement's transaction (so it sees the transaction's writes and
+//! takes the locks its own FOR UPDATE / FOR SHARE asks for); its result
+//! becomes constants the compiler puts in its place ([`Materialized`]):
+//! a list for IN, a truth for EXISTS, one value for a scalar subquery.
+//! A subquery that names a column of the outer query (correlated) fails
+//! to compile on its own: 1054, saying correlated subqueries are not
+//! supported yet.
+//!
+//! Subqueries are keyed by their text: two identical ones have the same
+//! result, as neither depends on the outer row. Only the statement's own
+//! subqueries are run here; subqueries inside them run when they do.
+//!
+//! Invariants: an IN subquery holds at most [`IN_VALUES_MAX`] values
+//! (1038 past it, with what to do instead); a scalar subquery gives at
+//! most one row (1242) of one column (1241), as MySQL requires.
+
+use super::select::select_values;
+use super::Env;
+use crate::outcome::SqlError;
+use shoal_client::{Cluster, Transaction, Value};
+use sqlparser::ast::{Expr, Query, Visit, Visitor};
+use std::collections::BTreeMap;
+use std::ops::ControlFlow;
+
+/// Values an `IN (SELECT …)` may hold: each outer row is compared with
+/// every one of them.
+pub const IN_VALUES_MAX: usize = 65_536;
+
+/// What a subquery gave.
+#[derive(Clone, Debug)]
+pub enum Answer {
+    /// `IN (SELECT …)`: the first column's values.
+    In(Vec<Value>),
+    /// `EXISTS (SELECT …)`.
+    Exists(bool),
+    /// `(SELECT …)`: its one value (NULL without a row).
+    Scalar(Value),
+}
+
+/// The statement's subqueries' results, by the subquery's text.
+#[derive(Clone, Debug, Default)]
+pub struct Materialized {
+    results: BTreeMap<String, Answer>,
+}
+
+impl Materialized {
+    /// The result of `query` (as compiled where it stands).
+    pub fn get(&self, query: &Query) -> Option<&Answer> {
+        self.results.get(&query.to_string())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.results.is_empty()
+    }
+}
+
+/// How a subquery is used.
+#[derive(Clone, Copy)]
+enum Use {
+    In,
+    Exists,
+    Scalar,
+}
+
+/// Collects the subqueries of the statement itself (not those nested in
+/// them): the ones met while no query other than the top one is open.
+struct Collect {
+    /// Queries open around the current node.
+    depth: usize,
+    /// The depth the statement's own expressions are at.
+    top: usize,
+    found: Vec<(Query, Use)>,
+}
+
+impl Visitor for Collect {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, _query: &Query) -> ControlFlow<()> {
+        self.depth += 1;
+        ControlFlow::Continue(())
+    }
+
+    fn post_visit_query(&mut self, _query: &Query) -> ControlFlow<()> {
+        self.depth -= 1;
+        ControlFlow::Continue(())
+    }
+
+    fn pre_visit_expr(&mut self, expr: &Expr) -> ControlFlow<()> {
+        if self.depth != self.top {
+            return ControlFlow::Continue(());
+        }
+        match expr {
+            Expr::InSubquery { subquery, .. } => self.found.push(((**subquery).clone(), Use::In)),
+            Expr::Exists { subquery, .. } => self.found.push(((**subquery).clone(), Use::Exists)),
+            Expr::Subquery(q) => self.found.push(((**q).clone(), Use::Scalar)),
+            _ => {}
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// Runs the subqueries of `node` (a query: `is_query`, or another
+/// statement) in `txn`; `Materialized::default()` when it has none.
+pub async fn materialize<V: Visit>(
+    env: &Env<'_>,
+    cluster: &Cluster,
+    txn: &mut Transaction,
+    node: &V,
+    is_query: bool,
+) -> Result<Materialized, SqlError> {
+    let mut collect = Collect {
+        depth: 0,
+        top: usize::from(is_query),
+        found: Vec::new(),
+    };
+    let _ = node.visit(&mut collect);
+    let mut out = Materialized::default();
+    for (query, how) in collect.found {
+        let key = query.to_string();
+        if out.results.contains_key(&key) {
+            continue;
+        }
+        // A boxed future: a subquery's SELECT may hold subqueries too.
+        let rows = Box::pin(select_values(env, cluster, txn, &query, ""))
+            .await
+            .map_err(|e| {
+                if e.code == 1054 {
+                    SqlError::new(
+                        1054,
+                        "42S22",
+                        format!(
+                            "{} (a subquery that names the outer query's columns, a correlated one, is not supported yet)",
+                            e.message
+                        ),
+                    )
+                } else {
+                    e
+                }
+            })?;
+        let one_column = |rows: &[Vec<Value>]| -> Result<(), SqlError> {
+            if rows.first().is_some_and(|r| r.len() != 1) {
+                return Err(SqlError::new(
+                    1241,
+                    "21000",
+                    "Operand should contain 1 column(s)",
+                ));
+            }
+            Ok(())
+        };
+        let result = match how {
+            Use::Exists => Answer::Exists(!rows.is_empty()),
+            Use::In => {
+                one_column(&rows)?;
+                if rows.len() > IN_VALUES_MAX {
+                    return Err(SqlError::new(
+                        1038,
+                        "HY001",
+                        format!(
+                            "An IN subquery gave more than {IN_VALUES_MAX} values; write it as a join"
+                        ),
+                    ));
+                }
+                Answer::In(rows.into_iter().filter_map(|mut r| r.pop()).collect())
+            }
+            Use::Scalar => {
+                one_column(&rows)?;
+                if rows.len() > 1 {
+                    return Err(SqlError::new(
+                        1242,
+                        "21000",
+                        "Subquery returns more than 1 row",
+                    ));
+                }
+                Answer::Scalar(
+                    rows.into_iter()
+                        .next()
+                        .and_then(|mut r| r.pop())
+                        .unwrap_or(Value::Null),
+                )
+            }
+        };
+        out.results.insert(key, result);
+    }
+    Ok(out)
+}
