@@ -1124,6 +1124,41 @@ fn joins_agree_with_a_model() {
         err_code(&mut s, "SELECT a.nope FROM a JOIN b ON a.b_id = b.id", 1054).await;
         err_code(&mut s, "SELECT a.id FROM a JOIN b USING (nope)", 1054).await;
 
+        // --- EXPLAIN: (table, type, key, rows, Extra) per table.
+        let explain = |rows: Vec<Vec<Option<String>>>| -> Vec<[Option<String>; 5]> {
+            rows.into_iter()
+                .map(|r| [r[2].clone(), r[4].clone(), r[6].clone(), r[9].clone(), r[11].clone()])
+                .collect()
+        };
+        let o = |v: &str| (v != "NULL").then(|| v.to_string());
+        assert_eq!(
+            explain(rows(&mut s, "EXPLAIN SELECT * FROM b WHERE id = 3").await),
+            vec![[o("b"), o("const"), o("PRIMARY"), o("1"), None]]
+        );
+        assert_eq!(
+            explain(rows(&mut s, "DESCRIBE SELECT name FROM b WHERE id IN (1, 2, 3) AND w > 5").await),
+            vec![[o("b"), o("range"), o("PRIMARY"), o("3"), o("Using where")]]
+        );
+        assert_eq!(
+            explain(rows(&mut s, "EXPLAIN SELECT * FROM b WHERE w > 5 ORDER BY name").await),
+            vec![[o("b"), o("ALL"), None, None, o("Using where with pushed condition; Using filesort")]]
+        );
+        let by_index = explain(rows(&mut s, "EXPLAIN SELECT id FROM a WHERE b_id BETWEEN 1 AND 5 ORDER BY b_id").await);
+        assert_eq!(by_index[0][1], o("range"), "{by_index:?}");
+        assert!(by_index[0][2].is_some(), "{by_index:?}");
+        assert_eq!(
+            explain(rows(&mut s, "EXPLAIN SELECT a.id, b.name FROM a JOIN b ON b.id = a.b_id").await),
+            vec![
+                [o("a"), o("ALL"), None, None, None],
+                [o("b"), o("eq_ref"), o("PRIMARY"), o("1"), None],
+            ]
+        );
+        let hashed = explain(rows(&mut s, "EXPLAIN SELECT COUNT(*) FROM a JOIN c USING (b_id) WHERE c.x > 3").await);
+        assert_eq!(hashed[1][4], o("Using where with pushed condition; Using join buffer (hash join)"), "{hashed:?}");
+        let looped = explain(rows(&mut s, "EXPLAIN SELECT COUNT(*) FROM a, b WHERE a.v < b.w").await);
+        assert_eq!(looped[1][4], o("Using join buffer (nested loops)"), "{looped:?}");
+        err_code(&mut s, "EXPLAIN DELETE FROM a", 1235).await;
+
         // --- Subqueries (run first, their results constants).
         let big: Vec<i64> = tb.iter().filter(|b| b.2.is_some_and(|w| w > 50)).map(|b| b.0).collect();
         let want: Vec<String> = ta

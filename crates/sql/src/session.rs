@@ -33,7 +33,7 @@ use crate::exec::split::{parse, split, Parsed};
 use crate::exec::template::Templates;
 use crate::exec::users::{self, ClusterUsers, Privileges};
 use crate::exec::warnings::{self, Diagnostics};
-use crate::exec::{ddl, dml, information_schema, insert, select, show, Env, Limits};
+use crate::exec::{ddl, dml, explain, information_schema, insert, select, show, Env, Limits};
 use crate::handler::{Execution, Handler, HandlerFactory, SessionStatus};
 use crate::outcome::{Column, Outcome, SqlError};
 use shoal_client::{Cluster, ExecType, Transaction, TransactionState, Value};
@@ -613,6 +613,15 @@ impl Session {
                 };
                 show::columns(&self.env(), &self.cluster, table, None, *full, pattern).await
             }
+            Statement::Explain {
+                statement,
+                analyze: false,
+                query_plan: false,
+                estimate: false,
+                format: None,
+                options: None,
+                ..
+            } => explain::explain(&self.env(), &self.cluster, statement, text).await,
             Statement::ExplainTable { table_name, .. } => {
                 show::columns(&self.env(), &self.cluster, table_name, None, false, None).await
             }

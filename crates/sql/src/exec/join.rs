@@ -72,6 +72,20 @@ pub struct Join {
     coalesced: Vec<u16>,
 }
 
+/// How one table of a join is read and matched ([`Join::access`]).
+pub struct TableAccess {
+    /// Its ON, over the wide row.
+    pub on: Option<Scalar>,
+    /// The conditions on it alone, over its own columns: pushed to its
+    /// reads.
+    pub local_where: Option<Scalar>,
+    /// Its columns the conditions equate with values of the tables
+    /// before it (over the wide row).
+    pub equal: BTreeMap<u16, Scalar>,
+    /// Read by primary key, once per distinct key of the rows before.
+    pub by_key: bool,
+}
+
 /// The wide row's name for column `column` of table number `table`.
 fn hidden_name(table: usize, column: &str) -> String {
     format!("\0{table}\0{column}")
@@ -300,6 +314,73 @@ impl Join {
             .map(|t| (t, (c - t.offset) as u16))
     }
 
+    /// How table `i` is read and matched, given the WHERE's conjuncts
+    /// (rewritten).
+    pub fn access(
+        &self,
+        env: &Env<'_>,
+        i: usize,
+        where_conjuncts: &[&Expr],
+    ) -> Result<TableAccess, SqlError> {
+        let t = &self.tables[i];
+        let scope = self.scope(None);
+        let compile = |e: &Expr, clause: &str| {
+            Compiler {
+                env,
+                scope: Some(&scope),
+                clause,
+            }
+            .compile(e)
+        };
+        // The conditions that may narrow this table's reads: its ON, and
+        // the WHERE unless NULL rows of it must stay (LEFT).
+        let mut usable: Vec<&Expr> = t.on.as_ref().map(conjuncts).unwrap_or_default();
+        if t.kind == Kind::Inner {
+            usable.extend(where_conjuncts.iter().copied());
+        }
+        let on = t.on.as_ref().map(|e| compile(e, "on clause")).transpose()?;
+        // This table's own conditions, over its own columns.
+        let local: Vec<Expr> = usable
+            .iter()
+            .filter(|e| {
+                let tables = tables_of(e);
+                !tables.is_empty() && tables.iter().all(|&x| x == i)
+            })
+            .map(|e| localize(e, i))
+            .collect();
+        let local_where = and_all(local)
+            .map(|e| {
+                let s = t.target.scope();
+                Compiler {
+                    env,
+                    scope: Some(&s),
+                    clause: "where clause",
+                }
+                .compile(&e)
+            })
+            .transpose()?;
+        // Equalities of this table's columns with earlier tables' values:
+        // (its column id, the value's expression).
+        let mut equal: BTreeMap<u16, Scalar> = BTreeMap::new();
+        if i > 0 {
+            for e in &usable {
+                if let Some((col, other)) = equality_on(e, i) {
+                    if let Some(c) = t.target.scope().column(col) {
+                        equal.entry(c).or_insert(compile(other, "on clause")?);
+                    }
+                }
+            }
+        }
+        let def = t.target.table.def();
+        let by_key = i > 0 && def.primary_key.iter().all(|k| equal.contains_key(k));
+        Ok(TableAccess {
+            on,
+            local_where,
+            equal,
+            by_key,
+        })
+    }
+
     /// Every wide row the join makes for which `where_` (rewritten, not
     /// compiled) holds, read in `txn` with `lock`.
     pub async fn rows(
@@ -324,48 +405,13 @@ impl Join {
         let where_all = where_.map(|w| compile(w, "where clause")).transpose()?;
         let mut rows: Vec<Vec<Value>> = vec![Vec::new()];
         for (i, t) in self.tables.iter().enumerate() {
-            let on_conjuncts: Vec<&Expr> = t.on.as_ref().map(conjuncts).unwrap_or_default();
-            // The conditions that may narrow this table's reads: its ON,
-            // and the WHERE unless NULL rows of it must stay (LEFT).
-            let mut usable: Vec<&Expr> = on_conjuncts.clone();
-            if t.kind == Kind::Inner {
-                usable.extend(where_conjuncts.iter().copied());
-            }
-            let on = t.on.as_ref().map(|e| compile(e, "on clause")).transpose()?;
-            // This table's own conditions, over its own columns.
-            let local: Vec<Expr> = usable
-                .iter()
-                .filter(|e| {
-                    let tables = tables_of(e);
-                    !tables.is_empty() && tables.iter().all(|&x| x == i)
-                })
-                .map(|e| localize(e, i))
-                .collect();
-            let local_where = and_all(local)
-                .map(|e| {
-                    let s = t.target.scope();
-                    Compiler {
-                        env,
-                        scope: Some(&s),
-                        clause: "where clause",
-                    }
-                    .compile(&e)
-                })
-                .transpose()?;
-            // Equalities of this table's columns with earlier tables'
-            // values: (its column id, the value's expression).
-            let mut equal: BTreeMap<u16, Scalar> = BTreeMap::new();
-            if i > 0 {
-                for e in &usable {
-                    if let Some((col, other)) = equality_on(e, i) {
-                        if let Some(c) = t.target.scope().column(col) {
-                            equal.entry(c).or_insert(compile(other, "on clause")?);
-                        }
-                    }
-                }
-            }
+            let TableAccess {
+                on,
+                local_where,
+                equal,
+                by_key,
+            } = self.access(env, i, &where_conjuncts)?;
             let def = t.target.table.def();
-            let by_key = i > 0 && def.primary_key.iter().all(|k| equal.contains_key(k));
             let mut next: Vec<Vec<Value>> = Vec::new();
             let rows_max = env.limits.rows_max;
             // Joins `outer` with `candidates` of this table: every pair ON
@@ -725,7 +771,7 @@ fn localize(e: &Expr, table: usize) -> Expr {
 }
 
 /// The AND-ed parts of a condition.
-fn conjuncts(e: &Expr) -> Vec<&Expr> {
+pub fn conjuncts(e: &Expr) -> Vec<&Expr> {
     match e {
         Expr::BinaryOp {
             left,

@@ -19,7 +19,11 @@ use sqlparser::ast::{
 /// The statement with every column reference rewritten for the wide row
 /// (`*` and `t.*` made their columns); select-list aliases that ORDER BY
 /// and HAVING name are left for the compiler to find.
-fn rewritten(join: &Join, query: &Query, select: &Select) -> Result<(Query, Select), SqlError> {
+pub(super) fn rewritten(
+    join: &Join,
+    query: &Query,
+    select: &Select,
+) -> Result<(Query, Select), SqlError> {
     let mut select = select.clone();
     let aliases: Vec<String> = select
         .projection

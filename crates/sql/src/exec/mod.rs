@@ -19,6 +19,7 @@ pub mod dml;
 pub mod error;
 pub mod eval;
 pub mod eval_types;
+pub mod explain;
 pub mod expr;
 pub mod fetch;
 pub mod group;

@@ -346,7 +346,7 @@ pub(super) fn plain_select(query: &Query) -> Result<&Select, SqlError> {
 }
 
 /// The table of a SELECT's FROM (`None`: no table, or DUAL).
-async fn from_target(
+pub(super) async fn from_target(
     env: &Env<'_>,
     cluster: &Cluster,
     select: &Select,
@@ -367,16 +367,16 @@ async fn from_target(
 }
 
 /// A SELECT's clauses, compiled.
-struct Compiled {
-    outputs: Vec<Output>,
-    order: Vec<(Scalar, bool)>,
+pub(super) struct Compiled {
+    pub outputs: Vec<Output>,
+    pub order: Vec<(Scalar, bool)>,
     /// How it groups, if it does.
-    grouping: Option<Grouping>,
+    pub grouping: Option<Grouping>,
 }
 
 /// Compiles a SELECT's list, ORDER BY, GROUP BY and HAVING: aggregates
 /// may be called in the list, ORDER BY and HAVING (they make it group).
-fn compile(
+pub(super) fn compile(
     env: &Env<'_>,
     query: &Query,
     select: &Select,
@@ -405,7 +405,7 @@ fn compile(
 }
 
 /// The WHERE, over the table's rows (no aggregates: 1111).
-fn where_clause(
+pub(super) fn where_clause(
     env: &Env<'_>,
     select: &Select,
     target: Option<&Target>,
