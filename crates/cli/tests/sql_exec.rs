@@ -1124,6 +1124,33 @@ fn joins_agree_with_a_model() {
         err_code(&mut s, "SELECT a.nope FROM a JOIN b ON a.b_id = b.id", 1054).await;
         err_code(&mut s, "SELECT a.id FROM a JOIN b USING (nope)", 1054).await;
 
+        // --- UNION [ALL].
+        let mut ids: std::collections::BTreeSet<i64> = tb.iter().map(|b| b.0).filter(|&i| i < 10).collect();
+        ids.extend(tc.iter().map(|c| c.0).filter(|&i| i < 10));
+        assert_eq!(
+            column(&mut s, "SELECT id FROM b WHERE id < 10 UNION SELECT b_id FROM c WHERE b_id < 10 ORDER BY 1").await,
+            ids.iter().map(|i| i.to_string()).collect::<Vec<_>>()
+        );
+        let all = tb.iter().filter(|b| b.0 < 10).count() + tc.iter().filter(|c| c.0 < 10).count();
+        assert_eq!(
+            column(&mut s, "SELECT COUNT(*) FROM b WHERE id < 10 UNION ALL SELECT COUNT(*) FROM c WHERE b_id < 10").await.len(),
+            2
+        );
+        assert_eq!(
+            column(&mut s, "SELECT id FROM b WHERE id < 10 UNION ALL SELECT b_id FROM c WHERE b_id < 10").await.len(),
+            all
+        );
+        assert_eq!(column(&mut s, "SELECT 1 UNION SELECT 1").await, vec!["1"]);
+        assert_eq!(column(&mut s, "SELECT 1 UNION ALL SELECT 1").await, vec!["1", "1"]);
+        // A DISTINCT union removes the duplicates of everything before it.
+        assert_eq!(column(&mut s, "SELECT 2 UNION ALL SELECT 2 UNION SELECT 3 ORDER BY 1 DESC").await, vec!["3", "2"]);
+        assert_eq!(
+            column(&mut s, "SELECT name AS n FROM b UNION SELECT 'zz' ORDER BY n DESC LIMIT 1").await,
+            vec!["zz"]
+        );
+        err_code(&mut s, "SELECT 1, 2 UNION SELECT 3", 1222).await;
+        err_code(&mut s, "SELECT 1 UNION SELECT 2 ORDER BY nope", 1054).await;
+
         // --- EXPLAIN: (table, type, key, rows, Extra) per table.
         let explain = |rows: Vec<Vec<Option<String>>>| -> Vec<[Option<String>; 5]> {
             rows.into_iter()

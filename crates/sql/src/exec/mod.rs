@@ -38,6 +38,7 @@ pub mod show;
 pub mod split;
 pub mod subquery;
 pub mod template;
+pub mod union;
 pub mod unique_ignore;
 pub mod upsert;
 pub mod users;

@@ -433,6 +433,9 @@ pub async fn describe(
     query: &Query,
     text: &str,
 ) -> Result<Vec<Column>, SqlError> {
+    if super::union::is_union(query) {
+        return super::union::columns(env, cluster, query).await;
+    }
     let select = plain_select(query)?;
     if super::join::is_join(&select.from) {
         return super::join_select::describe(env, cluster, query, select, text).await;
@@ -606,6 +609,10 @@ async fn run(
     query: &Query,
     text: &str,
 ) -> Result<Selected, SqlError> {
+    if super::union::is_union(query) {
+        let outcome = super::union::select(env, cluster, txn, query).await?;
+        return Ok(Selected::Grouped(outcome));
+    }
     let select = plain_select(query)?;
     // Its subqueries first: their results compile as constants.
     let materialized = materialize(env, cluster, txn, query, true).await?;
