@@ -51,9 +51,9 @@ struct Statement {
 }
 
 impl Statement {
-    /// Whether the rows come in a defined order. The corpus has no
-    /// subqueries or string literals that say ORDER BY, so a plain search
-    /// is enough.
+    /// Whether the rows come in a defined order. No subquery or string
+    /// literal in the corpus says ORDER BY (keep it so), so a plain
+    /// search is enough.
     fn ordered(&self) -> bool {
         self.sql.to_ascii_uppercase().contains("ORDER BY")
     }

@@ -534,6 +534,7 @@ fn sql_results_agree_with_a_model_at_tiny_limits() {
             key_lookups_max: 4,
             batch_ops_max: 3,
             join_tables_max: 61,
+            held_bytes_max: 256 << 20,
         };
         let mut s = SessionFactory::new(native.clone())
             .with_limits(limits)
@@ -1257,5 +1258,59 @@ fn joins_agree_with_a_model() {
         let e = err_code(&mut s, "SELECT id FROM a WHERE EXISTS (SELECT 1 FROM b WHERE b.id = a.b_id)", 1054).await;
         assert!(e.message.contains("correlated"), "{}", e.message);
         err_code(&mut s, "INSERT INTO s VALUES (9, (SELECT 1))", 1235).await;
+    });
+}
+
+/// Values keep their type through a grouping or a join into INSERT ...
+/// SELECT and subqueries (FLOAT, exact DECIMAL sums), decimals a double
+/// cannot tell apart group apart and in order, and EXISTS / scalar
+/// subqueries over big tables read only the rows they need.
+#[test]
+fn values_keep_their_type_through_groups_joins_and_subqueries() {
+    let cluster = TestCluster::start();
+    let rt = runtime();
+    rt.block_on(async {
+        let native = Cluster::connect(&cluster.mgmd_addr).await.unwrap();
+        let factory = SessionFactory::new(native.clone());
+        let mut s = factory.session("root", "127.0.0.1");
+        ok(&mut s, "CREATE DATABASE vt; USE vt").await;
+        ok(&mut s, "CREATE TABLE f (id INT PRIMARY KEY, x FLOAT, d DECIMAL(19,4))").await;
+        ok(
+            &mut s,
+            "INSERT INTO f VALUES (1, 1.1, 123456789012345.1235), (2, 1234567, 123456789012345.1234), (3, -0.5, -1.5), (4, NULL, -1.4)",
+        )
+        .await;
+        // A FLOAT through MAX() and a join compares equal to itself.
+        assert_eq!(column(&mut s, "SELECT id FROM f WHERE x = (SELECT MAX(x) FROM f)").await, vec!["2"]);
+        assert_eq!(column(&mut s, "SELECT id FROM f WHERE x = (SELECT MIN(x) FROM f WHERE x > 0)").await, vec!["1"]);
+        ok(&mut s, "CREATE TABLE g (id INT PRIMARY KEY, x FLOAT, s DECIMAL(30,4))").await;
+        assert_eq!(
+            affected(&mut s, "INSERT INTO g SELECT a.id, a.x, a.d FROM f AS a JOIN f AS b ON b.id = a.id").await,
+            4
+        );
+        assert_eq!(column(&mut s, "SELECT COUNT(*) FROM g JOIN f USING (id) WHERE g.x = f.x").await, vec!["3"]);
+        assert_eq!(
+            affected(&mut s, "INSERT INTO g SELECT 10, MAX(x), SUM(d) FROM f").await,
+            1
+        );
+        assert_eq!(
+            rows(&mut s, "SELECT s, x = (SELECT MAX(x) FROM f) FROM g WHERE id = 10").await,
+            vec![r(&["246913578024687.3469", "1"])]
+        );
+        // Decimals one double cannot tell apart: two groups, in order.
+        assert_eq!(
+            rows(&mut s, "SELECT d, COUNT(*) FROM f GROUP BY d ORDER BY d").await,
+            vec![
+                r(&["-1.5000", "1"]),
+                r(&["-1.4000", "1"]),
+                r(&["123456789012345.1234", "1"]),
+                r(&["123456789012345.1235", "1"]),
+            ]
+        );
+        assert_eq!(column(&mut s, "SELECT COUNT(DISTINCT d) FROM f").await, vec!["4"]);
+        // EXISTS reads one row, a scalar subquery two.
+        assert_eq!(column(&mut s, "SELECT EXISTS (SELECT * FROM f)").await, vec!["1"]);
+        assert_eq!(column(&mut s, "SELECT (SELECT id FROM f WHERE id > 3)").await, vec!["4"]);
+        err_code(&mut s, "SELECT (SELECT id FROM f)", 1242).await;
     });
 }

@@ -426,6 +426,7 @@ fn grouped_results_agree_with_a_model() {
             key_lookups_max: 4,
             batch_ops_max: 3,
             join_tables_max: 61,
+            held_bytes_max: 256 << 20,
         };
         let mut s = SessionFactory::new(native)
             .with_limits(limits)

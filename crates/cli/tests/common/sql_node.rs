@@ -19,6 +19,13 @@ impl Drop for SqlNode {
     }
 }
 
+impl SqlNode {
+    /// Whether the process still runs (it has not exited or crashed).
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
 pub fn start_sql(cluster: &TestCluster) -> SqlNode {
     let port = free_port();
     let log = std::fs::File::create(cluster.dir.path().join("sql.log")).unwrap();

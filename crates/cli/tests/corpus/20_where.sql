@@ -20,6 +20,10 @@ SELECT id FROM ints WHERE si BETWEEN -1 AND 300;
 SELECT id FROM ints WHERE si NOT BETWEEN -1 AND 300;
 SELECT id FROM ints WHERE id BETWEEN 4 AND 2;
 SELECT id FROM ints WHERE (ti > 0) XOR (tu > 0);
+-- XOR binds below the comparisons, NOT and AND, above OR.
+SELECT id FROM ints WHERE ti > 0 XOR tu > 0;
+SELECT id, ti > 0 XOR tu > 0, NOT ti XOR tu FROM ints ORDER BY id;
+SELECT 1 XOR 1 OR 1, 1 OR 1 XOR 1, 0 AND 1 XOR 1, 1 XOR 1 AND 0, 1 XOR NULL, NOT 1 XOR 1, 1 XOR 0 XOR 1;
 SELECT id FROM ints WHERE (ti > 0) IS TRUE;
 SELECT id FROM ints WHERE (ti > 0) IS NOT FALSE;
 SELECT id FROM nums WHERE d52 > 1;

@@ -21,6 +21,11 @@ SELECT o.status, COUNT(l.line) FROM orders o LEFT JOIN order_lines l ON l.order_
 SELECT o.id, COUNT(l.line) FROM orders o LEFT JOIN order_lines l ON l.order_id = o.id GROUP BY o.id HAVING COUNT(l.line) = 0;
 SELECT s.id, s.v, n.d52 FROM strs s JOIN nums n USING (id) ORDER BY s.id;
 SELECT s.id, n.d FROM strs s LEFT JOIN nums n USING (id) WHERE s.id > 3 ORDER BY s.id;
+SELECT id, v, d52 FROM strs JOIN nums USING (id) ORDER BY id;
+SELECT id, s.v, n.d FROM strs s LEFT JOIN nums n USING (id) WHERE id > 4 ORDER BY id;
+SELECT * FROM strs s JOIN nums n USING (id) WHERE id < 3 ORDER BY id;
+SELECT * FROM customers LEFT JOIN nums USING (id) ORDER BY id;
+SELECT COUNT(*), SUM(id) FROM strs JOIN nums USING (id);
 SELECT o.id, x.order_id FROM orders o JOIN order_lines x ON x.order_id = o.id WHERE x.line = 2;
 SELECT * FROM customers c JOIN orders o ON o.customer_id = c.id WHERE c.id = 2;
 SELECT c.*, o.amount FROM customers c JOIN orders o ON o.customer_id = c.id WHERE o.id = 14;

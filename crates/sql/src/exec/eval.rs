@@ -9,11 +9,13 @@
 //! a string past [`STRING_BYTES_MAX`]), never on names.
 
 use super::eval_types::{
-    compare_time, compare_with_text, date_of, date_part, decimal_arith, decimal_to_integer, seconds,
+    compare_time, compare_with_text, date_of, date_part, decimal_arith, decimal_round,
+    decimal_to_integer, double_round, integer_round, seconds,
 };
 use super::expr::{out_of_range, Arith, CastTo, Cmp, Func, Scalar};
 use crate::outcome::SqlError;
 use crate::sqltypes::{coerce, parse_datetime, parse_number, value_text};
+use shoal_types::decimal::DECIMAL_SCALE_MAX;
 use shoal_types::{ColumnDef, ColumnType, Decimal, Value};
 use std::cmp::Ordering;
 
@@ -586,7 +588,10 @@ fn function(f: Func, args: &[Scalar], row: &[Value]) -> Result<Value, SqlError> 
                 a
             }
         }
-        Func::Floor | Func::Ceil | Func::Round => match number(&arg(0)?) {
+        Func::Round | Func::Truncate if args.len() == 2 => {
+            round_to_digits(args, row, f == Func::Truncate)?
+        }
+        Func::Floor | Func::Ceil | Func::Round | Func::Truncate => match number(&arg(0)?) {
             None => Value::Null,
             Some(Num::Int(i)) => int_value(i, "rounding")?,
             Some(Num::Dec(d)) => {
@@ -640,6 +645,50 @@ fn function(f: Func, args: &[Scalar], row: &[Value]) -> Result<Value, SqlError> 
         }
         Func::Date => date_of(&arg(0)?),
         Func::DatePart(part) => date_part(&arg(0)?, part),
+    })
+}
+
+/// ROUND's and TRUNCATE's digit count (`None`: NULL). A fraction rounds
+/// (`ROUND(1.5, 1.6)` keeps 2 digits), as MariaDB reads it.
+pub(crate) fn round_digits(v: &Value) -> Option<i64> {
+    let clamp = |i: i128| i.clamp(i64::MIN.into(), i64::MAX.into()) as i64;
+    Some(match number(v)? {
+        Num::Int(i) => clamp(i),
+        // `as` saturates, and a NaN (which no double literal makes) is 0.
+        Num::Float(f) => f.round() as i64,
+        Num::Dec(d) => decimal_to_integer(d, false, false).map_or(0, clamp),
+    })
+}
+
+/// `ROUND(x, digits)` or `TRUNCATE(x, digits)`, in `x`'s type as MariaDB
+/// gives it: an integer stays an integer (a DECIMAL when rounding takes
+/// it past BIGINT UNSIGNED), a double a double, and a DECIMAL a DECIMAL
+/// with `digits` fraction digits when `digits` is a constant
+/// (`ROUND(1.5, 3)` is 1.500) or with `x`'s own when it varies by row.
+fn round_to_digits(args: &[Scalar], row: &[Value], truncate: bool) -> Result<Value, SqlError> {
+    let (x, d) = (args[0].eval(row)?, args[1].eval(row)?);
+    let (Some(n), Some(digits)) = (number(&x), round_digits(&d)) else {
+        return Ok(Value::Null);
+    };
+    let what = if truncate { "truncate" } else { "round" };
+    Ok(match n {
+        Num::Int(i) => {
+            let r = integer_round(i, digits, truncate);
+            int_value(r, what).unwrap_or_else(|_| Value::Decimal(Decimal::from_int(r)))
+        }
+        Num::Float(f) => Value::Double(double_round(f, digits, truncate)),
+        Num::Dec(dec) => {
+            let scale = if matches!(args[1], Scalar::Const(_)) {
+                digits.clamp(0, i64::from(DECIMAL_SCALE_MAX)) as u8
+            } else {
+                dec.scale
+            };
+            let shown = String::from_utf8_lossy(&value_text(&x)).into_owned();
+            let r = decimal_round(dec, digits, truncate, scale).ok_or_else(|| {
+                super::eval_types::decimal_out_of_range(&format!("{what}({shown}, {digits})"))
+            })?;
+            Value::Decimal(r)
+        }
     })
 }
 
@@ -790,6 +839,60 @@ mod tests {
             Some(Ordering::Equal)
         );
         assert_eq!(compare(&Value::Null, &Value::Int(1)), None);
+    }
+
+    #[test]
+    fn round_and_truncate_to_digits_as_mariadb() {
+        let dec = |s: &str| Value::Decimal(Decimal::parse(s).unwrap());
+        let call = |f: Func, x: Value, d: Scalar| function(f, &[Scalar::Const(x), d], &[]).unwrap();
+        let round = |x: Value, d: i64| call(Func::Round, x, Scalar::Const(Value::Int(d)));
+        let truncate = |x: Value, d: i64| call(Func::Truncate, x, Scalar::Const(Value::Int(d)));
+        assert_eq!(round(dec("3.14159"), 2), dec("3.14"));
+        assert_eq!(round(dec("1.5"), 3), dec("1.500"), "a constant's scale");
+        assert_eq!(round(dec("-2.5"), 0), dec("-3"), "half away from zero");
+        assert_eq!(round(dec("123.456"), -1), dec("120"));
+        assert_eq!(round(dec("-999.99"), -1), dec("-1000"));
+        assert_eq!(round(dec("0.5"), -40), dec("0"));
+        assert_eq!(truncate(dec("3.789"), 1), dec("3.7"));
+        assert_eq!(truncate(dec("-3.789"), 1), dec("-3.7"));
+        assert_eq!(round(Value::Int(15), -1), Value::Int(20));
+        assert_eq!(round(Value::Int(-15), -1), Value::Int(-20));
+        assert_eq!(round(Value::Int(15), 2), Value::Int(15));
+        assert_eq!(truncate(Value::Int(1234), -2), Value::Int(1200));
+        assert_eq!(round(Value::Int(15), -100), Value::Int(0));
+        assert_eq!(
+            round(Value::Int(i64::MIN), -5),
+            dec("-9223372036854800000"),
+            "past BIGINT: a DECIMAL"
+        );
+        assert_eq!(round(Value::Double(2.5), 0), Value::Double(2.0), "rint");
+        assert_eq!(round(Value::Double(1.25), 1), Value::Double(1.2));
+        assert_eq!(round(Value::Double(2.675), 2), Value::Double(2.68));
+        assert_eq!(round(Value::Double(1.005), 2), Value::Double(1.0));
+        assert_eq!(round(Value::Double(12345.678), -2), Value::Double(12300.0));
+        assert_eq!(round(Value::Double(1.5), -400), Value::Double(0.0));
+        assert_eq!(round(Value::Double(1e300), 10), Value::Double(1e300));
+        assert_eq!(truncate(Value::Double(-1.99), 0), Value::Double(-1.0));
+        assert_eq!(round(Value::Null, 1), Value::Null);
+        assert_eq!(
+            call(Func::Round, dec("1.5"), Scalar::Const(Value::Null)),
+            Value::Null
+        );
+        // Fractional digits round: 1.6 is 2.
+        assert_eq!(
+            call(Func::Round, dec("1.555"), Scalar::Const(Value::Double(1.6))),
+            dec("1.56")
+        );
+        // Digits that vary by row keep the argument's scale.
+        assert_eq!(
+            function(
+                Func::Round,
+                &[Scalar::Column(0), Scalar::Column(1)],
+                &[dec("1.555"), Value::Int(1)]
+            )
+            .unwrap(),
+            dec("1.600")
+        );
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! Evaluation rules of the exact and calendar types, apart from
 //! [`super::eval`]'s general ones: DECIMAL arithmetic that stays exact
 //! (MySQL's result scales; division adds [`DIV_SCALE_INCREMENT`] digits
-//! to the dividend's, as MariaDB's `div_precision_increment`), and how a
+//! to the dividend's, as MariaDB's `div_precision_increment`), ROUND and
+//! TRUNCATE to a number of digits (exact values half away from zero,
+//! doubles as MariaDB's `my_double_round`), and how a
 //! DATE or TIME compares with other values and what the date functions
 //! give.
 //!
@@ -12,7 +14,7 @@ use super::expr::Arith;
 use crate::outcome::SqlError;
 use crate::sqltypes::temporal::{date_of_seconds, parse_time, seconds_of_date, ymd};
 use crate::sqltypes::{parse_datetime, value_text};
-use shoal_types::decimal::{Decimal, DECIMAL_PRECISION_MAX, DECIMAL_SCALE_MAX};
+use shoal_types::decimal::{pow10, Decimal, DECIMAL_PRECISION_MAX, DECIMAL_SCALE_MAX};
 use shoal_types::Value;
 use std::cmp::Ordering;
 
@@ -103,6 +105,80 @@ pub(crate) fn decimal_to_integer(d: Decimal, floor: bool, ceil: bool) -> Option<
     } else {
         rounded
     })
+}
+
+/// `unscaled` rounded half away from zero (`truncate`: toward zero) to a
+/// multiple of `unit` (`None`: a unit past `i128`, which every value
+/// rounds to 0 under); `None` if the multiple leaves `i128`.
+fn round_to_unit(unscaled: i128, unit: Option<i128>, truncate: bool) -> Option<i128> {
+    let Some(unit) = unit else { return Some(0) };
+    let (q, r) = (unscaled / unit, unscaled % unit);
+    // |r| < unit, so neither side overflows.
+    let away = !truncate && r.abs() >= unit - r.abs();
+    (q + if away { unscaled.signum() } else { 0 }).checked_mul(unit)
+}
+
+/// `ROUND(x, digits)` / `TRUNCATE(x, digits)` of an integer: itself for
+/// `digits >= 0`, else rounded to tens, hundreds, ... (exact values
+/// round half away from zero, as in MySQL).
+pub(crate) fn integer_round(i: i128, digits: i64, truncate: bool) -> i128 {
+    if digits >= 0 {
+        return i;
+    }
+    let unit = u32::try_from(digits.unsigned_abs()).ok().and_then(pow10);
+    // |i| < 2^64 and a unit is at most 10^38: the multiple fits.
+    round_to_unit(i, unit, truncate).expect("an integer rounds within i128")
+}
+
+/// `ROUND(x, digits)` / `TRUNCATE(x, digits)` of a decimal, given with
+/// `scale` fraction digits; `None` past [`DECIMAL_PRECISION_MAX`] digits.
+pub(crate) fn decimal_round(x: Decimal, digits: i64, truncate: bool, scale: u8) -> Option<Decimal> {
+    let kept = if digits >= i64::from(x.scale) {
+        x
+    } else {
+        let dropped = i64::from(x.scale) - digits;
+        let unit = u32::try_from(dropped).ok().and_then(pow10);
+        Decimal::new(round_to_unit(x.unscaled, unit, truncate)?, x.scale)
+    };
+    // The digits past `digits` are zeros now: dropping them is exact.
+    kept.rescale(scale)
+        .filter(|d| d.fits(DECIMAL_PRECISION_MAX))
+}
+
+/// 10^n as a double, as C's literal `1eN` is (MariaDB's `log_10` table);
+/// infinite past 10^308.
+fn double_power_of_ten(n: u64) -> f64 {
+    match n {
+        // Every power up to 10^22 is exact, and so is each product.
+        0..=22 => 10f64.powi(n as i32),
+        23..=308 => format!("1e{n}").parse().expect("a double literal"),
+        _ => f64::INFINITY,
+    }
+}
+
+/// `ROUND(x, digits)` / `TRUNCATE(x, digits)` of a double as MariaDB's
+/// `my_double_round` does it: scaled by a power of ten, rounded with
+/// `rint` (halves to even), scaled back; `x` itself where scaling
+/// overflows.
+pub(crate) fn double_round(x: f64, digits: i64, truncate: bool) -> f64 {
+    let power = double_power_of_ten(digits.unsigned_abs());
+    let (divided, multiplied) = (x / power, x * power);
+    if digits < 0 && power.is_infinite() {
+        0.0
+    } else if digits >= 0 && multiplied.is_infinite() {
+        x
+    } else if truncate {
+        match (x >= 0.0, digits < 0) {
+            (true, true) => divided.floor() * power,
+            (true, false) => multiplied.floor() / power,
+            (false, true) => divided.ceil() * power,
+            (false, false) => multiplied.ceil() / power,
+        }
+    } else if digits < 0 {
+        divided.round_ties_even() * power
+    } else {
+        multiplied.round_ties_even() / power
+    }
 }
 
 /// A DATE, DATETIME or TIMESTAMP as seconds since 1970 (a DATE at its

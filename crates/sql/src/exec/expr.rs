@@ -85,7 +85,10 @@ pub enum Func {
     NullIf,
     Floor,
     Ceil,
+    /// `ROUND(x)` and `ROUND(x, digits)`.
     Round,
+    /// `TRUNCATE(x, digits)`.
+    Truncate,
     Greatest,
     Least,
     /// `DATE(x)`.
@@ -755,8 +758,12 @@ impl Compiler<'_> {
                         Func::Ceil
                     }
                     "ROUND" => {
-                        argc(1..=1)?;
+                        argc(1..=2)?;
                         Func::Round
+                    }
+                    "TRUNCATE" => {
+                        argc(2..=2)?;
+                        Func::Truncate
                     }
                     "MOD" => {
                         argc(2..=2)?;

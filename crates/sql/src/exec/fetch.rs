@@ -5,8 +5,9 @@
 
 use super::error::from_shoal;
 use super::expr::{truth, Scalar};
+use super::group_key::row_bytes;
 use super::plan::{Access, Plan};
-use super::{too_many_rows, Limits};
+use super::{held_too_much, too_many_rows, Limits};
 use crate::outcome::SqlError;
 use shoal_client::{Cluster, ErrorCode, ExecType, LockMode, RowBuf, Table, Transaction, Value};
 use std::ops::Bound;
@@ -66,9 +67,17 @@ pub async fn fetch_columns(
     let scanning = matches!(plan.access, Access::IndexScan { .. } | Access::FullScan);
     let rows_max = limits.rows_max;
     let mut rows: Vec<Vec<Value>> = Vec::new();
+    // The rows held are bounded in bytes too: a statement that reads
+    // them all first (a sort, INSERT ... SELECT, a subquery, a join).
+    let mut bytes = 0usize;
+    let bytes_max = limits.held_bytes_max;
     let mut take = |row: Vec<Value>| -> Result<bool, SqlError> {
         if scanning && rows.len() >= rows_max {
             return Err(too_many_rows(rows_max, "a query"));
+        }
+        bytes = bytes.saturating_add(row_bytes(&row));
+        if bytes > bytes_max {
+            return Err(held_too_much(bytes_max));
         }
         rows.push(row);
         Ok(rows.len() < want)

@@ -399,7 +399,7 @@ pub async fn run(
     where_: Option<&Scalar>,
     lock: LockMode,
     shape: Shape<'_>,
-) -> Result<Outcome, SqlError> {
+) -> Result<(Outcome, Vec<Vec<Value>>), SqlError> {
     let mut table = GroupTable::new(g, env);
     match target {
         None => {
@@ -442,7 +442,7 @@ pub fn run_over(
     g: &Grouping,
     rows: Vec<Vec<Value>>,
     shape: Shape<'_>,
-) -> Result<Outcome, SqlError> {
+) -> Result<(Outcome, Vec<Vec<Value>>), SqlError> {
     let mut table = GroupTable::new(g, env);
     for row in rows {
         table.add(row)?;
@@ -450,14 +450,16 @@ pub fn run_over(
     finish(env, g, table, None, shape)
 }
 
-/// HAVING, DISTINCT, ORDER BY and LIMIT over the groups, and the result.
+/// HAVING, DISTINCT, ORDER BY and LIMIT over the groups: the result, and
+/// its rows as values (an exact decimal shown by its text becomes a
+/// DECIMAL value), for INSERT ... SELECT and subqueries.
 fn finish(
     env: &Env<'_>,
     g: &Grouping,
     table: GroupTable<'_>,
     target: Option<&Target>,
     shape: Shape<'_>,
-) -> Result<Outcome, SqlError> {
+) -> Result<(Outcome, Vec<Vec<Value>>), SqlError> {
     let Finished {
         rows,
         exacts,
@@ -498,6 +500,7 @@ fn finish(
                 .map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX)),
         );
     let mut out_rows = Vec::new();
+    let mut typed_rows: Vec<Vec<Value>> = Vec::new();
     let mut first: Option<Vec<Value>> = None;
     let mut bytes = 0usize;
     for row in rows {
@@ -507,6 +510,7 @@ fn finish(
         };
         let mut values = Vec::with_capacity(shape.outputs.len());
         let mut texts = Vec::with_capacity(shape.outputs.len());
+        let mut typed = Vec::with_capacity(shape.outputs.len());
         for (o, shown) in shape.outputs.iter().zip(&g.shown) {
             let v = o.scalar.eval(&row)?;
             let text = match shown {
@@ -523,18 +527,42 @@ fn finish(
             if bytes > env.limits.result_bytes_max {
                 return Err(result_too_large(env.limits.result_bytes_max));
             }
+            // Text that is an exact decimal: an aggregate's exact result,
+            // or an expression of the DECIMAL class.
+            let exact_text = match shown {
+                Shown::Call(slot, _) => exacts
+                    .get(number)
+                    .and_then(|e| e.get(*slot))
+                    .is_some_and(Option::is_some),
+                Shown::Expression(Class::Decimal(_)) => true,
+                _ => false,
+            };
+            typed.push(
+                match text
+                    .as_deref()
+                    .filter(|_| exact_text)
+                    .map(std::str::from_utf8)
+                {
+                    Some(Ok(t)) => shoal_types::Decimal::parse(t)
+                        .map(Value::Decimal)
+                        .unwrap_or_else(|| v.clone()),
+                    _ => v.clone(),
+                },
+            );
             texts.push(text);
             values.push(v);
         }
         out_rows.push(texts);
+        typed_rows.push(typed);
         if first.is_none() {
             first = Some(values);
         }
     }
-    Ok(Outcome::Rows {
+    let outcome = Outcome::Rows {
         columns: columns(g, shape.outputs, target, first.as_deref()),
         rows: out_rows,
-    })
+    };
+    Ok((outcome, typed_rows))
 }
 
 /// The result columns of a grouping SELECT; `samples`: the first result

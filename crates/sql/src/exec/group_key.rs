@@ -48,11 +48,18 @@ fn ordered_f64(x: f64) -> [u8; 8] {
 }
 
 fn put_number(out: &mut Vec<u8>, approx: f64, exact: i128) {
+    put_number_parts(out, approx, exact, 0);
+}
+
+/// A number's key: its double (which orders), then its exact whole part
+/// (floor) and its fraction in units of 10^-30, which tell apart numbers
+/// the double cannot (integers past 2^53, decimals that differ in their
+/// last digits).
+fn put_number_parts(out: &mut Vec<u8>, approx: f64, whole: i128, fraction: i128) {
     out.push(TAG_NUMBER);
-    // The double orders; the exact integer tells apart integers the
-    // double cannot (past 2^53).
     out.extend_from_slice(&ordered_f64(approx));
-    out.extend_from_slice(&((exact as u128) ^ (1 << 127)).to_be_bytes());
+    out.extend_from_slice(&((whole as u128) ^ (1 << 127)).to_be_bytes());
+    out.extend_from_slice(&((fraction as u128) ^ (1 << 127)).to_be_bytes());
 }
 
 /// Appends one value's key.
@@ -86,20 +93,19 @@ pub fn encode_value(out: &mut Vec<u8>, v: &Value) {
     }
 }
 
-/// A decimal keys as the number it is: a whole one as that integer (so
-/// `2.00` groups with `2`), others by their double and then their exact
-/// value at 30 fraction digits where that fits, so that decimals no
-/// double tells apart still differ.
+/// A decimal keys as the number it is: its floor and its fraction at 30
+/// digits (a scale never exceeds 30, so both are exact), so `2.00` groups
+/// with `2` and decimals no double tells apart still differ, in order.
 fn put_decimal(out: &mut Vec<u8>, d: shoal_types::Decimal) {
-    match d.rescale_exact(0) {
-        Some(whole) => put_number(out, whole.unscaled as f64, whole.unscaled),
-        None => {
-            let fine = d
-                .rescale(shoal_types::decimal::DECIMAL_SCALE_MAX)
-                .map_or(0, |x| x.unscaled);
-            put_number(out, d.to_f64(), fine);
-        }
-    }
+    let one = shoal_types::decimal::pow10(u32::from(d.scale)).unwrap_or(1);
+    let whole = d.unscaled.div_euclid(one);
+    let rest = d.unscaled.rem_euclid(one);
+    let up = shoal_types::decimal::pow10(u32::from(
+        shoal_types::decimal::DECIMAL_SCALE_MAX.saturating_sub(d.scale),
+    ))
+    .unwrap_or(1);
+    // rest < 10^scale, so rest × 10^(30 - scale) < 10^30: no overflow.
+    put_number_parts(out, d.to_f64(), whole, rest.saturating_mul(up));
 }
 
 fn put_double(out: &mut Vec<u8>, f: f64) {

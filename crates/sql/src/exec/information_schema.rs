@@ -406,7 +406,7 @@ pub async fn select(
             offset,
             limit,
         };
-        return group::run_over(env, g, rows, shape);
+        return group::run_over(env, g, rows, shape).map(|(outcome, _)| outcome);
     }
     sort_rows(&mut rows, &order)?;
     shown(env, &def, table, &outputs, rows, offset, limit)

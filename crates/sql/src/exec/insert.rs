@@ -148,7 +148,7 @@ pub async fn insert(
         auto_increment::assign(cluster, &target.table, a, &mut full_rows, &generate).await?;
     }
     let written = match &on_duplicate {
-        Some(od) => od.run(env, cluster, txn, &target, &full_rows).await?,
+        Some(od) => od.run(cluster, txn, &target, &full_rows).await?,
         None => write_rows(env, cluster, txn, ins, &target, &full_rows).await?,
     };
     let rows_total = full_rows.len() as u64;

@@ -21,10 +21,10 @@
 //!
 //! The conditions used for access are checked again on the wide row, so
 //! the access is only ever a narrowing. Every intermediate result is
-//! bounded by `Limits.rows_max` (1038 past it).
+//! bounded by `Limits.rows_max` and `held_bytes_max` (1038 past either).
 
 use super::expr::{truth, Compiler, Scalar, Scope};
-use super::group_key::encode_values;
+use super::group_key::{encode_values, row_bytes};
 use super::plan::{plan, Access, Plan};
 use super::select::{target, Target};
 use super::{too_many_rows, Env};
@@ -412,13 +412,12 @@ impl Join {
                 by_key,
             } = self.access(env, i, &where_conjuncts)?;
             let def = t.target.table.def();
-            let mut next: Vec<Vec<Value>> = Vec::new();
-            let rows_max = env.limits.rows_max;
+            let mut next = Held::new(&env.limits);
             // Joins `outer` with `candidates` of this table: every pair ON
             // accepts, or the outer row alone for a LEFT JOIN.
             let join_one = |outer: &[Value],
                             candidates: &mut dyn Iterator<Item = &Vec<Value>>,
-                            next: &mut Vec<Vec<Value>>|
+                            next: &mut Held|
              -> Result<(), SqlError> {
                 let mut matched = false;
                 for inner in candidates {
@@ -432,12 +431,12 @@ impl Join {
                         }
                     }
                     matched = true;
-                    push_bounded(next, wide, rows_max)?;
+                    next.push(wide)?;
                 }
                 if !matched && t.kind == Kind::Left {
                     let mut wide = outer.to_vec();
                     wide.resize(t.offset + def.columns.len(), Value::Null);
-                    push_bounded(next, wide, rows_max)?;
+                    next.push(wide)?;
                 }
                 Ok(())
             };
@@ -508,7 +507,7 @@ impl Join {
                 .await?;
                 if i == 0 {
                     for row in inner {
-                        push_bounded(&mut next, row, rows_max)?;
+                        next.push(row)?;
                     }
                 } else if equal.is_empty() {
                     for outer in &rows {
@@ -541,7 +540,7 @@ impl Join {
                     }
                 }
             }
-            rows = next;
+            rows = next.rows;
         }
         let mut out = Vec::with_capacity(rows.len());
         for mut row in rows {
@@ -557,17 +556,36 @@ impl Join {
     }
 }
 
-/// Adds a row to a join's intermediate result (1038 past `rows_max`).
-fn push_bounded(
-    next: &mut Vec<Vec<Value>>,
-    row: Vec<Value>,
+/// A join's intermediate result, bounded in rows (`rows_max`) and bytes
+/// (`held_bytes_max`): 1038 past either.
+struct Held {
+    rows: Vec<Vec<Value>>,
+    bytes: usize,
     rows_max: usize,
-) -> Result<(), SqlError> {
-    if next.len() >= rows_max {
-        return Err(too_many_rows(rows_max, "a join"));
+    bytes_max: usize,
+}
+
+impl Held {
+    fn new(limits: &super::Limits) -> Held {
+        Held {
+            rows: Vec::new(),
+            bytes: 0,
+            rows_max: limits.rows_max,
+            bytes_max: limits.held_bytes_max,
+        }
     }
-    next.push(row);
-    Ok(())
+
+    fn push(&mut self, row: Vec<Value>) -> Result<(), SqlError> {
+        if self.rows.len() >= self.rows_max {
+            return Err(too_many_rows(self.rows_max, "a join"));
+        }
+        self.bytes = self.bytes.saturating_add(row_bytes(&row));
+        if self.bytes > self.bytes_max {
+            return Err(super::held_too_much(self.bytes_max));
+        }
+        self.rows.push(row);
+        Ok(())
+    }
 }
 
 /// The values `exprs` give `columns` of `def` for `row`, converted for

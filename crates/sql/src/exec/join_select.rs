@@ -174,7 +174,7 @@ pub async fn describe(
         .collect())
 }
 
-/// Runs a join SELECT in `txn`.
+/// Runs a join SELECT in `txn`: the result, and its rows as values.
 pub async fn select(
     env: &Env<'_>,
     cluster: &Cluster,
@@ -182,7 +182,7 @@ pub async fn select(
     query: &Query,
     select: &Select,
     text: &str,
-) -> Result<Outcome, SqlError> {
+) -> Result<(Outcome, Vec<Vec<Value>>), SqlError> {
     let lock = lock_of(query)?;
     let (offset, limit) = limit_of(env, query.limit_clause.as_ref())?;
     let join = Join::resolve(env, cluster, &select.from).await?;
@@ -202,7 +202,7 @@ pub async fn select(
     }
     sort_rows(&mut rows, &c.order)?;
     let mut out_rows = Vec::new();
-    let mut first: Option<Vec<Value>> = None;
+    let mut typed_rows = Vec::new();
     let mut bytes = 0usize;
     let kept = rows
         .iter()
@@ -223,18 +223,18 @@ pub async fn select(
             return Err(result_too_large(env.limits.result_bytes_max));
         }
         out_rows.push(texts);
-        if first.is_none() {
-            first = Some(values);
-        }
+        typed_rows.push(values);
     }
+    let first = typed_rows.first();
     let columns = c
         .outputs
         .iter()
         .enumerate()
-        .map(|(i, o)| column_of(&join, o, first.as_ref().map(|f| &f[i])))
+        .map(|(i, o)| column_of(&join, o, first.map(|f| &f[i])))
         .collect();
-    Ok(Outcome::Rows {
+    let outcome = Outcome::Rows {
         columns,
         rows: out_rows,
-    })
+    };
+    Ok((outcome, typed_rows))
 }

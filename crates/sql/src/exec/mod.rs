@@ -15,6 +15,7 @@
 pub mod aggregate;
 pub mod auto_increment;
 pub mod ddl;
+pub mod dialect;
 pub mod dml;
 pub mod error;
 pub mod eval;
@@ -69,6 +70,10 @@ pub struct Limits {
     pub batch_ops_max: usize,
     /// Tables one SELECT may join (MySQL's limit).
     pub join_tables_max: usize,
+    /// Bytes of rows a statement holds in memory at once (as values, a
+    /// few times their text): what it read to sort, join, insert
+    /// elsewhere or use as a subquery's result.
+    pub held_bytes_max: usize,
 }
 
 impl Default for Limits {
@@ -80,8 +85,20 @@ impl Default for Limits {
             key_lookups_max: 1024,
             batch_ops_max: 256,
             join_tables_max: 61,
+            held_bytes_max: 256 << 20,
         }
     }
+}
+
+/// 1038 past `Limits.held_bytes_max`.
+pub fn held_too_much(limit: usize) -> SqlError {
+    SqlError::new(
+        1038,
+        "HY001",
+        format!(
+            "Out of memory: the statement would hold more than {limit} bytes of rows in the SQL node; narrow it with WHERE or LIMIT"
+        ),
+    )
 }
 
 pub fn too_many_rows(limit: usize, what: &str) -> SqlError {

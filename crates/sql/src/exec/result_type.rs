@@ -189,12 +189,27 @@ pub fn class_of(s: &Scalar, def: &TableDef, calls: &[AggCall]) -> Class {
         ),
         Scalar::Func(f, args) => match f {
             Func::Concat | Func::Upper | Func::Lower => Class::Str,
-            Func::Length
-            | Func::CharLength
-            | Func::Floor
-            | Func::Ceil
-            | Func::Round
-            | Func::DatePart(_) => Class::Int,
+            Func::Length | Func::CharLength | Func::Floor | Func::Ceil | Func::DatePart(_) => {
+                Class::Int
+            }
+            // ROUND(x) gives an integer; with digits, x's class, a
+            // DECIMAL with the constant digits' scale (see
+            // `eval::round_to_digits`).
+            Func::Round | Func::Truncate => match (args.first(), args.get(1)) {
+                (Some(x), Some(digits)) => match class_of(x, def, calls) {
+                    Class::Int => Class::Int,
+                    Class::Real | Class::Str => Class::Real,
+                    Class::Decimal(scale) => match digits {
+                        Scalar::Const(v) => super::eval::round_digits(v)
+                            .map_or(Class::Unknown, |d| {
+                                Class::Decimal(d.clamp(0, i64::from(DECIMAL_SCALE_MAX)) as u8)
+                            }),
+                        _ => Class::Decimal(scale),
+                    },
+                    _ => Class::Unknown,
+                },
+                _ => Class::Int,
+            },
             Func::Date => Class::Temporal,
             Func::Abs | Func::NullIf => args
                 .first()

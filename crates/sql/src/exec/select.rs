@@ -1,6 +1,6 @@
 //! `SELECT`: of expressions without a table, or of one table's rows
-//! (joins are in [`super::join_select`]; subqueries come later and
-//! answer 1235). Its clauses compile
+//! (joins are in [`super::join_select`], UNION in [`super::union`];
+//! a statement's subqueries run first, [`super::subquery`]). Its clauses compile
 //! here; a SELECT that groups (GROUP BY, HAVING, DISTINCT, aggregates)
 //! runs in [`super::group`], the others read their rows through
 //! [`super::fetch`] (re-exported: UPDATE and DELETE share it) and sort
@@ -16,7 +16,7 @@ use super::plan::plan;
 use super::subquery::materialize;
 use super::{result_too_large, Env};
 use crate::catalog::{self, TableName};
-use crate::outcome::{Column, ColumnKind, Outcome, SqlError};
+use crate::outcome::{Column, Outcome, SqlError};
 use crate::sqltypes::{expression_column, result_column, text as to_text};
 use shoal_client::{Cluster, LockMode, Table, Transaction, Value};
 use shoal_types::{ColumnDef, ColumnType, TableDef};
@@ -472,8 +472,9 @@ pub async fn describe(
 /// What a SELECT produced: a grouping SELECT's finished result, or the
 /// values of a plain one's select list per row.
 enum Selected {
-    /// A grouping SELECT's or a join's finished result.
-    Grouped(Outcome),
+    /// A grouping SELECT's, a join's or a UNION's finished result, and
+    /// its rows as values.
+    Finished(Outcome, Vec<Vec<Value>>),
     Plain {
         outputs: Vec<Output>,
         target: Option<Target>,
@@ -494,7 +495,7 @@ pub async fn select(
     text: &str,
 ) -> Result<Outcome, SqlError> {
     let (outputs, target, rows, constants) = match run(env, cluster, txn, query, text).await? {
-        Selected::Grouped(outcome) => return Ok(outcome),
+        Selected::Finished(outcome, _) => return Ok(outcome),
         Selected::Plain {
             outputs,
             target,
@@ -558,10 +559,9 @@ pub async fn select(
     })
 }
 
-/// Runs a SELECT in `txn` for its values (INSERT ... SELECT): per row,
-/// the select list's values. A grouping SELECT's results come as their
-/// text (exact decimals are text), which the caller converts for its
-/// columns as MySQL converts strings.
+/// Runs a SELECT in `txn` for its values (INSERT ... SELECT, subqueries):
+/// per row, the select list's values (an aggregate's exact decimal as a
+/// DECIMAL value).
 pub async fn select_values(
     env: &Env<'_>,
     cluster: &Cluster,
@@ -576,30 +576,8 @@ pub async fn select_values(
     };
     match run(&env, cluster, txn, query, text).await? {
         Selected::Plain { rows, .. } => Ok(rows),
-        Selected::Grouped(Outcome::Rows { columns, rows }) => Ok(rows
-            .into_iter()
-            .map(|row| {
-                row.into_iter()
-                    .zip(&columns)
-                    .map(|(t, c)| match t {
-                        None => Value::Null,
-                        // A byte string stays bytes; numbers and text are
-                        // converted from their text.
-                        Some(b) if c.binary && is_string(c.kind) => Value::Bytes(b),
-                        Some(b) => match String::from_utf8(b) {
-                            Ok(s) => Value::Str(s),
-                            Err(e) => Value::Bytes(e.into_bytes()),
-                        },
-                    })
-                    .collect()
-            })
-            .collect()),
-        Selected::Grouped(_) => Ok(Vec::new()),
+        Selected::Finished(_, values) => Ok(values),
     }
-}
-
-fn is_string(kind: ColumnKind) -> bool {
-    matches!(kind, ColumnKind::VarString | ColumnKind::String)
 }
 
 async fn run(
@@ -610,8 +588,8 @@ async fn run(
     text: &str,
 ) -> Result<Selected, SqlError> {
     if super::union::is_union(query) {
-        let outcome = super::union::select(env, cluster, txn, query).await?;
-        return Ok(Selected::Grouped(outcome));
+        let (outcome, values) = super::union::select(env, cluster, txn, query).await?;
+        return Ok(Selected::Finished(outcome, values));
     }
     let select = plain_select(query)?;
     // Its subqueries first: their results compile as constants.
@@ -627,8 +605,9 @@ async fn run(
         &with_subqueries
     };
     if super::join::is_join(&select.from) {
-        let outcome = super::join_select::select(env, cluster, txn, query, select, text).await?;
-        return Ok(Selected::Grouped(outcome));
+        let (outcome, values) =
+            super::join_select::select(env, cluster, txn, query, select, text).await?;
+        return Ok(Selected::Finished(outcome, values));
     }
     let lock = lock_of(query)?;
     let (offset, limit) = limit_of(env, query.limit_clause.as_ref())?;
@@ -647,7 +626,7 @@ async fn run(
             offset,
             limit,
         };
-        let outcome = group::run(
+        let (outcome, values) = group::run(
             env,
             cluster,
             txn,
@@ -658,7 +637,7 @@ async fn run(
             shape,
         )
         .await?;
-        return Ok(Selected::Grouped(outcome));
+        return Ok(Selected::Finished(outcome, values));
     }
     let Some(target) = target else {
         // No table: one row of constants (unless a WHERE or LIMIT says no).

@@ -1,7 +1,8 @@
 //! From a query string to statements: split at top-level `;` (quotes and
 //! comments respected, by sqlparser's own tokenizer), then, per
 //! statement, a small pre-router for the MySQL and NDB syntax sqlparser
-//! does not take, then sqlparser (MySQL dialect).
+//! does not take, then sqlparser (MySQL's dialect with MySQL's `XOR`
+//! precedence, [`ShoalDialect`]).
 //!
 //! The pre-router works on tokens, never on raw text, so a keyword inside
 //! a string or a comment is never touched:
@@ -17,9 +18,9 @@
 //! the third statement of a string is reported after the first two ran,
 //! as MySQL does.
 
+use super::dialect::ShoalDialect;
 use crate::outcome::SqlError;
 use sqlparser::ast::Statement;
-use sqlparser::dialect::MySqlDialect;
 use sqlparser::keywords::Keyword;
 use sqlparser::parser::Parser;
 use sqlparser::tokenizer::{Location, Token, TokenWithSpan, Tokenizer};
@@ -101,7 +102,7 @@ pub fn slice(text: &str, span: sqlparser::tokenizer::Span) -> Option<&str> {
 }
 
 fn tokens(text: &str) -> Result<Vec<Tok>, SqlError> {
-    let dialect = MySqlDialect {};
+    let dialect = ShoalDialect;
     let raw: Vec<TokenWithSpan> = Tokenizer::new(&dialect, text)
         .tokenize_with_location()
         .map_err(syntax)?;
@@ -231,7 +232,7 @@ fn check_operators(toks: &[TokenWithSpan]) -> Result<(), SqlError> {
 /// once: the operator count and the parser share the tokens (unless the
 /// pre-router rewrote the text).
 pub fn parse(text: &str) -> Result<Parsed, SqlError> {
-    let dialect = MySqlDialect {};
+    let dialect = ShoalDialect;
     let toks = Tokenizer::new(&dialect, text)
         .tokenize_with_location()
         .map_err(|e| syntax(sqlparser::parser::ParserError::from(e)))?;
@@ -469,6 +470,52 @@ fn preroute(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An expression with every operator's operands in parentheses.
+    fn shape(e: &sqlparser::ast::Expr) -> String {
+        use sqlparser::ast::Expr;
+        match e {
+            Expr::BinaryOp { left, op, right } => {
+                format!("({} {op} {})", shape(left), shape(right))
+            }
+            Expr::UnaryOp { op, expr } => format!("({op} {})", shape(expr)),
+            Expr::Nested(e) => shape(e),
+            other => other.to_string(),
+        }
+    }
+
+    /// The shape of `SELECT x FROM t WHERE <condition>`'s condition.
+    fn condition(condition: &str) -> String {
+        use sqlparser::ast::SetExpr;
+        let p = parse(&format!("SELECT x FROM t WHERE {condition}")).unwrap();
+        let Statement::Query(q) = p.statement else {
+            panic!("a query")
+        };
+        let SetExpr::Select(s) = *q.body else {
+            panic!("a SELECT")
+        };
+        shape(s.selection.as_ref().expect("a WHERE"))
+    }
+
+    #[test]
+    fn xor_binds_below_and_and_above_or_as_in_mysql() {
+        assert_eq!(condition("ti > 0 XOR tu > 0"), "((ti > 0) XOR (tu > 0))");
+        assert_eq!(condition("a AND b XOR c OR d"), "(((a AND b) XOR c) OR d)");
+        assert_eq!(condition("a OR b XOR c AND d"), "(a OR (b XOR (c AND d)))");
+        assert_eq!(condition("NOT a XOR b"), "((NOT a) XOR b)");
+        assert_eq!(condition("a XOR b XOR c"), "((a XOR b) XOR c)");
+        assert_eq!(
+            condition("a = 1 XOR b BETWEEN 1 AND 2"),
+            "((a = 1) XOR b BETWEEN 1 AND 2)"
+        );
+        assert_eq!(condition("a XOR b IS NULL"), "(a XOR b IS NULL)");
+        // The other operators keep their ranks.
+        assert_eq!(
+            condition("a + 1 > 2 AND b OR c"),
+            "((((a + 1) > 2) AND b) OR c)"
+        );
+        assert_eq!(condition("a DIV 2 = 1"), "((a DIV 2) = 1)");
+    }
 
     #[test]
     fn a_statement_with_too_many_operators_is_refused_before_parsing() {

@@ -22,7 +22,7 @@ use super::select::select_values;
 use super::Env;
 use crate::outcome::SqlError;
 use shoal_client::{Cluster, Transaction, Value};
-use sqlparser::ast::{Expr, Query, Visit, Visitor};
+use sqlparser::ast::{Expr, LimitClause, Query, Value as SqlValue, Visit, Visitor};
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
@@ -123,6 +123,17 @@ pub async fn materialize<V: Visit>(
         let key = query.to_string();
         if out.results.contains_key(&key) {
             continue;
+        }
+        // EXISTS needs one row and a scalar subquery two (the second is
+        // the error): a subquery without a LIMIT of its own reads no more.
+        let mut query = query;
+        if query.limit_clause.is_none() && !matches!(how, Use::In) {
+            let n = if matches!(how, Use::Exists) { 1 } else { 2 };
+            query.limit_clause = Some(LimitClause::LimitOffset {
+                limit: Some(Expr::value(SqlValue::Number(n.to_string(), false))),
+                offset: None,
+                limit_by: Vec::new(),
+            });
         }
         // A boxed future: a subquery's SELECT may hold subqueries too.
         let rows = Box::pin(select_values(env, cluster, txn, &query, ""))

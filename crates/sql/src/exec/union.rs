@@ -8,10 +8,10 @@
 //! are the first SELECT's (names and types); ORDER BY names them by
 //! position or name.
 //!
-//! Invariants: the rows held are bounded by `Limits.rows_max` and the
-//! text answer by `result_bytes_max`, like a single SELECT's.
+//! Invariants: the rows held are bounded by `Limits.rows_max` and
+//! `held_bytes_max`, the text answer by `result_bytes_max`.
 
-use super::group_key::encode_values;
+use super::group_key::{encode_values, row_bytes};
 use super::select::{describe, limit_of, select_values, sort_rows};
 use super::{result_too_large, too_many_rows, Env};
 use crate::outcome::{Column, Outcome, SqlError};
@@ -100,13 +100,13 @@ pub async fn columns(
     Ok(cols)
 }
 
-/// Runs a UNION in `txn`.
+/// Runs a UNION in `txn`: the result, and its rows as values.
 pub async fn select(
     env: &Env<'_>,
     cluster: &Cluster,
     txn: &mut Transaction,
     query: &Query,
-) -> Result<Outcome, SqlError> {
+) -> Result<(Outcome, Vec<Vec<Value>>), SqlError> {
     if query.with.is_some() || !query.locks.is_empty() {
         return Err(SqlError::not_supported(
             "WITH or a locking clause on a UNION",
@@ -117,6 +117,7 @@ pub async fn select(
     let columns = columns(env, cluster, query).await?;
     let width = columns.len();
     let mut rows: Vec<Vec<Value>> = Vec::new();
+    let mut held = 0usize;
     for (body, distinct) in list {
         let got = Box::pin(select_values(env, cluster, txn, &branch(body), "")).await?;
         if got.first().is_some_and(|r| r.len() != width) {
@@ -128,6 +129,10 @@ pub async fn select(
         }
         if rows.len().saturating_add(got.len()) > env.limits.rows_max {
             return Err(too_many_rows(env.limits.rows_max, "a UNION"));
+        }
+        held = held.saturating_add(got.iter().map(|r| row_bytes(r)).sum::<usize>());
+        if held > env.limits.held_bytes_max {
+            return Err(super::held_too_much(env.limits.held_bytes_max));
         }
         rows.extend(got);
         if distinct {
@@ -174,13 +179,14 @@ pub async fn select(
     }
     sort_rows(&mut rows, &keys)?;
     let (offset, limit) = limit_of(env, query.limit_clause.as_ref())?;
-    let mut out_rows = Vec::new();
-    let mut bytes = 0usize;
-    for row in rows
-        .iter()
+    let rows: Vec<Vec<Value>> = rows
+        .into_iter()
         .skip(usize::try_from(offset).unwrap_or(usize::MAX))
         .take(limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX)))
-    {
+        .collect();
+    let mut out_rows = Vec::new();
+    let mut bytes = 0usize;
+    for row in &rows {
         let texts: Vec<Option<Vec<u8>>> = row.iter().map(to_text).collect();
         bytes += texts
             .iter()
@@ -191,8 +197,9 @@ pub async fn select(
         }
         out_rows.push(texts);
     }
-    Ok(Outcome::Rows {
+    let outcome = Outcome::Rows {
         columns,
         rows: out_rows,
-    })
+    };
+    Ok((outcome, rows))
 }

@@ -213,7 +213,6 @@ impl OnDuplicate {
     /// Inserts or updates each of `rows` (whole rows, converted).
     pub async fn run(
         &self,
-        env: &Env<'_>,
         cluster: &Cluster,
         txn: &mut Transaction,
         target: &Target,
@@ -292,7 +291,6 @@ impl OnDuplicate {
             written.affected += 2;
         }
         // The session commits an autocommit statement's transaction.
-        let _ = env;
         Ok(written)
     }
 }
