@@ -322,7 +322,15 @@ impl Accumulator {
                     .and_then(|d| d.rescale(*scale))
                     .ok_or_else(|| out_of_range(call.func))?
                     .unscaled;
-                *sum = sum.checked_add(x).ok_or_else(|| out_of_range(call.func))?;
+                // Past 38 digits the sum is out of DECIMAL's range (and
+                // i128::MIN, which no negation or division survives, is
+                // never reached).
+                *sum = sum
+                    .checked_add(x)
+                    .filter(|s| {
+                        Decimal::new(*s, *scale).fits(shoal_types::decimal::DECIMAL_PRECISION_MAX)
+                    })
+                    .ok_or_else(|| out_of_range(call.func))?;
                 *rows += 1;
             }
             State::Real { sum, rows } => {

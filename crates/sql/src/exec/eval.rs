@@ -272,7 +272,10 @@ impl Scalar {
                 None => Value::Null,
                 Some(Num::Int(i)) => int_value(-i, "negation")?,
                 Some(Num::Float(f)) => Value::Double(-f),
-                Some(Num::Dec(d)) => Value::Decimal(Decimal::new(-d.unscaled, d.scale)),
+                Some(Num::Dec(d)) => match d.unscaled.checked_neg() {
+                    Some(n) => Value::Decimal(Decimal::new(n, d.scale)),
+                    None => return Err(super::eval_types::decimal_out_of_range("negation")),
+                },
             },
             Scalar::Not(e) => boolean(truth(&e.eval(row)?).map(|b| !b)),
             Scalar::Arith(op, a, b) => arith(*op, &a.eval(row)?, &b.eval(row)?)?,
@@ -339,6 +342,11 @@ impl Scalar {
                 list,
                 negated,
             } => {
+                // An empty list (a subquery without rows) holds nothing:
+                // IN is false and NOT IN true even for NULL, as in MySQL.
+                if list.is_empty() {
+                    return Ok(boolean(Some(*negated)));
+                }
                 let v = expr.eval(row)?;
                 if v.is_null() {
                     return Ok(Value::Null);
@@ -558,7 +566,10 @@ fn function(f: Func, args: &[Scalar], row: &[Value]) -> Result<Value, SqlError> 
             None => Value::Null,
             Some(Num::Int(i)) => int_value(i.abs(), "abs")?,
             Some(Num::Float(x)) => Value::Double(x.abs()),
-            Some(Num::Dec(d)) => Value::Decimal(Decimal::new(d.unscaled.abs(), d.scale)),
+            Some(Num::Dec(d)) => match d.unscaled.checked_abs() {
+                Some(n) => Value::Decimal(Decimal::new(n, d.scale)),
+                None => return Err(super::eval_types::decimal_out_of_range("abs")),
+            },
         },
         Func::Coalesce => {
             for a in args {

@@ -70,9 +70,13 @@ pub(crate) fn decimal_arith(
             };
             if op == Arith::Mod {
                 // The remainder keeps the dividend's sign, as in MySQL.
-                bounded(Some(Decimal::new(x.unscaled % y.unscaled, scale)), what)
+                // (checked: i128::MIN % -1 overflows.)
+                let r = x.unscaled.checked_rem(y.unscaled);
+                bounded(r.map(|r| Decimal::new(r, scale)), what)
             } else {
-                let q = x.unscaled / y.unscaled;
+                let Some(q) = x.unscaled.checked_div(y.unscaled) else {
+                    return Err(decimal_out_of_range(what));
+                };
                 match i64::try_from(q) {
                     Ok(i) => Ok(Value::Int(i)),
                     Err(_) => Err(super::expr::out_of_range(what)),
