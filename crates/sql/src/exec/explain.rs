@@ -190,7 +190,7 @@ async fn join_lines(
     let conjuncts: Vec<&Expr> = rewritten
         .selection
         .as_ref()
-        .map(super::join::conjuncts)
+        .map(super::join_names::conjuncts)
         .unwrap_or_default();
     let mut lines = Vec::with_capacity(join.tables.len());
     for (i, t) in join.tables.iter().enumerate() {

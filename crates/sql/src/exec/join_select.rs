@@ -5,7 +5,8 @@
 use super::aggregate::Aggregates;
 use super::expr::{column_type, Scalar};
 use super::group::{self, Shape};
-use super::join::{shown_name, Join, Kind};
+use super::join::{Join, Kind};
+use super::join_names::shown_name;
 use super::select::{limit_of, lock_of, order_keys, outputs, sort_rows, Output};
 use super::{result_too_large, Env};
 use crate::outcome::{Column, Outcome, SqlError};

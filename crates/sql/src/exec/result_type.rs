@@ -194,7 +194,7 @@ pub fn class_of(s: &Scalar, def: &TableDef, calls: &[AggCall]) -> Class {
             }
             // ROUND(x) gives an integer; with digits, x's class, a
             // DECIMAL with the constant digits' scale (see
-            // `eval::round_to_digits`).
+            // `eval_funcs::round_to_digits`).
             Func::Round | Func::Truncate => match (args.first(), args.get(1)) {
                 (Some(x), Some(digits)) => match class_of(x, def, calls) {
                     Class::Int => Class::Int,
