@@ -18,7 +18,7 @@ use super::expr::{truth, Compiler, Scalar, Scope};
 use super::group::{self, Shape};
 use super::select::{limit_of, lock_of, order_keys, outputs, plain_select, sort_rows, Output};
 use super::users::privileges;
-use super::{result_too_large, too_many_rows, Env};
+use super::{too_many_rows, Env, TextRows};
 use crate::catalog::{self, collation, key_flag, ndb_table_comment, TableName};
 use crate::outcome::{Column, Outcome, SqlError};
 use crate::sqltypes::{expression_column, result_column, sql_type_name, text as to_text};
@@ -427,23 +427,14 @@ fn shown(
         .iter()
         .skip(usize::try_from(offset).unwrap_or(usize::MAX))
         .take(limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX)));
-    let mut out_rows = Vec::new();
+    let mut out_rows = TextRows::new(&env.limits);
     let mut first: Option<Vec<Value>> = None;
-    let mut bytes = 0usize;
     for row in kept {
         let values: Vec<Value> = outputs
             .iter()
             .map(|o| o.scalar.eval(row))
             .collect::<Result<_, _>>()?;
-        let texts: Vec<Option<Vec<u8>>> = values.iter().map(to_text).collect();
-        bytes += texts
-            .iter()
-            .map(|t| t.as_ref().map_or(1, |b| b.len() + 1))
-            .sum::<usize>();
-        if bytes > env.limits.result_bytes_max {
-            return Err(result_too_large(env.limits.result_bytes_max));
-        }
-        out_rows.push(texts);
+        out_rows.push(&values)?;
         if first.is_none() {
             first = Some(values);
         }
@@ -465,7 +456,7 @@ fn shown(
         .collect();
     Ok(Outcome::Rows {
         columns,
-        rows: out_rows,
+        rows: out_rows.into_rows(),
     })
 }
 

@@ -8,9 +8,9 @@ use super::group::{self, Shape};
 use super::join::{Join, Kind};
 use super::join_names::shown_name;
 use super::select::{limit_of, lock_of, order_keys, outputs, sort_rows, Output};
-use super::{result_too_large, Env};
+use super::{Env, TextRows};
 use crate::outcome::{Column, Outcome, SqlError};
-use crate::sqltypes::{expression_column, result_column, text as to_text};
+use crate::sqltypes::{expression_column, result_column};
 use shoal_client::{Cluster, Transaction, Value};
 use sqlparser::ast::{
     Expr, GroupByExpr, OrderByKind, Query, Select, SelectItem, SelectItemQualifiedWildcardKind,
@@ -202,9 +202,8 @@ pub async fn select(
         return group::run_over(env, g, rows, shape);
     }
     sort_rows(&mut rows, &c.order)?;
-    let mut out_rows = Vec::new();
+    let mut out_rows = TextRows::new(&env.limits);
     let mut typed_rows = Vec::new();
-    let mut bytes = 0usize;
     let kept = rows
         .iter()
         .skip(usize::try_from(offset).unwrap_or(usize::MAX))
@@ -215,15 +214,7 @@ pub async fn select(
             .iter()
             .map(|o| o.scalar.eval(row))
             .collect::<Result<_, _>>()?;
-        let texts: Vec<Option<Vec<u8>>> = values.iter().map(to_text).collect();
-        bytes += texts
-            .iter()
-            .map(|t| t.as_ref().map_or(1, |b| b.len() + 1))
-            .sum::<usize>();
-        if bytes > env.limits.result_bytes_max {
-            return Err(result_too_large(env.limits.result_bytes_max));
-        }
-        out_rows.push(texts);
+        out_rows.push(&values)?;
         typed_rows.push(values);
     }
     let first = typed_rows.first();
@@ -235,7 +226,7 @@ pub async fn select(
         .collect();
     let outcome = Outcome::Rows {
         columns,
-        rows: out_rows,
+        rows: out_rows.into_rows(),
     };
     Ok((outcome, typed_rows))
 }

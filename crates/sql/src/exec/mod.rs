@@ -93,6 +93,42 @@ impl Default for Limits {
     }
 }
 
+/// A result's rows in the text protocol's form, bounded by
+/// `Limits.result_bytes_max` (an error past it).
+pub struct TextRows {
+    rows: Vec<Vec<Option<Vec<u8>>>>,
+    bytes: usize,
+    bytes_max: usize,
+}
+
+impl TextRows {
+    pub fn new(limits: &Limits) -> TextRows {
+        TextRows {
+            rows: Vec::new(),
+            bytes: 0,
+            bytes_max: limits.result_bytes_max,
+        }
+    }
+
+    /// Adds a row of values as their text (NULL: `None`).
+    pub fn push(&mut self, values: &[Value]) -> Result<(), SqlError> {
+        let texts: Vec<Option<Vec<u8>>> = values.iter().map(crate::sqltypes::text).collect();
+        self.bytes += texts
+            .iter()
+            .map(|t| t.as_ref().map_or(1, |b| b.len() + 1))
+            .sum::<usize>();
+        if self.bytes > self.bytes_max {
+            return Err(result_too_large(self.bytes_max));
+        }
+        self.rows.push(texts);
+        Ok(())
+    }
+
+    pub fn into_rows(self) -> Vec<Vec<Option<Vec<u8>>>> {
+        self.rows
+    }
+}
+
 /// 1038 past `Limits.held_bytes_max`.
 pub fn held_too_much(limit: usize) -> SqlError {
     SqlError::new(

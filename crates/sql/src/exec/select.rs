@@ -14,10 +14,10 @@ use super::group::{self, Grouping};
 use super::item_name::item_name;
 use super::plan::plan;
 use super::subquery::materialize;
-use super::{result_too_large, Env};
+use super::{Env, TextRows};
 use crate::catalog::{self, TableName};
 use crate::outcome::{Column, Outcome, SqlError};
-use crate::sqltypes::{expression_column, result_column, text as to_text};
+use crate::sqltypes::{expression_column, result_column};
 use shoal_client::{Cluster, LockMode, Table, Transaction, Value};
 use shoal_types::{ColumnDef, ColumnType, TableDef};
 use sqlparser::ast::{
@@ -503,19 +503,11 @@ pub async fn select(
             constants,
         } => (outputs, target, rows, constants),
     };
-    let mut out_rows = Vec::with_capacity(rows.len());
-    let mut bytes = 0usize;
+    let mut out_rows = TextRows::new(&env.limits);
     for values in &rows {
-        let texts: Vec<Option<Vec<u8>>> = values.iter().map(to_text).collect();
-        bytes += texts
-            .iter()
-            .map(|t| t.as_ref().map_or(1, |b| b.len() + 1))
-            .sum::<usize>();
-        if bytes > env.limits.result_bytes_max {
-            return Err(result_too_large(env.limits.result_bytes_max));
-        }
-        out_rows.push(texts);
+        out_rows.push(values)?;
     }
+    let out_rows = out_rows.into_rows();
     let Some(target) = target else {
         let sample = constants.unwrap_or_default();
         let columns = outputs

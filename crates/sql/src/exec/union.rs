@@ -13,9 +13,8 @@
 
 use super::group_key::{encode_values, row_bytes};
 use super::select::{describe, limit_of, select_values, sort_rows};
-use super::{result_too_large, too_many_rows, Env};
+use super::{too_many_rows, Env, TextRows};
 use crate::outcome::{Column, Outcome, SqlError};
-use crate::sqltypes::text as to_text;
 use shoal_client::{Cluster, Transaction, Value};
 use sqlparser::ast::{
     Expr, OrderByKind, OrderBySort, Query, SetExpr, SetOperator, SetQuantifier, Value as SqlValue,
@@ -184,22 +183,13 @@ pub async fn select(
         .skip(usize::try_from(offset).unwrap_or(usize::MAX))
         .take(limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX)))
         .collect();
-    let mut out_rows = Vec::new();
-    let mut bytes = 0usize;
+    let mut out_rows = TextRows::new(&env.limits);
     for row in &rows {
-        let texts: Vec<Option<Vec<u8>>> = row.iter().map(to_text).collect();
-        bytes += texts
-            .iter()
-            .map(|t| t.as_ref().map_or(1, |b| b.len() + 1))
-            .sum::<usize>();
-        if bytes > env.limits.result_bytes_max {
-            return Err(result_too_large(env.limits.result_bytes_max));
-        }
-        out_rows.push(texts);
+        out_rows.push(row)?;
     }
     let outcome = Outcome::Rows {
         columns,
-        rows: out_rows,
+        rows: out_rows.into_rows(),
     };
     Ok((outcome, rows))
 }
