@@ -1150,6 +1150,18 @@ fn joins_agree_with_a_model() {
             vec!["zz"]
         );
         err_code(&mut s, "SELECT 1, 2 UNION SELECT 3", 1222).await;
+        err_code(&mut s, "SELECT 1 UNION SELECT 1, 2 FROM b WHERE 1 = 0", 1222).await;
+        // A branch with a subquery; a parenthesized UNION inside a UNION
+        // is refused, not flattened (its DISTINCT would reach outside).
+        assert_eq!(
+            column(&mut s, "SELECT COUNT(*) FROM a WHERE b_id IN (SELECT id FROM b) UNION ALL SELECT -1").await.len(),
+            2
+        );
+        err_code(&mut s, "SELECT 1 UNION ALL (SELECT 1 UNION SELECT 2)", 1235).await;
+        assert_eq!(
+            rows(&mut s, "SELECT ROUND(1.5, -1e30), ROUND(0e0, 400), TRUNCATE(0e0, 400)").await,
+            vec![r(&["0", "0", "0"])]
+        );
         err_code(&mut s, "SELECT 1 UNION SELECT 2 ORDER BY nope", 1054).await;
 
         // --- EXPLAIN: (table, type, key, rows, Extra) per table.

@@ -58,7 +58,10 @@ struct Lines(mpsc::Receiver<String>);
 
 impl Lines {
     fn of(stdout: ChildStdout) -> Lines {
-        let (tx, rx) = mpsc::channel();
+        // Bounded: a line not yet taken stops the reader, the pipe fills
+        // and the client stalls, so a long answer is still on its way
+        // (the node still writing) when the test kills the client.
+        let (tx, rx) = mpsc::sync_channel(1);
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
@@ -179,8 +182,9 @@ fn a_client_killed_mid_query_costs_the_sql_node_only_its_connection() {
 
     // A long result killed while it streams: with --quick the client
     // prints rows as they come, so a first row means the answer is on
-    // its way; far more is in flight than the socket and pipe hold
-    // (4000 rows of 1600 bytes), so the node is still writing.
+    // its way; the test takes no more lines, so the client stalls with
+    // far more (4000 rows of 1600 bytes) than the socket and pipe hold
+    // still to come, and the node is still writing.
     let wide = "SELECT id, CONCAT(pad, pad, pad, pad, pad, pad, pad, pad) FROM big";
     for _ in 0..3 {
         let mut c = client(p, &["--quick", "-e", wide]);
@@ -252,13 +256,18 @@ fn a_client_killed_mid_query_costs_the_sql_node_only_its_connection() {
         drop(s);
         assert_serving(&mut sql);
     }
-    // A transaction's locks, the client gone before the answer to the
-    // statement that took them.
+    // A transaction's locks, the client gone once the statement that took
+    // them has answered (so they are held when it goes: the UPDATE after
+    // it can only pass once the node has rolled the transaction back).
     let mut s = login(p);
     send_query(
         &mut s,
-        &format!("BEGIN; UPDATE big SET v = -1 WHERE id <= {LOCKED}"),
+        &format!("BEGIN; UPDATE {DB}.big SET v = -1 WHERE id <= {LOCKED}"),
     );
+    for statement in ["BEGIN", "UPDATE"] {
+        let (_, answer) = read_packet(&mut s);
+        assert_eq!(answer.first(), Some(&0x00), "{statement}: {answer:?}");
+    }
     drop(s);
     let started = Instant::now();
     query(

@@ -140,7 +140,8 @@ pub(crate) fn decimal_round(x: Decimal, digits: i64, truncate: bool, scale: u8) 
     let kept = if digits >= i64::from(x.scale) {
         x
     } else {
-        let dropped = i64::from(x.scale) - digits;
+        // `digits` may be as low as i64::MIN (a huge negative argument).
+        let dropped = i64::from(x.scale).saturating_sub(digits);
         let unit = u32::try_from(dropped).ok().and_then(pow10);
         Decimal::new(round_to_unit(x.unscaled, unit, truncate)?, x.scale)
     };
@@ -169,7 +170,8 @@ pub(crate) fn double_round(x: f64, digits: i64, truncate: bool) -> f64 {
     let (divided, multiplied) = (x / power, x * power);
     if digits < 0 && power.is_infinite() {
         0.0
-    } else if digits >= 0 && multiplied.is_infinite() {
+    } else if digits >= 0 && (multiplied.is_infinite() || multiplied.is_nan()) {
+        // Past what a double scales to (0 × ∞ is NaN): nothing to round.
         x
     } else if truncate {
         match (x >= 0.0, digits < 0) {

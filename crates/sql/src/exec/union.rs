@@ -21,6 +21,14 @@ use sqlparser::ast::{
 };
 use std::collections::BTreeSet;
 
+fn different_widths() -> SqlError {
+    SqlError::new(
+        1222,
+        "21000",
+        "The used SELECT statements have a different number of columns",
+    )
+}
+
 /// Whether `query` is a set operation this module runs.
 pub fn is_union(query: &Query) -> bool {
     matches!(query.body.as_ref(), SetExpr::SetOperation { .. })
@@ -69,7 +77,16 @@ fn branches<'a>(body: &'a SetExpr, out: &mut Vec<(&'a SetExpr, bool)>) -> Result
             }
             Ok(())
         }
-        SetExpr::Query(q) if q.order_by.is_none() && q.limit_clause.is_none() => {
+        // A parenthesized SELECT is a branch; a parenthesized UNION is an
+        // operand of its own (its DISTINCT must not reach rows outside
+        // it), which is not supported yet rather than flattened.
+        SetExpr::Query(q)
+            if q.order_by.is_none()
+                && q.limit_clause.is_none()
+                && q.locks.is_empty()
+                && q.with.is_none()
+                && matches!(q.body.as_ref(), SetExpr::Select(_)) =>
+        {
             branches(&q.body, out)
         }
         SetExpr::Select(_) => {
@@ -80,7 +97,9 @@ fn branches<'a>(body: &'a SetExpr, out: &mut Vec<(&'a SetExpr, bool)>) -> Result
     }
 }
 
-/// The result columns of a UNION: its first SELECT's.
+/// The result columns of a UNION: its first SELECT's. Every branch is
+/// described (compiled, not run), so a branch of another width is 1222
+/// even when it would give no rows.
 pub async fn columns(
     env: &Env<'_>,
     cluster: &Cluster,
@@ -91,7 +110,20 @@ pub async fn columns(
     let Some((first, _)) = list.first() else {
         return Err(SqlError::syntax("a UNION needs a SELECT"));
     };
+    // Described as a prepare is: subqueries are not run for it.
+    let env = &Env {
+        describe_only: true,
+        ..env.clone()
+    };
     let mut cols = Box::pin(describe(env, cluster, &branch(first), "")).await?;
+    for (other, _) in &list[1..] {
+        let width = Box::pin(describe(env, cluster, &branch(other), ""))
+            .await?
+            .len();
+        if width != cols.len() {
+            return Err(different_widths());
+        }
+    }
     for c in &mut cols {
         // A later SELECT may give NULL where the first never does.
         c.nullable = true;
@@ -106,9 +138,14 @@ pub async fn select(
     txn: &mut Transaction,
     query: &Query,
 ) -> Result<(Outcome, Vec<Vec<Value>>), SqlError> {
-    if query.with.is_some() || !query.locks.is_empty() {
+    if query.with.is_some()
+        || !query.locks.is_empty()
+        || query.fetch.is_some()
+        || query.for_clause.is_some()
+        || !query.pipe_operators.is_empty()
+    {
         return Err(SqlError::not_supported(
-            "WITH or a locking clause on a UNION",
+            "WITH, FETCH, FOR or a locking clause on a UNION",
         ));
     }
     let mut list = Vec::new();
@@ -120,11 +157,7 @@ pub async fn select(
     for (body, distinct) in list {
         let got = Box::pin(select_values(env, cluster, txn, &branch(body), "")).await?;
         if got.first().is_some_and(|r| r.len() != width) {
-            return Err(SqlError::new(
-                1222,
-                "21000",
-                "The used SELECT statements have a different number of columns",
-            ));
+            return Err(different_widths());
         }
         if rows.len().saturating_add(got.len()) > env.limits.rows_max {
             return Err(too_many_rows(env.limits.rows_max, "a UNION"));
