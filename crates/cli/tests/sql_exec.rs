@@ -1270,6 +1270,13 @@ fn joins_agree_with_a_model() {
         let e = err_code(&mut s, "SELECT id FROM a WHERE EXISTS (SELECT 1 FROM b WHERE b.id = a.b_id)", 1054).await;
         assert!(e.message.contains("correlated"), "{}", e.message);
         err_code(&mut s, "INSERT INTO s VALUES (9, (SELECT 1))", 1235).await;
+        // One subquery text used two ways in a statement: two results.
+        assert_eq!(
+            rows(&mut s, "SELECT (SELECT COUNT(*) FROM s), EXISTS (SELECT COUNT(*) FROM s)").await,
+            vec![r(&["2", "1"])]
+        );
+        // ANY / ALL are not run as scalar subqueries (no 1242).
+        err_code(&mut s, "SELECT id FROM s WHERE v > ANY (SELECT v FROM s)", 1235).await;
     });
 }
 

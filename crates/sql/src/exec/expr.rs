@@ -10,7 +10,7 @@
 //! (1690 out of range).
 
 use super::eval_types::DatePart;
-use super::subquery::Answer;
+use super::subquery::{Answer, Use};
 use super::Env;
 use crate::outcome::SqlError;
 use crate::sqltypes::{parse_date, parse_datetime, parse_time};
@@ -538,7 +538,7 @@ impl Compiler<'_> {
                 expr,
                 subquery,
                 negated,
-            } => match self.subquery(subquery) {
+            } => match self.subquery(Use::In, subquery) {
                 Some(Answer::In(values)) => Scalar::InList {
                     expr: b(expr)?,
                     list: values.iter().cloned().map(Scalar::Const).collect(),
@@ -547,14 +547,14 @@ impl Compiler<'_> {
                 None if self.env.describe_only => Scalar::Const(Value::Null),
                 _ => return Err(subquery_here()),
             },
-            Expr::Exists { subquery, negated } => match self.subquery(subquery) {
+            Expr::Exists { subquery, negated } => match self.subquery(Use::Exists, subquery) {
                 Some(Answer::Exists(found)) => {
                     Scalar::Const(Value::Int(i64::from(*found != *negated)))
                 }
                 None if self.env.describe_only => Scalar::Const(Value::Null),
                 _ => return Err(subquery_here()),
             },
-            Expr::Subquery(q) => match self.subquery(q) {
+            Expr::Subquery(q) => match self.subquery(Use::Scalar, q) {
                 Some(Answer::Scalar(v)) => Scalar::Const(v.clone()),
                 None if self.env.describe_only => Scalar::Const(Value::Null),
                 _ => return Err(subquery_here()),
@@ -564,8 +564,8 @@ impl Compiler<'_> {
     }
 
     /// What subquery `q` gave, if the statement ran it.
-    fn subquery(&self, q: &sqlparser::ast::Query) -> Option<&Answer> {
-        self.env.subqueries.and_then(|m| m.get(q))
+    fn subquery(&self, how: Use, q: &sqlparser::ast::Query) -> Option<&Answer> {
+        self.env.subqueries.and_then(|m| m.get(how, q))
     }
 
     fn column(&self, qualifier: Option<&str>, name: &str) -> Result<Scalar, SqlError> {

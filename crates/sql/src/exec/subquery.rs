@@ -41,16 +41,17 @@ pub enum Answer {
     Scalar(Value),
 }
 
-/// The statement's subqueries' results, by the subquery's text.
+/// The statement's subqueries' results, by how each is used and its
+/// text (`(SELECT a FROM t)` and `EXISTS (SELECT a FROM t)` are two).
 #[derive(Clone, Debug, Default)]
 pub struct Materialized {
-    results: BTreeMap<String, Answer>,
+    results: BTreeMap<(Use, String), Answer>,
 }
 
 impl Materialized {
-    /// The result of `query` (as compiled where it stands).
-    pub fn get(&self, query: &Query) -> Option<&Answer> {
-        self.results.get(&query.to_string())
+    /// The result of `query` used as `how` (as compiled where it stands).
+    pub fn get(&self, how: Use, query: &Query) -> Option<&Answer> {
+        self.results.get(&(how, query.to_string()))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -59,8 +60,8 @@ impl Materialized {
 }
 
 /// How a subquery is used.
-#[derive(Clone, Copy)]
-enum Use {
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Use {
     In,
     Exists,
     Scalar,
@@ -74,6 +75,8 @@ struct Collect {
     /// The depth the statement's own expressions are at.
     top: usize,
     found: Vec<(Query, Use)>,
+    /// The texts of ANY / ALL subqueries met (their operands).
+    quantified: Vec<String>,
 }
 
 impl Visitor for Collect {
@@ -96,7 +99,16 @@ impl Visitor for Collect {
         match expr {
             Expr::InSubquery { subquery, .. } => self.found.push(((**subquery).clone(), Use::In)),
             Expr::Exists { subquery, .. } => self.found.push(((**subquery).clone(), Use::Exists)),
-            Expr::Subquery(q) => self.found.push(((**q).clone(), Use::Scalar)),
+            // `x > ANY (SELECT …)` is not a scalar subquery: left for the
+            // compiler to refuse (1235) rather than run as one.
+            Expr::AnyOp { right, .. } | Expr::AllOp { right, .. } => {
+                if let Expr::Subquery(q) = right.as_ref() {
+                    self.quantified.push(q.to_string());
+                }
+            }
+            Expr::Subquery(q) if !self.quantified.contains(&q.to_string()) => {
+                self.found.push(((**q).clone(), Use::Scalar))
+            }
             _ => {}
         }
         ControlFlow::Continue(())
@@ -116,11 +128,12 @@ pub async fn materialize<V: Visit>(
         depth: 0,
         top: usize::from(is_query),
         found: Vec::new(),
+        quantified: Vec::new(),
     };
     let _ = node.visit(&mut collect);
     let mut out = Materialized::default();
     for (query, how) in collect.found {
-        let key = query.to_string();
+        let key = (how, query.to_string());
         if out.results.contains_key(&key) {
             continue;
         }
