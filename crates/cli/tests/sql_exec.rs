@@ -1124,6 +1124,13 @@ fn joins_agree_with_a_model() {
         err_code(&mut s, "SELECT a.id FROM a JOIN nope ON a.b_id = nope.id", 1146).await;
         err_code(&mut s, "SELECT a.nope FROM a JOIN b ON a.b_id = b.id", 1054).await;
         err_code(&mut s, "SELECT a.id FROM a JOIN b USING (nope)", 1054).await;
+        // USING a column two earlier tables have is ambiguous, unless an
+        // earlier USING made them one.
+        err_code(&mut s, "SELECT 1 FROM a JOIN b ON a.b_id = b.id JOIN a AS x USING (id)", 1052).await;
+        assert_eq!(
+            column(&mut s, "SELECT COUNT(*) FROM a JOIN a AS x USING (id) JOIN a AS y USING (id)").await,
+            vec![ta.len().to_string()]
+        );
 
         // --- UNION [ALL].
         let mut ids: std::collections::BTreeSet<i64> = tb.iter().map(|b| b.0).filter(|&i| i < 10).collect();

@@ -58,14 +58,30 @@ pub(super) fn using(
             return Err(super::expr::unknown_column(&name, "from clause"));
         };
         let right_name = &tables[me].target.table.def().columns[usize::from(right)].name;
-        let left = tables[..me].iter().enumerate().find_map(|(i, t)| {
+        // The earlier table with the column (one merged by an earlier
+        // USING is the same column as the one it merged into).
+        let mut lefts = tables[..me].iter().enumerate().filter_map(|(i, t)| {
             t.target
                 .scope()
                 .column(&name)
+                .filter(|c| !t.merged.contains(c))
                 .map(|c| (i, t.target.table.def().columns[usize::from(c)].name.clone()))
         });
-        let Some((li, left_name)) = left else {
-            return Err(super::expr::unknown_column(&name, "from clause"));
+        let (Some((li, left_name)), None) = (lefts.next(), lefts.next()) else {
+            let several = tables[..me]
+                .iter()
+                .filter(|t| t.target.scope().column(&name).is_some())
+                .count()
+                > 1;
+            return Err(if several {
+                SqlError::new(
+                    1052,
+                    "23000",
+                    format!("Column '{name}' in from clause is ambiguous"),
+                )
+            } else {
+                super::expr::unknown_column(&name, "from clause")
+            });
         };
         merged.push(right);
         if let Some(c) = tables[li].target.scope().column(&left_name) {
