@@ -33,8 +33,8 @@ use shoal_client::{
 };
 use shoal_types::TableDef;
 use sqlparser::ast::{
-    AssignmentTarget, Delete, Expr, FromTable, ObjectName, OrderByExpr, OrderBySort, Truncate,
-    Update,
+    Assignment, AssignmentTarget, Delete, Expr, FromTable, ObjectName, OrderByExpr, OrderBySort,
+    Truncate, Update,
 };
 
 pub(super) fn affected(n: u64, info: String) -> Outcome {
@@ -254,6 +254,69 @@ fn compile_where(
         .transpose()
 }
 
+/// `SET col = expr, …` (UPDATE's, and ON DUPLICATE KEY UPDATE's): each
+/// column and its new value, `compile`d (DEFAULT: the column's default).
+pub(super) fn compile_sets(
+    target: &Target,
+    assignments: &[Assignment],
+    compile: impl Fn(&Expr) -> Result<Scalar, SqlError>,
+) -> Result<Vec<(u16, Scalar)>, SqlError> {
+    let def = target.table.def();
+    let mut sets = Vec::with_capacity(assignments.len());
+    for a in assignments {
+        let AssignmentTarget::ColumnName(n) = &a.target else {
+            return Err(SqlError::not_supported("tuple assignments"));
+        };
+        let col = named_column(target, n)?;
+        let value = if is_default(&a.value) {
+            Scalar::Const(default_of(def, col)?)
+        } else {
+            compile(&a.value)?
+        };
+        sets.push((col, value));
+    }
+    Ok(sets)
+}
+
+/// The columns whose values differ between two whole rows.
+pub(super) fn changed_columns(old: &[Value], new: &[Value]) -> Vec<u16> {
+    (0..old.len().min(new.len()) as u16)
+        .filter(|&c| new[usize::from(c)] != old[usize::from(c)])
+        .collect()
+}
+
+/// Queues the change of a row from `old` to `new` (`diff`: the columns
+/// that differ): an update of those columns, or, when the primary key
+/// changes, a delete of the old row and an insert of the new one.
+pub(super) fn queue_change(
+    txn: &mut Transaction,
+    table: &Table,
+    old: &[Value],
+    new: &[Value],
+    diff: &[u16],
+) -> Result<OpId, SqlError> {
+    let def = table.def();
+    if diff.iter().any(|c| def.primary_key.contains(c)) {
+        let old_key: Vec<Value> = def
+            .primary_key
+            .iter()
+            .map(|&k| old[usize::from(k)].clone())
+            .collect();
+        txn.delete(table, &old_key).map_err(|e| from_shoal(&e))?;
+        return txn
+            .insert(&table.full_record(), new)
+            .map_err(|e| from_shoal(&e));
+    }
+    let mut columns = def.primary_key.clone();
+    columns.extend(diff.iter().copied());
+    let values: Vec<Value> = columns
+        .iter()
+        .map(|&c| new[usize::from(c)].clone())
+        .collect();
+    txn.update(&record_of(table, &columns)?, &values)
+        .map_err(|e| from_shoal(&e))
+}
+
 /// UPDATE of one table.
 pub async fn update(
     env: &Env<'_>,
@@ -279,19 +342,7 @@ pub async fn update(
         scope: Some(&scope),
         clause: "field list",
     };
-    let mut sets: Vec<(u16, Scalar)> = Vec::with_capacity(upd.assignments.len());
-    for a in &upd.assignments {
-        let AssignmentTarget::ColumnName(n) = &a.target else {
-            return Err(SqlError::not_supported("tuple assignments"));
-        };
-        let col = named_column(&target, n)?;
-        let value = if is_default(&a.value) {
-            Scalar::Const(default_of(&def, col)?)
-        } else {
-            c.compile(&a.value)?
-        };
-        sets.push((col, value));
-    }
+    let sets = compile_sets(&target, &upd.assignments, |e| c.compile(e))?;
     let where_ = compile_where(env, &target, upd.selection.as_ref())?;
     let (keys, limit) = order_and_limit(env, &target, &upd.order_by, upd.limit.as_ref())?;
     let p = plan(&def, where_.as_ref(), &[], env.limits.key_lookups_max);
@@ -365,9 +416,7 @@ pub async fn update(
             let v = s.eval(&new)?;
             new[usize::from(*col)] = coerce(&v, &def.columns[usize::from(*col)], i + 1)?;
         }
-        let diff: Vec<u16> = (0..def.columns.len() as u16)
-            .filter(|&c| new[usize::from(c)] != old[usize::from(c)])
-            .collect();
+        let diff = changed_columns(&old, &new);
         if !diff.is_empty() {
             changes.push((old, new, diff));
         }
@@ -375,30 +424,8 @@ pub async fn update(
     let changed = changes.len() as u64;
     let mut pending: Vec<(OpId, Vec<Value>)> = Vec::new();
     for (old, new, diff) in changes {
-        let key_changed = diff.iter().any(|c| def.primary_key.contains(c));
-        if key_changed {
-            let old_key: Vec<Value> = def
-                .primary_key
-                .iter()
-                .map(|&k| old[usize::from(k)].clone())
-                .collect();
-            txn.delete(&target.table, &old_key)
-                .map_err(|e| from_shoal(&e))?;
-            let op = txn
-                .insert(&target.table.full_record(), &new)
-                .map_err(|e| from_shoal(&e))?;
-            pending.push((op, new));
-        } else {
-            let mut columns = def.primary_key.clone();
-            columns.extend(diff.iter().copied());
-            let record = record_of(&target.table, &columns)?;
-            let values: Vec<Value> = columns
-                .iter()
-                .map(|&c| new[usize::from(c)].clone())
-                .collect();
-            let op = txn.update(&record, &values).map_err(|e| from_shoal(&e))?;
-            pending.push((op, new));
-        }
+        let op = queue_change(txn, &target.table, &old, &new, &diff)?;
+        pending.push((op, new));
         if pending.len() >= batch {
             flush(txn, ExecType::NoCommit, &def, &mut pending).await?;
         }

@@ -15,7 +15,7 @@
 //! existing row followed by the inserted one: the inserted row's
 //! columns are named by [`inserted_name`], which no SQL name can spell.
 
-use super::dml::{execute, named_column, record_of};
+use super::dml::{changed_columns, compile_sets, execute, queue_change};
 use super::error::from_shoal;
 use super::expr::{Compiler, Scalar, Scope};
 use super::insert::{read_own_row, Written};
@@ -27,8 +27,8 @@ use crate::sqltypes::coerce;
 use shoal_client::{Cluster, ExecType, Transaction, Value};
 use shoal_types::TableDef;
 use sqlparser::ast::{
-    visit_expressions_mut, Assignment, AssignmentTarget, Expr, FunctionArg, FunctionArgExpr,
-    FunctionArguments, Ident, InsertAliases,
+    visit_expressions_mut, Assignment, Expr, FunctionArg, FunctionArgExpr, FunctionArguments,
+    Ident, InsertAliases,
 };
 use std::ops::ControlFlow;
 
@@ -194,19 +194,9 @@ impl OnDuplicate {
             scope: Some(&scope),
             clause: "field list",
         };
-        let mut sets = Vec::with_capacity(assignments.len());
-        for a in assignments {
-            let AssignmentTarget::ColumnName(n) = &a.target else {
-                return Err(SqlError::not_supported("tuple assignments"));
-            };
-            let col = named_column(target, n)?;
-            let value = if super::dml::is_default(&a.value) {
-                Scalar::Const(super::dml::default_of(def, col)?)
-            } else {
-                c.compile(&rewrite(&a.value, def, columns, alias)?)?
-            };
-            sets.push((col, value));
-        }
+        let sets = compile_sets(target, assignments, |e| {
+            c.compile(&rewrite(e, def, columns, alias)?)
+        })?;
         Ok(OnDuplicate { sets })
     }
 
@@ -262,31 +252,11 @@ impl OnDuplicate {
             }
             both.truncate(width);
             let new = both;
-            let diff: Vec<u16> = (0..width as u16)
-                .filter(|&c| new[usize::from(c)] != old[usize::from(c)])
-                .collect();
+            let diff = changed_columns(&old, &new);
             if diff.is_empty() {
                 continue;
             }
-            let op = if diff.iter().any(|c| def.primary_key.contains(c)) {
-                let old_key: Vec<Value> = def
-                    .primary_key
-                    .iter()
-                    .map(|&k| old[usize::from(k)].clone())
-                    .collect();
-                txn.delete(&target.table, &old_key)
-                    .map_err(|e| from_shoal(&e))?;
-                txn.insert(&record, &new).map_err(|e| from_shoal(&e))?
-            } else {
-                let mut columns = def.primary_key.clone();
-                columns.extend(diff.iter().copied());
-                let values: Vec<Value> = columns
-                    .iter()
-                    .map(|&c| new[usize::from(c)].clone())
-                    .collect();
-                txn.update(&record_of(&target.table, &columns)?, &values)
-                    .map_err(|e| from_shoal(&e))?
-            };
+            let op = queue_change(txn, &target.table, &old, &new, &diff)?;
             execute(txn, ExecType::NoCommit, def, &[op], &[new.as_slice()]).await?;
             written.affected += 2;
         }
