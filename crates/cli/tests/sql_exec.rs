@@ -1290,7 +1290,8 @@ fn joins_agree_with_a_model() {
 /// Values keep their type through a grouping or a join into INSERT ...
 /// SELECT and subqueries (FLOAT, exact DECIMAL sums), decimals a double
 /// cannot tell apart group apart and in order, and EXISTS / scalar
-/// subqueries over big tables read only the rows they need.
+/// subqueries answer right with the row limit they are given (that they
+/// read no more rows is not observed here).
 #[test]
 fn values_keep_their_type_through_groups_joins_and_subqueries() {
     let cluster = TestCluster::start();
@@ -1334,7 +1335,7 @@ fn values_keep_their_type_through_groups_joins_and_subqueries() {
             ]
         );
         assert_eq!(column(&mut s, "SELECT COUNT(DISTINCT d) FROM f").await, vec!["4"]);
-        // EXISTS reads one row, a scalar subquery two.
+        // EXISTS and a scalar subquery (read with LIMIT 1 / 2).
         assert_eq!(column(&mut s, "SELECT EXISTS (SELECT * FROM f)").await, vec!["1"]);
         assert_eq!(column(&mut s, "SELECT (SELECT id FROM f WHERE id > 3)").await, vec!["4"]);
         err_code(&mut s, "SELECT (SELECT id FROM f)", 1242).await;
