@@ -47,7 +47,7 @@ fn mariadb_connector_j_runs_prepared_statements_and_a_transaction_through_an_sql
         "{} failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}\n--- sql node log\n{}",
         program.display(),
         out.status,
-        cluster.log("sql")
+        sql.log()
     );
     // The program ran to its end, not an early exit 0.
     assert!(

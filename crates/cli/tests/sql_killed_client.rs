@@ -283,7 +283,7 @@ fn a_client_killed_mid_query_costs_the_sql_node_only_its_connection() {
     drop(s);
     assert_serving(&mut sql);
     assert_eq!(checksum(p), before);
-    let log = cluster.log("sql");
+    let log = sql.log();
     assert!(!log.contains("panicked"), "the SQL node panicked:\n{log}");
 }
 

@@ -39,7 +39,7 @@ fn pymysql_and_mysql_connector_python_run_their_checks_through_an_sql_node() {
         "{} failed ({}):\n--- stdout\n{stdout}\n--- stderr\n{stderr}\n--- sql node log\n{}",
         script.display(),
         out.status,
-        cluster.log("sql")
+        sql.log()
     );
     // Both clients reported: the script ran to its end, not an early exit 0.
     for client in ["PyMySQL: ok", "mysql-connector-python: ok"] {

@@ -108,7 +108,7 @@ impl MariaDbServer {
             if let Some(status) = self.child.try_wait().unwrap() {
                 panic!("mariadbd exited with {status}; log:\n{}", self.log());
             }
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+            if super::connect_to_listener(("127.0.0.1", self.port)).is_some() {
                 let out = super::sql_node::mariadb(self.port, None, "SELECT 1");
                 if out.status.success() {
                     return;

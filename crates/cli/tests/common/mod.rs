@@ -22,6 +22,17 @@ pub fn free_port() -> u16 {
     l.local_addr().unwrap().port()
 }
 
+/// A connection to a listener at `addr`, if one accepts. A port from
+/// [`free_port`] lies in the ephemeral range, so a probe made before the
+/// server listens can be given that very port as its own source and
+/// connect to itself (TCP simultaneous open): such a connection is no
+/// sign of a listener and is refused here.
+pub fn connect_to_listener(addr: impl std::net::ToSocketAddrs) -> Option<std::net::TcpStream> {
+    let stream = std::net::TcpStream::connect(addr).ok()?;
+    let to_itself = stream.local_addr().ok()? == stream.peer_addr().ok()?;
+    (!to_itself).then_some(stream)
+}
+
 pub struct TestCluster {
     pub dir: tempfile::TempDir,
     pub mgmd_addr: String,
@@ -111,7 +122,7 @@ impl TestCluster {
 
     fn wait_port(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(&self.mgmd_addr).is_err() {
+        while connect_to_listener(&self.mgmd_addr).is_none() {
             if let Some(status) = self.mgmd.as_mut().unwrap().try_wait().unwrap() {
                 panic!("mgmd exited with {status}; log:\n{}", self.log("mgmd.log"));
             }

@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 pub struct SqlNode {
     child: Child,
     pub port: u16,
+    log_path: std::path::PathBuf,
 }
 
 impl Drop for SqlNode {
@@ -24,11 +25,17 @@ impl SqlNode {
     pub fn is_running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
+
+    /// What the process printed so far (its own log file).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
 }
 
 pub fn start_sql(cluster: &TestCluster) -> SqlNode {
     let port = free_port();
-    let log = std::fs::File::create(cluster.dir.path().join("sql.log")).unwrap();
+    let log_path = cluster.dir.path().join(format!("sql-{port}.log"));
+    let log = std::fs::File::create(&log_path).unwrap();
     let child = Command::new(SHOAL)
         .args([
             "sql",
@@ -42,17 +49,39 @@ pub fn start_sql(cluster: &TestCluster) -> SqlNode {
         .stderr(log)
         .spawn()
         .expect("start shoal sql");
-    let node = SqlNode { child, port };
+    let mut node = SqlNode {
+        child,
+        port,
+        log_path,
+    };
     let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+    while !greets(port) {
+        assert!(
+            node.is_running(),
+            "shoal sql exited before it listened: {}",
+            node.log()
+        );
         assert!(
             Instant::now() < deadline,
             "shoal sql did not listen within 30 s: {}",
-            cluster.log("sql")
+            node.log()
         );
         std::thread::sleep(Duration::from_millis(50));
     }
     node
+}
+
+/// Whether a MySQL server listens on `port`: it sends its greeting (a
+/// packet of protocol version 10). A bare TCP connect is not enough: it
+/// can reach a probe's own socket or another test's short-lived listener.
+fn greets(port: u16) -> bool {
+    use std::io::Read;
+    let Some(mut stream) = super::connect_to_listener(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut head = [0u8; 5];
+    stream.read_exact(&mut head).is_ok() && head[4] == 10
 }
 
 /// Runs `sql` with the `mariadb` client (batch mode: tab-separated rows,
