@@ -71,9 +71,12 @@ enum Command {
         /// The address to listen on.
         #[arg(long, default_value = "127.0.0.1")]
         bind: String,
-        /// Threads serving connections (tokio workers).
-        #[arg(long, default_value_t = 2)]
-        threads: usize,
+        /// Threads serving connections (tokio workers). Default: half of
+        /// this machine's cores, at least one — the SQL node usually
+        /// shares the machine with data nodes, and on two cores one
+        /// thread serves more queries than two (docs/BENCHMARKS.md).
+        #[arg(long)]
+        threads: Option<usize>,
     },
     /// Benchmarks: `shoal bench flexasynch -t 1 -p 256 ...` (NDB's flags),
     /// `shoal bench readperf -c -d -s 1000000 -r 1000` (NDB's testReadPerf),
@@ -172,7 +175,9 @@ fn verify(connect: &str) -> Result<(), String> {
     })
 }
 
-fn run_sql(opts: shoal_sql::node::SqlNodeOptions, threads: usize) -> Result<(), String> {
+fn run_sql(opts: shoal_sql::node::SqlNodeOptions, threads: Option<usize>) -> Result<(), String> {
+    let threads =
+        threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get() / 2));
     // Deep stacks: parsing and planning recurse over a statement's tree
     // (operators per statement are bounded, see `exec::split`).
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -1190,6 +1190,16 @@ fn joins_agree_with_a_model() {
             explain(rows(&mut s, "EXPLAIN SELECT * FROM b WHERE w > 5 ORDER BY name").await),
             vec![[o("b"), o("ALL"), None, None, o("Using where with pushed condition; Using filesort")]]
         );
+        // Arithmetic of constants is computed before planning: a bound
+        // written as `2 + 1` is a key like `3`.
+        assert_eq!(
+            explain(rows(&mut s, "EXPLAIN SELECT * FROM b WHERE id = 2 + 1").await),
+            vec![[o("b"), o("const"), o("PRIMARY"), o("1"), None]]
+        );
+        assert_eq!(
+            rows(&mut s, "SELECT id FROM b WHERE id BETWEEN 4 - 3 AND 4 DIV 2 ORDER BY id").await,
+            rows(&mut s, "SELECT id FROM b WHERE id BETWEEN 1 AND 2 ORDER BY id").await
+        );
         let by_index = explain(rows(&mut s, "EXPLAIN SELECT id FROM a WHERE b_id BETWEEN 1 AND 5 ORDER BY b_id").await);
         assert_eq!(by_index[0][1], o("range"), "{by_index:?}");
         assert!(by_index[0][2].is_some(), "{by_index:?}");

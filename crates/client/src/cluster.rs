@@ -46,6 +46,13 @@ pub struct ClusterOptions {
     /// `ndb_autoincrement_prefetch_sz`; 0 counts as 1;
     /// `crate::auto_increment`).
     pub auto_increment_prefetch: u64,
+    /// Gather the requests of every task that is ready before writing to
+    /// a data node, so many small requests leave in one send. It costs an
+    /// extra turn of the scheduler per write: worth it for many tasks
+    /// each sending one request (the SQL node's sessions: a third more
+    /// point selects at 8 clients), not for a few sending large batches
+    /// (flexasynch reads about 10 % slower with it).
+    pub coalesce_sends: bool,
 }
 
 impl Default for ClusterOptions {
@@ -55,6 +62,7 @@ impl Default for ClusterOptions {
             receive_timeout: Some(Duration::from_secs(60)),
             takeover_wait: Duration::from_secs(30),
             auto_increment_prefetch: crate::auto_increment::PREFETCH_DEFAULT,
+            coalesce_sends: false,
         }
     }
 }

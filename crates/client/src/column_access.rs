@@ -64,10 +64,7 @@ impl<'a> Column<'a> {
     pub fn str(self, accessor: &str) -> Result<Option<&'a str>, ShoalError> {
         let b = match (self.def.ty, self.bytes) {
             (ColumnType::Char(_) | ColumnType::VarChar(_), None) => return Ok(None),
-            (ColumnType::Char(_), Some(b)) => {
-                let end = b.iter().rposition(|&c| c != b' ').map_or(0, |p| p + 1);
-                &b[..end]
-            }
+            (ColumnType::Char(_), Some(b)) => shoal_types::value::trim_trailing_spaces(b),
             (ColumnType::VarChar(_), Some(b)) => b,
             _ => return Err(wrong_type(self.def, accessor)),
         };

@@ -357,7 +357,7 @@ impl Connection {
         conn.shared.register(node_id, conn.incarnation, &conn);
         let (rd, wr) = stream.into_split();
         let decoder = FrameDecoder::new(frame_bytes_max, signals_max);
-        let writer = tokio::spawn(write_loop(conn.clone(), wr));
+        let writer = tokio::spawn(write_loop(conn.clone(), wr, opts.coalesce_sends));
         *lock(&conn.writer) = Some(writer);
         let reader = tokio::spawn(read_loop(conn.clone(), rd, decoder, rest));
         *lock(&conn.reader) = Some(reader.abort_handle());
@@ -930,10 +930,16 @@ fn next_trans(st: &mut ConnState, shared: &Shared) -> TransId {
 
 /// Sends whatever accumulated in `out` since the last write, in one write.
 /// Swapping two buffers keeps both allocations alive across writes.
-async fn write_loop(conn: Arc<Connection>, mut wr: OwnedWriteHalf) {
+async fn write_loop(conn: Arc<Connection>, mut wr: OwnedWriteHalf, coalesce: bool) {
     let mut buf: Vec<u8> = Vec::with_capacity(READ_CHUNK_BYTES);
     loop {
         conn.notify.notified().await;
+        if coalesce {
+            // Let every task that is ready now queue its requests first,
+            // so that they leave in one write: tokio would otherwise run
+            // this task next (its LIFO slot) after each request.
+            tokio::task::yield_now().await;
+        }
         let closed = {
             let mut guard = lock(&conn.state);
             let st = &mut *guard;

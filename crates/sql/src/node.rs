@@ -7,7 +7,7 @@
 
 use crate::protocol::{serve_with_shutdown, ServerConfig};
 use crate::session::SessionFactory;
-use shoal_client::Cluster;
+use shoal_client::{Cluster, ClusterOptions};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -60,7 +60,12 @@ async fn connect(mgmd_addr: &str) -> Result<Cluster, String> {
     let deadline = Instant::now() + CONNECT_PATIENCE;
     let mut wait = Duration::from_millis(100);
     loop {
-        match Cluster::connect(mgmd_addr).await {
+        // Many sessions each send one request at a time: gather them.
+        let opts = ClusterOptions {
+            coalesce_sends: true,
+            ..ClusterOptions::default()
+        };
+        match Cluster::connect_with(mgmd_addr, opts).await {
             Ok(c) => return Ok(c),
             Err(e) if Instant::now() < deadline => {
                 tracing::info!("cluster at {mgmd_addr} not reachable yet ({e}); retrying");

@@ -347,7 +347,8 @@ impl Session {
             let (mut result, raised, keeps) = match users::recognize(&piece) {
                 Some(account) => {
                     let (r, raised) =
-                        warnings::collect(recording, self.account_statement(account)).await;
+                        warnings::collect(recording, Box::pin(self.account_statement(account)))
+                            .await;
                     (r, raised, false)
                 }
                 None => match parse(&piece) {
@@ -481,7 +482,7 @@ impl Session {
             return p.clone();
         }
         let peer = users::peer_address(&self.host);
-        let p = Arc::new(self.users.privileges(&self.user, peer, &self.host).await);
+        let p = Arc::new(Box::pin(self.users.privileges(&self.user, peer, &self.host)).await);
         self.privileges = Some(p.clone());
         p
     }
@@ -526,20 +527,39 @@ impl Session {
     /// (the catalog checks every database and table it names).
     async fn statement(&mut self, parsed: &Parsed) -> Result<Outcome, SqlError> {
         let privileges = self.privileges().await;
-        users::privileges::scope(privileges, self.statement_in_scope(parsed)).await
+        // Boxed once here, so the layers above move a pointer, not the
+        // statement's whole future.
+        users::privileges::scope(privileges, Box::pin(self.statement_in_scope(parsed))).await
     }
 
+    /// Reads and writes of rows run here; every other statement in
+    /// [`Self::other_statement`], boxed: a future is as large as its
+    /// largest branch, and it is copied whole each time it is wrapped, so
+    /// the rare statements' futures would slow every point select.
     async fn statement_in_scope(&mut self, parsed: &Parsed) -> Result<Outcome, SqlError> {
         let text = parsed.text.as_str();
         information_schema::refuse_write(&parsed.statement, self.database.as_deref())?;
         match &parsed.statement {
             Statement::Query(q) if information_schema::is_read_by(q, self.database.as_deref()) => {
-                information_schema::select(&self.env(), &self.cluster, q, text).await
+                Box::pin(information_schema::select(
+                    &self.env(),
+                    &self.cluster,
+                    q,
+                    text,
+                ))
+                .await
             }
             Statement::Query(q) => self.transactional(Work::Select(q, text)).await,
             Statement::Insert(i) => self.transactional(Work::Insert(i)).await,
             Statement::Update(u) => self.transactional(Work::Update(u)).await,
             Statement::Delete(d) => self.transactional(Work::Delete(d)).await,
+            _ => Box::pin(self.other_statement(parsed)).await,
+        }
+    }
+
+    async fn other_statement(&mut self, parsed: &Parsed) -> Result<Outcome, SqlError> {
+        let text = parsed.text.as_str();
+        match &parsed.statement {
             Statement::StartTransaction {
                 statements,
                 exception,
@@ -964,7 +984,7 @@ impl Handler for Session {
                 self.diagnostics.settle(raised, &mut result, keeps);
                 vec![result]
             }
-            None => self.run(&execution.spliced()).await,
+            None => Box::pin(self.run(&execution.spliced())).await,
         }
     }
 

@@ -370,6 +370,33 @@ pub fn validate_bytes(col: &ColumnDef, bytes: &[u8]) -> Result<(), ShoalError> {
     }
 }
 
+/// `b` without its trailing spaces: a CHAR column's padding (CHAR(n)
+/// is stored as 4·n bytes for utf8mb4, so most of a short value is
+/// padding), and what PAD SPACE comparison ignores. Eight bytes at a time.
+#[inline]
+pub fn trim_trailing_spaces(b: &[u8]) -> &[u8] {
+    const SPACES: [u8; 8] = [b' '; 8];
+    let mut end = b.len();
+    while end >= 8 && b[end - 8..end] == SPACES {
+        end -= 8;
+    }
+    while end > 0 && b[end - 1] == b' ' {
+        end -= 1;
+    }
+    &b[..end]
+}
+
+/// `b` as text: the stored bytes are UTF-8 (checked when written), so
+/// the fast check passes; anything else is shown with replacement
+/// characters rather than refused.
+#[inline]
+pub fn text_of(b: &[u8]) -> String {
+    match std::str::from_utf8(b) {
+        Ok(s) => s.to_owned(),
+        Err(_) => String::from_utf8_lossy(b).into_owned(),
+    }
+}
+
 /// Decodes canonical bytes (already validated) of column type `ty`.
 pub fn decode_value(ty: ColumnType, b: &[u8]) -> Value {
     match ty {
@@ -395,11 +422,8 @@ pub fn decode_value(ty: ColumnType, b: &[u8]) -> Value {
         }
         ColumnType::Float => Value::Float(f32::from_le_bytes(b[..4].try_into().expect("4"))),
         ColumnType::Double => Value::Double(f64::from_le_bytes(b[..8].try_into().expect("8"))),
-        ColumnType::Char(_) => {
-            let end = b.iter().rposition(|&c| c != b' ').map_or(0, |p| p + 1);
-            Value::Str(String::from_utf8_lossy(&b[..end]).into_owned())
-        }
-        ColumnType::VarChar(_) => Value::Str(String::from_utf8_lossy(b).into_owned()),
+        ColumnType::Char(_) => Value::Str(text_of(trim_trailing_spaces(b))),
+        ColumnType::VarChar(_) => Value::Str(text_of(b)),
         ColumnType::Binary(_) | ColumnType::VarBinary(_) => Value::Bytes(b.to_vec()),
         ColumnType::Timestamp => {
             Value::Timestamp(u32::from_le_bytes(b[..4].try_into().expect("4")))
@@ -417,6 +441,31 @@ pub fn decode_value(ty: ColumnType, b: &[u8]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn trimming_trailing_spaces_matches_the_plain_definition() {
+        let plain = |b: &[u8]| -> usize { b.iter().rposition(|&c| c != b' ').map_or(0, |p| p + 1) };
+        // Every mix of spaces and non-spaces up to 20 bytes, around the
+        // eight-byte steps.
+        for len in 0..=20usize {
+            for mask in [
+                0u32,
+                1,
+                0b1000_0000,
+                0x5555,
+                0xf_ffff,
+                1 << 19,
+                0b1_0000_0001,
+            ] {
+                let b: Vec<u8> = (0..len)
+                    .map(|i| if mask >> i & 1 == 1 { b'x' } else { b' ' })
+                    .collect();
+                assert_eq!(trim_trailing_spaces(&b).len(), plain(&b), "{b:?}");
+            }
+        }
+        assert_eq!(text_of(b"caf\xc3\xa9"), "caf\u{e9}");
+        assert_eq!(text_of(&[0xff, b'a']), "\u{fffd}a");
+    }
 
     fn col(ty: ColumnType) -> ColumnDef {
         ColumnDef::new("c", ty)

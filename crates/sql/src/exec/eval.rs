@@ -144,8 +144,7 @@ fn is_temporal(v: &Value) -> bool {
 
 /// Strips trailing spaces (utf8mb4_bin is a PAD SPACE collation).
 fn pad_trim(b: &[u8]) -> &[u8] {
-    let end = b.iter().rposition(|&c| c != b' ').map_or(0, |p| p + 1);
-    &b[..end]
+    shoal_types::value::trim_trailing_spaces(b)
 }
 
 /// Compares two non-NULL values as MySQL would (`None`: a NULL, or two
@@ -420,6 +419,16 @@ fn arith(op: Arith, a: &Value, b: &Value) -> Result<Value, SqlError> {
     let (Some(x), Some(y)) = (number(a), number(b)) else {
         return Ok(Value::Null);
     };
+    // The operation's text is only for an error's message: arithmetic is
+    // pure, so it is run again with the text when it fails, instead of
+    // formatting the text for every row.
+    match arith_named(op, a, b, x, y, "") {
+        Err(_) => arith_named(op, a, b, x, y, &operation_text(op, a, b)),
+        ok => ok,
+    }
+}
+
+fn operation_text(op: Arith, a: &Value, b: &Value) -> String {
     let name = match op {
         Arith::Add => "+",
         Arith::Sub => "-",
@@ -428,16 +437,26 @@ fn arith(op: Arith, a: &Value, b: &Value) -> Result<Value, SqlError> {
         Arith::IntDiv => "DIV",
         Arith::Mod => "%",
     };
-    let what = format!(
+    format!(
         "{} {name} {}",
         String::from_utf8_lossy(&value_text(a)),
         String::from_utf8_lossy(&value_text(b))
-    );
+    )
+}
+
+fn arith_named(
+    op: Arith,
+    a: &Value,
+    b: &Value,
+    x: Num,
+    y: Num,
+    what: &str,
+) -> Result<Value, SqlError> {
     // Two integers divide exactly too, as DECIMALs (`10 / 4` is 2.5000).
     let integers = is_integer(a) && is_integer(b);
     if matches!(x, Num::Dec(_)) || matches!(y, Num::Dec(_)) || (op == Arith::Div && integers) {
         if let (Some(x), Some(y)) = (exact(x), exact(y)) {
-            return decimal_arith(op, x, y, &what);
+            return decimal_arith(op, x, y, what);
         }
     }
     Ok(match (op, x, y) {
@@ -455,8 +474,8 @@ fn arith(op: Arith, a: &Value, b: &Value) -> Result<Value, SqlError> {
                 Value::Null
             } else {
                 match (x, y) {
-                    (Num::Int(x), Num::Int(y)) => int_value(x / y, &what)?,
-                    _ => int_value((float(x) / d).trunc() as i128, &what)?,
+                    (Num::Int(x), Num::Int(y)) => int_value(x / y, what)?,
+                    _ => int_value((float(x) / d).trunc() as i128, what)?,
                 }
             }
         }
@@ -464,7 +483,7 @@ fn arith(op: Arith, a: &Value, b: &Value) -> Result<Value, SqlError> {
             if y == 0 {
                 Value::Null
             } else {
-                int_value(x % y, &what)?
+                int_value(x % y, what)?
             }
         }
         (Arith::Mod, x, y) => {
@@ -481,16 +500,16 @@ fn arith(op: Arith, a: &Value, b: &Value) -> Result<Value, SqlError> {
                 Arith::Sub => x.checked_sub(y),
                 _ => x.checked_mul(y),
             }
-            .ok_or_else(|| out_of_range(&what))?;
+            .ok_or_else(|| out_of_range(what))?;
             // MySQL types the result BIGINT UNSIGNED when an operand is
             // unsigned and BIGINT when both are signed: `-128 + 0` with
             // an unsigned 0 is out of range, and so is BIGINT max + 1.
             if matches!(a, Value::UInt(_)) || matches!(b, Value::UInt(_)) {
-                Value::UInt(u64::try_from(r).map_err(|_| unsigned_out_of_range(&what))?)
+                Value::UInt(u64::try_from(r).map_err(|_| unsigned_out_of_range(what))?)
             } else if integers {
-                Value::Int(i64::try_from(r).map_err(|_| out_of_range(&what))?)
+                Value::Int(i64::try_from(r).map_err(|_| out_of_range(what))?)
             } else {
-                int_value(r, &what)?
+                int_value(r, what)?
             }
         }
         (op, x, y) => {

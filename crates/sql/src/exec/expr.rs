@@ -210,6 +210,36 @@ pub fn unknown_column(name: &str, clause: &str) -> SqlError {
     )
 }
 
+/// Arithmetic of two numeric constants, computed once here, so that the
+/// planner sees a constant (`id BETWEEN 5 AND 5 + 99` reads a range of
+/// the primary key, not the table). Left to run with the statement when
+/// it fails or gives NULL (division by zero), so its error comes as
+/// before; numbers raise no warnings on the way.
+fn folded(op: Arith, l: Box<Scalar>, r: Box<Scalar>) -> Scalar {
+    let number = |s: &Scalar| {
+        matches!(
+            s,
+            Scalar::Const(
+                Value::Int(_)
+                    | Value::UInt(_)
+                    | Value::Float(_)
+                    | Value::Double(_)
+                    | Value::Decimal(_)
+            )
+        )
+    };
+    let both = number(&l) && number(&r);
+    let s = Scalar::Arith(op, l, r);
+    if both {
+        if let Ok(v) = s.eval(&[]) {
+            if !v.is_null() {
+                return Scalar::Const(v);
+            }
+        }
+    }
+    s
+}
+
 pub(super) fn out_of_range(what: &str) -> SqlError {
     SqlError::new(
         1690,
@@ -355,14 +385,14 @@ impl Compiler<'_> {
             Expr::BinaryOp { left, op, right } => {
                 let (l, r) = (b(left)?, b(right)?);
                 match op {
-                    BinaryOperator::Plus => Scalar::Arith(Arith::Add, l, r),
-                    BinaryOperator::Minus => Scalar::Arith(Arith::Sub, l, r),
-                    BinaryOperator::Multiply => Scalar::Arith(Arith::Mul, l, r),
-                    BinaryOperator::Divide => Scalar::Arith(Arith::Div, l, r),
+                    BinaryOperator::Plus => folded(Arith::Add, l, r),
+                    BinaryOperator::Minus => folded(Arith::Sub, l, r),
+                    BinaryOperator::Multiply => folded(Arith::Mul, l, r),
+                    BinaryOperator::Divide => folded(Arith::Div, l, r),
                     BinaryOperator::MyIntegerDivide | BinaryOperator::DuckIntegerDivide => {
-                        Scalar::Arith(Arith::IntDiv, l, r)
+                        folded(Arith::IntDiv, l, r)
                     }
-                    BinaryOperator::Modulo => Scalar::Arith(Arith::Mod, l, r),
+                    BinaryOperator::Modulo => folded(Arith::Mod, l, r),
                     BinaryOperator::Eq => Scalar::Cmp(Cmp::Eq, l, r),
                     BinaryOperator::NotEq => Scalar::Cmp(Cmp::Ne, l, r),
                     BinaryOperator::Lt => Scalar::Cmp(Cmp::Lt, l, r),

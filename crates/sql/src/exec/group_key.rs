@@ -73,9 +73,7 @@ pub fn encode_value(out: &mut Vec<u8>, v: &Value) {
         Value::Str(s) => {
             out.push(TAG_STRING);
             // utf8mb4_bin is PAD SPACE: trailing spaces do not count.
-            let b = s.as_bytes();
-            let end = b.iter().rposition(|&c| c != b' ').map_or(0, |p| p + 1);
-            put_escaped(out, &b[..end]);
+            put_escaped(out, shoal_types::value::trim_trailing_spaces(s.as_bytes()));
         }
         Value::Bytes(b) => {
             out.push(TAG_STRING);

@@ -572,6 +572,9 @@ pub async fn select_values(
     }
 }
 
+/// The rare paths (UNION, subqueries, joins, grouping) run boxed: a
+/// future is as large as its largest branch and is copied whole when
+/// wrapped, and a point select should not pay for a join's.
 async fn run(
     env: &Env<'_>,
     cluster: &Cluster,
@@ -580,12 +583,12 @@ async fn run(
     text: &str,
 ) -> Result<Selected, SqlError> {
     if super::union::is_union(query) {
-        let (outcome, values) = super::union::select(env, cluster, txn, query).await?;
+        let (outcome, values) = Box::pin(super::union::select(env, cluster, txn, query)).await?;
         return Ok(Selected::Finished(outcome, values));
     }
     let select = plain_select(query)?;
     // Its subqueries first: their results compile as constants.
-    let materialized = materialize(env, cluster, txn, query, true).await?;
+    let materialized = Box::pin(materialize(env, cluster, txn, query, true)).await?;
     let with_subqueries;
     let env = if materialized.is_empty() {
         env
@@ -597,8 +600,10 @@ async fn run(
         &with_subqueries
     };
     if super::join::is_join(&select.from) {
-        let (outcome, values) =
-            super::join_select::select(env, cluster, txn, query, select, text).await?;
+        let (outcome, values) = Box::pin(super::join_select::select(
+            env, cluster, txn, query, select, text,
+        ))
+        .await?;
         return Ok(Selected::Finished(outcome, values));
     }
     let lock = lock_of(query)?;
@@ -618,7 +623,7 @@ async fn run(
             offset,
             limit,
         };
-        let (outcome, values) = group::run(
+        let (outcome, values) = Box::pin(group::run(
             env,
             cluster,
             txn,
@@ -627,7 +632,7 @@ async fn run(
             where_.as_ref(),
             lock,
             shape,
-        )
+        ))
         .await?;
         return Ok(Selected::Finished(outcome, values));
     }

@@ -286,8 +286,7 @@ fn compare(op: CmpOp, a: Scalar<'_>, b: Scalar<'_>) -> Tri {
 }
 
 fn trim_spaces(b: &[u8]) -> &[u8] {
-    let end = b.iter().rposition(|&c| c != b' ').map_or(0, |p| p + 1);
-    &b[..end]
+    crate::value::trim_trailing_spaces(b)
 }
 
 /// One pre-decoded instruction; slices point into the program bytes.
