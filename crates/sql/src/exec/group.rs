@@ -322,7 +322,13 @@ impl<'g> GroupTable<'g> {
             Keys::Exprs(exprs) => {
                 let mut key = Vec::new();
                 for e in exprs {
-                    encode_value(&mut key, &e.eval(&row)?);
+                    // A plain column is encoded where it lies, not cloned.
+                    match e {
+                        Scalar::Column(c) if usize::from(*c) < row.len() => {
+                            encode_value(&mut key, &row[usize::from(*c)]);
+                        }
+                        _ => encode_value(&mut key, &e.eval(&row)?),
+                    }
                 }
                 key
             }

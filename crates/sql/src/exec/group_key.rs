@@ -25,12 +25,14 @@ const TAG_TIME_OF_DAY: u8 = 0x38;
 /// Appends `b` escaped (0x00 → 0x00 0xFF) and terminated (0x00 0x00), so
 /// that a string sorts before its extensions.
 fn put_escaped(out: &mut Vec<u8>, b: &[u8]) {
-    for &x in b {
-        out.push(x);
-        if x == 0 {
-            out.push(0xFF);
-        }
+    // Runs without a zero byte are copied whole (text rarely has one).
+    let mut rest = b;
+    while let Some(at) = rest.iter().position(|&x| x == 0) {
+        out.extend_from_slice(&rest[..=at]);
+        out.push(0xFF);
+        rest = &rest[at + 1..];
     }
+    out.extend_from_slice(rest);
     out.extend_from_slice(&[0, 0]);
 }
 
@@ -202,6 +204,34 @@ mod tests {
 
     fn key(v: &Value) -> Vec<u8> {
         encode_values(std::slice::from_ref(v))
+    }
+
+    #[test]
+    fn escaping_matches_the_byte_by_byte_definition() {
+        let plain = |b: &[u8]| {
+            let mut out = Vec::new();
+            for &x in b {
+                out.push(x);
+                if x == 0 {
+                    out.push(0xFF);
+                }
+            }
+            out.extend_from_slice(&[0, 0]);
+            out
+        };
+        for b in [
+            &b""[..],
+            b"\0",
+            b"a\0",
+            b"\0a",
+            b"\0\0",
+            b"ab\0c\0\0d",
+            b"abc",
+        ] {
+            let mut out = Vec::new();
+            put_escaped(&mut out, b);
+            assert_eq!(out, plain(b), "{b:?}");
+        }
     }
 
     #[test]
