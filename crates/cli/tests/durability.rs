@@ -582,8 +582,19 @@ fn a_node_whose_checkpoint_is_damaged_drops_it_and_copies_every_row() {
             // the log grows enough to start it).
             rt.block_on(async {
                 let client = Cluster::connect(&cluster.mgmd_addr).await.expect("connect");
-                for i in 0..60 {
-                    upsert_batch(&client, i * 500, 500).await.expect("rewrite");
+                let mut i = 0;
+                while i < 60 {
+                    match upsert_batch(&client, i * 500, 500).await {
+                        Ok(()) => i += 1,
+                        // The log filled before a checkpoint freed it (a
+                        // slow machine): a temporary error, retried as
+                        // the node asks once the checkpoint frees space.
+                        Err(e) if e.code == ErrorCode::RedoLogFull => {
+                            assert!(std::time::Instant::now() < deadline, "rewrite: {e}");
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                        }
+                        Err(e) => panic!("rewrite: {e}"),
+                    }
                 }
             });
             rewritten = std::time::Instant::now();

@@ -114,10 +114,7 @@ pub fn encode_column(ty: ColumnType, value: Option<&[u8]>, out: &mut Vec<u8>) {
             out.extend_from_slice(&ordered.to_be_bytes());
         }
         ColumnType::Binary(_) => out.extend_from_slice(bytes),
-        ColumnType::Char(_) => {
-            let end = bytes.iter().rposition(|&b| b != b' ').map_or(0, |p| p + 1);
-            push_byte_string(&bytes[..end], out);
-        }
+        ColumnType::Char(_) => push_byte_string(crate::value::trim_trailing_spaces(bytes), out),
         ColumnType::VarChar(_) | ColumnType::VarBinary(_) => push_byte_string(bytes, out),
     }
 }

@@ -68,3 +68,10 @@ SELECT id, CONCAT(d, ' ', t), CONCAT(dt) FROM times ORDER BY id;
 SELECT id, d + 0, t + 0, dt + 0 FROM times WHERE id IN (1, 5) ORDER BY id;
 SELECT LENGTH(CONCAT('🙂', 'x')), CHAR_LENGTH(CONCAT('🙂', 'x'));
 SELECT id, LENGTH(b), b = 'ab', vb = 'ab' FROM strs WHERE id IN (1, 3) ORDER BY id;
+-- Arithmetic of constants is computed before the statement runs: the
+-- same values, scales and errors as computed per row.
+SELECT ROUND(1.2345, 1 + 1), TRUNCATE(9.876, 3 - 1), 10 / 4 + 1, 7 DIV 2 * 2, MOD(7, 2 + 2);
+SELECT 99999999999999999999 + 1, 1.50 * 2, 2 - 0.25, -(3 + 4), 1 / 0, 5 % 0;
+SELECT 9223372036854775807 + 1;
+SELECT id FROM ints WHERE id = 1 + 1;
+SELECT id FROM ints WHERE id BETWEEN 4 - 3 AND 6 DIV 2 ORDER BY id;

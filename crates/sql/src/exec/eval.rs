@@ -16,6 +16,7 @@ use super::eval_types::{
 use super::expr::{out_of_range, Arith, CastTo, Cmp, Scalar};
 use crate::outcome::SqlError;
 use crate::sqltypes::{coerce, parse_datetime, parse_number, value_text};
+use shoal_types::value::trim_trailing_spaces;
 use shoal_types::{ColumnDef, ColumnType, Decimal, Value};
 use std::cmp::Ordering;
 
@@ -142,11 +143,6 @@ fn is_temporal(v: &Value) -> bool {
     matches!(v, Value::Timestamp(_) | Value::DateTime(_) | Value::Date(_))
 }
 
-/// Strips trailing spaces (utf8mb4_bin is a PAD SPACE collation).
-fn pad_trim(b: &[u8]) -> &[u8] {
-    shoal_types::value::trim_trailing_spaces(b)
-}
-
 /// Compares two non-NULL values as MySQL would (`None`: a NULL, or two
 /// floats that do not compare).
 pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
@@ -154,7 +150,9 @@ pub fn compare(a: &Value, b: &Value) -> Option<Ordering> {
         return None;
     }
     match (a, b) {
-        (Value::Str(x), Value::Str(y)) => Some(pad_trim(x.as_bytes()).cmp(pad_trim(y.as_bytes()))),
+        (Value::Str(x), Value::Str(y)) => {
+            Some(trim_trailing_spaces(x.as_bytes()).cmp(trim_trailing_spaces(y.as_bytes())))
+        }
         (Value::Bytes(_) | Value::Str(_), Value::Bytes(_) | Value::Str(_)) => {
             Some(a.as_bytes()?.cmp(b.as_bytes()?))
         }

@@ -215,7 +215,7 @@ pub fn unknown_column(name: &str, clause: &str) -> SqlError {
 /// the primary key, not the table). Left to run with the statement when
 /// it fails or gives NULL (division by zero), so its error comes as
 /// before; numbers raise no warnings on the way.
-fn folded(op: Arith, l: Box<Scalar>, r: Box<Scalar>) -> Scalar {
+pub(super) fn folded(op: Arith, l: Box<Scalar>, r: Box<Scalar>) -> Scalar {
     let number = |s: &Scalar| {
         matches!(
             s,

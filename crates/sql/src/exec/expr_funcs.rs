@@ -5,7 +5,7 @@
 //! per row ([`super::eval_funcs`]).
 
 use super::eval_types::DatePart;
-use super::expr::{current_user, Arith, Compiler, Func, Scalar};
+use super::expr::{current_user, folded, Arith, Compiler, Func, Scalar};
 use crate::outcome::SqlError;
 use shoal_types::Value;
 use sqlparser::ast::{Expr, Function, FunctionArg, FunctionArgExpr, FunctionArguments};
@@ -185,7 +185,7 @@ impl Compiler<'_> {
                         argc(2..=2)?;
                         let mut it = compiled.into_iter();
                         let (a, b) = (it.next().expect("2"), it.next().expect("2"));
-                        return Ok(Scalar::Arith(Arith::Mod, Box::new(a), Box::new(b)));
+                        return Ok(folded(Arith::Mod, Box::new(a), Box::new(b)));
                     }
                     "GREATEST" => {
                         argc(2..=usize::MAX)?;

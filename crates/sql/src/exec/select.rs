@@ -572,7 +572,8 @@ pub async fn select_values(
     }
 }
 
-/// The rare paths (UNION, subqueries, joins, grouping) run boxed: a
+/// The rare paths (UNION, subqueries, joins, grouping) run boxed (the
+/// subqueries' inside `materialize`, once it found some): a
 /// future is as large as its largest branch and is copied whole when
 /// wrapped, and a point select should not pay for a join's.
 async fn run(
@@ -588,7 +589,7 @@ async fn run(
     }
     let select = plain_select(query)?;
     // Its subqueries first: their results compile as constants.
-    let materialized = Box::pin(materialize(env, cluster, txn, query, true)).await?;
+    let materialized = materialize(env, cluster, txn, query, true).await?;
     let with_subqueries;
     let env = if materialized.is_empty() {
         env

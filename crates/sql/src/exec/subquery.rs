@@ -131,8 +131,23 @@ pub async fn materialize<V: Visit>(
         quantified: Vec::new(),
     };
     let _ = node.visit(&mut collect);
+    if collect.found.is_empty() {
+        return Ok(Materialized::default());
+    }
+    // Boxed: rare, and its future holds whole queries (kilobytes) that a
+    // statement without subqueries should not carry.
+    Box::pin(run_found(env, cluster, txn, collect.found)).await
+}
+
+/// Runs each distinct subquery `materialize` found, once.
+async fn run_found(
+    env: &Env<'_>,
+    cluster: &Cluster,
+    txn: &mut Transaction,
+    found: Vec<(Query, Use)>,
+) -> Result<Materialized, SqlError> {
     let mut out = Materialized::default();
-    for (query, how) in collect.found {
+    for (query, how) in found {
         let key = (how, query.to_string());
         if out.results.contains_key(&key) {
             continue;

@@ -2,11 +2,12 @@
 //! bytecode, and a plain evaluator over `Value`s that serves as the
 //! reference model in tests.
 
-use super::{opcode, token, trim_spaces, unit_len, CmpOp, Family, Filter, Token};
+use super::{opcode, token, unit_len, CmpOp, Family, Filter, Token};
 use super::{FILTER_BYTES_MAX, FILTER_INSTRUCTIONS_MAX};
 use crate::error::{ErrorCode, ShoalError};
 use crate::layout::NULL_LEN;
 use crate::schema::{ColumnDef, ColumnType, TableDef};
+use crate::value::trim_trailing_spaces;
 use crate::value::{encode_value, Value};
 
 /// A filter as an expression tree, for clients to build and compile.
@@ -296,7 +297,7 @@ fn model_scalar(ty: ColumnType, v: &Value) -> Option<ModelScalar> {
         Family::Text | Family::Binary => {
             let mut b = v.as_bytes()?.to_vec();
             match ty {
-                ColumnType::Char(_) => b.truncate(trim_spaces(&b).len()),
+                ColumnType::Char(_) => b.truncate(trim_trailing_spaces(&b).len()),
                 ColumnType::Binary(n) if b.len() < n as usize => b.resize(n as usize, 0),
                 _ => {}
             }

@@ -257,7 +257,7 @@ impl Kind {
             Kind::Dec(scale) => {
                 Scalar::Dec(Decimal::new(i128::from_le_bytes(b.try_into().ok()?), scale))
             }
-            Kind::Char => Scalar::Bytes(trim_spaces(b)),
+            Kind::Char => Scalar::Bytes(crate::value::trim_trailing_spaces(b)),
             Kind::Raw => Scalar::Bytes(b),
         })
     }
@@ -283,10 +283,6 @@ fn compare(op: CmpOp, a: Scalar<'_>, b: Scalar<'_>) -> Tri {
         _ => return Tri::Unknown,
     };
     Tri::from_bool(op.holds(ord))
-}
-
-fn trim_spaces(b: &[u8]) -> &[u8] {
-    crate::value::trim_trailing_spaces(b)
 }
 
 /// One pre-decoded instruction; slices point into the program bytes.
@@ -627,7 +623,11 @@ impl<'p> Filter<'p> {
                 } => match col(c) {
                     None => Tri::Unknown,
                     Some(v) => {
-                        let v = if trim { trim_spaces(v) } else { v };
+                        let v = if trim {
+                            crate::value::trim_trailing_spaces(v)
+                        } else {
+                            v
+                        };
                         Tri::from_bool(like_match(v, pattern, text) != negated)
                     }
                 },
