@@ -77,6 +77,13 @@ enum Command {
         /// thread serves more queries than two (docs/BENCHMARKS.md).
         #[arg(long)]
         threads: Option<usize>,
+        /// Memory one statement may hold, in MiB: rows read for a sort no
+        /// index serves, a join, INSERT … SELECT or a subquery; a quarter
+        /// of it for a grouping's groups and for a result built whole
+        /// (GROUP BY, UNION, SHOW). Past it the statement fails with 1038.
+        /// Plain SELECTs stream their rows and hold none.
+        #[arg(long, default_value_t = 256)]
+        query_memory_mb: u64,
     },
     /// Benchmarks: `shoal bench flexasynch -t 1 -p 256 ...` (NDB's flags),
     /// `shoal bench readperf -c -d -s 1000000 -r 1000` (NDB's testReadPerf),
@@ -130,11 +137,15 @@ fn main() -> ExitCode {
             port,
             bind,
             threads,
+            query_memory_mb,
         } => run_sql(
             shoal_sql::node::SqlNodeOptions {
                 mgmd_addr: connect,
                 bind,
                 port,
+                limits: shoal_sql::exec::Limits::with_query_memory(
+                    usize::try_from(query_memory_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX),
+                ),
             },
             threads,
         ),

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::sql_node::{fails, query, start_sql, stderr};
+use common::sql_node::{fails, query, start_sql, start_sql_with, stderr};
 use common::TestCluster;
 use std::process::Command;
 use std::time::Duration;
@@ -158,4 +158,57 @@ fn the_mariadb_client_creates_writes_and_reads_through_an_sql_node() {
     );
     query(p, None, "DROP DATABASE shop");
     fails(p, None, "USE shop", 1049);
+}
+
+/// A result far larger than what a statement may hold streams to the
+/// client: the SQL node holds 1 MiB per statement here
+/// (`--query-memory-mb 1`) and returns 4 MB of rows. What must be held (a
+/// sort no index serves, a grouping) fails with 1038 past the bound,
+/// and the node goes on.
+#[test]
+fn a_result_larger_than_a_statements_memory_streams() {
+    let cluster = TestCluster::start();
+    let mut sql = start_sql_with(&cluster, &["--query-memory-mb", "1"]);
+    let p = sql.port;
+    query(p, None, "CREATE DATABASE big");
+    query(
+        p,
+        Some("big"),
+        "CREATE TABLE t (id INT PRIMARY KEY, s VARCHAR(1000) NOT NULL)",
+    );
+    const ROWS: usize = 4000;
+    let text = |id: usize| format!("{id:04}{}", "x".repeat(996));
+    // 100 KB per statement: one command-line argument holds 128 KB.
+    for first in (0..ROWS).step_by(100) {
+        let values: Vec<String> = (first..first + 100)
+            .map(|id| format!("({id}, '{}')", text(id)))
+            .collect();
+        let insert = format!("INSERT INTO t VALUES {}", values.join(", "));
+        query(p, Some("big"), &insert);
+    }
+
+    let all = query(p, Some("big"), "SELECT id, s FROM t");
+    let mut ids: Vec<usize> = all
+        .lines()
+        .map(|l| {
+            let (id, s) = l.split_once('\t').expect("two columns");
+            let id = id.parse().expect("an id");
+            assert_eq!(s, text(id));
+            id
+        })
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..ROWS).collect::<Vec<_>>());
+    // In the primary key's order, through its ordered index: streamed too.
+    let ordered = query(p, Some("big"), "SELECT id FROM t WHERE id >= 0 ORDER BY id");
+    assert_eq!(ordered.lines().count(), ROWS);
+
+    let e = fails(p, Some("big"), "SELECT id, s FROM t ORDER BY s DESC", 1038);
+    assert!(e.contains("hold more than"), "{e}");
+    fails(p, Some("big"), "SELECT s, COUNT(*) FROM t GROUP BY s", 1038);
+    assert!(sql.is_running(), "{}", sql.log());
+    assert_eq!(
+        query(p, Some("big"), "SELECT COUNT(*) FROM t"),
+        format!("{ROWS}\n")
+    );
 }

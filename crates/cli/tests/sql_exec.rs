@@ -630,36 +630,63 @@ fn sql_results_agree_with_a_model_at_tiny_limits() {
             column(&mut s, "SELECT id FROM t ORDER BY id").await,
             everything
         );
-        // Past a result's byte limit, or a statement's row limit: 1038.
+        // A plain SELECT streams its rows: no limit on what a statement may
+        // hold stops it. A sort no index serves holds its rows, bounded by
+        // rows_max and held_bytes_max; a grouping's result by
+        // result_bytes_max: 1038 past them.
         ok(&mut s, "DELETE FROM t WHERE id >= 0").await;
         ok(
             &mut s,
             "INSERT INTO t (id, k) VALUES (1000, 1), (1001, 2), (1002, 3), (1003, 4)",
         )
         .await;
-        for small in [
-            shoal_sql::exec::Limits {
-                result_bytes_max: 16,
-                ..limits
-            },
-            shoal_sql::exec::Limits {
-                rows_max: 3,
-                ..limits
-            },
+        for (small, held) in [
+            (
+                shoal_sql::exec::Limits {
+                    result_bytes_max: 8,
+                    ..limits
+                },
+                "SELECT k, COUNT(*) FROM t GROUP BY k",
+            ),
+            (
+                shoal_sql::exec::Limits {
+                    rows_max: 3,
+                    ..limits
+                },
+                "SELECT id, k FROM t WHERE k > 0 ORDER BY k + 0",
+            ),
+            (
+                shoal_sql::exec::Limits {
+                    held_bytes_max: 64,
+                    ..limits
+                },
+                "SELECT id, k FROM t WHERE k > 0 ORDER BY k + 0",
+            ),
         ] {
             let mut tiny = SessionFactory::new(native.clone())
                 .with_limits(small)
                 .session("root", "127.0.0.1");
             ok(&mut tiny, "USE m").await;
-            let e = err_code(&mut tiny, "SELECT id, k FROM t WHERE k > 0", 1038).await;
+            let e = err_code(&mut tiny, held, 1038).await;
             assert!(
                 e.message.contains("limit") || e.message.contains("rows"),
                 "{e}"
             );
+            for streamed in [
+                "SELECT id, k FROM t WHERE k > 0",
+                "SELECT * FROM t",
+                "SELECT id FROM t WHERE k > 0 ORDER BY k",
+            ] {
+                assert_eq!(rows(&mut tiny, streamed).await.len(), 4, "{streamed}");
+            }
             // An index that serves the ORDER BY stops the scan at the LIMIT.
             assert_eq!(
-                column(&mut tiny, "SELECT id FROM t WHERE k > 0 ORDER BY k LIMIT 2").await,
-                vec!["1000", "1001"]
+                column(
+                    &mut tiny,
+                    "SELECT id FROM t WHERE k > 0 ORDER BY k LIMIT 2 OFFSET 1"
+                )
+                .await,
+                vec!["1001", "1002"]
             );
         }
         ok(&mut s, "DROP DATABASE m").await;
@@ -1215,6 +1242,45 @@ fn joins_agree_with_a_model() {
         let looped = explain(rows(&mut s, "EXPLAIN SELECT COUNT(*) FROM a, b WHERE a.v < b.w").await);
         assert_eq!(looped[1][4], o("Using join buffer (nested loops)"), "{looped:?}");
         err_code(&mut s, "EXPLAIN DELETE FROM a", 1235).await;
+
+        // --- EXPLAIN's partitions: a key read's fragment, as the native
+        // client routes the key; an index scan pruned to the fragment its
+        // equality on the distribution key fixes; every fragment for a scan.
+        let partitions = |rows: Vec<Vec<Option<String>>>| rows[0][3].clone().expect("partitions");
+        ok(
+            &mut s,
+            "CREATE TABLE pk2 (a INT, b INT, v INT, PRIMARY KEY (a, b)) PARTITION BY KEY (a) PARTITIONS 4",
+        )
+        .await;
+        let pk2 = native.table("j.pk2").await.expect("the SQL table, natively");
+        let scan_all = partitions(rows(&mut s, "EXPLAIN SELECT * FROM pk2 WHERE v > 1").await);
+        assert_eq!(scan_all, "p0,p1,p2,p3");
+        let mut seen = std::collections::BTreeSet::new();
+        for a in 0..12i64 {
+            let want = pk2
+                .fragment_of_values(&[Value::Int(a)])
+                .map(|f| format!("p{f}"))
+                .expect("the table's distribution is known");
+            let key_read = partitions(rows(&mut s, &format!("EXPLAIN SELECT * FROM pk2 WHERE a = {a} AND b = 1")).await);
+            let pruned = explain(rows(&mut s, &format!("EXPLAIN SELECT * FROM pk2 WHERE a = {a}")).await);
+            assert_eq!(pruned[0][1], o("range"), "{pruned:?}");
+            assert_eq!(
+                partitions(rows(&mut s, &format!("EXPLAIN SELECT * FROM pk2 WHERE a = {a}")).await),
+                key_read,
+                "a = {a}: the scan is pruned to the key's fragment"
+            );
+            assert_eq!(key_read, want, "a = {a}");
+            seen.insert(key_read);
+        }
+        assert!(seen.len() > 1, "keys spread over fragments: {seen:?}");
+        let two = partitions(rows(&mut s, "EXPLAIN SELECT * FROM pk2 WHERE a IN (0, 1) AND b = 1").await);
+        let each: std::collections::BTreeSet<String> = [0, 1]
+            .iter()
+            .map(|a| format!("p{}", pk2.fragment_of_values(&[Value::Int(*a)]).expect("known")))
+            .collect();
+        assert_eq!(two, each.into_iter().collect::<Vec<_>>().join(","));
+        assert_eq!(partitions(rows(&mut s, "EXPLAIN SELECT * FROM pk2 WHERE a > 3").await), scan_all);
+        ok(&mut s, "DROP TABLE pk2").await;
 
         // --- Subqueries (run first, their results constants).
         let big: Vec<i64> = tb.iter().filter(|b| b.2.is_some_and(|w| w > 50)).map(|b| b.0).collect();

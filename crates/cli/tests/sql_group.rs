@@ -41,7 +41,7 @@ async fn prepared(s: &mut Session, sql: &str, literals: &[&str]) -> (Vec<ColumnK
             .into(),
         literals: literals.iter().map(|l| l.to_string()).collect(),
     };
-    let mut out = s.execute(&execution).await;
+    let mut out = s.execute_collected(&execution).await;
     let outcome = out
         .pop()
         .expect("an outcome")

@@ -17,7 +17,7 @@
 
 use crate::error::bad_request;
 use crate::record_layout::RecordLayout;
-use shoal_types::distribution::{distribution_key, DistributionMap};
+use shoal_types::distribution::{distribution_key, distribution_key_of_values, DistributionMap};
 use shoal_types::hash_key;
 use shoal_types::value::encode_value;
 use shoal_types::{ErrorCode, RowLayout, SchemaVersion, ShoalError, TableDef, TableId, Value};
@@ -103,6 +103,23 @@ impl Table {
         let prefix = self.def().options.distribution_key_columns;
         let dkey = distribution_key(&self.inner.layout, key, prefix).ok()?;
         Some(map.replicas(map.fragment_of(hash_key(dkey))))
+    }
+
+    /// How many fragments (NDB's partitions) the table has, if its
+    /// distribution is known.
+    pub fn fragment_count(&self) -> Option<u32> {
+        let map = self.inner.map.as_ref()?;
+        u32::try_from(map.fragments.len()).ok()
+    }
+
+    /// The fragment holding the rows whose distribution key (the primary
+    /// key's first columns, in key order; values past them are ignored)
+    /// holds `values`; `None` if the distribution is unknown or the
+    /// values do not fix it (too few, a NULL, a value that does not fit).
+    pub fn fragment_of_values(&self, values: &[Value]) -> Option<u32> {
+        let map = self.inner.map.as_ref()?;
+        let key = distribution_key_of_values(self.def(), values)?;
+        Some(map.fragment_of(hash_key(&key)))
     }
 
     /// The data nodes holding each fragment, in preferred order: the
@@ -544,6 +561,45 @@ pub(crate) mod tests {
         def.id = TableId(7);
         def.version = SchemaVersion(3);
         Table::new(def)
+    }
+
+    #[test]
+    fn the_fragment_of_key_values_is_the_one_their_encoded_key_routes_to() {
+        use shoal_types::distribution::{distribution_key, DistributionSpec};
+        use shoal_types::hash_key;
+        for prefix in [None, Some(1)] {
+            let mut def = table().def().clone();
+            def.distribution = Some(DistributionSpec {
+                version: 1,
+                node_groups: vec![vec![1, 2], vec![3, 4]],
+                fragments_per_group: 2,
+            });
+            def.options.distribution_key_columns = prefix;
+            let t = Table::new(def);
+            assert_eq!(t.fragment_count(), Some(4));
+            let map = t.inner.map.as_ref().unwrap();
+            let mut seen = std::collections::BTreeSet::new();
+            for i in 0..200u64 {
+                let values = [Value::UInt(i), Value::Str(format!("k{i}"))];
+                let key = key_bytes(&t, &values);
+                let dkey = distribution_key(&t.inner.layout, &key, prefix).unwrap();
+                let want = map.fragment_of(hash_key(dkey));
+                assert_eq!(t.fragment_of_values(&values), Some(want), "{prefix:?} {i}");
+                if prefix.is_some() {
+                    assert_eq!(t.fragment_of_values(&values[..1]), Some(want));
+                }
+                seen.insert(want);
+            }
+            assert_eq!(seen.len(), 4);
+            assert_eq!(t.fragment_of_values(&[Value::Null, Value::from("k")]), None);
+            if prefix.is_none() {
+                assert_eq!(t.fragment_of_values(&[Value::UInt(1)]), None, "too few");
+            }
+        }
+        assert_eq!(
+            table().fragment_of_values(&[Value::UInt(1), Value::from("k")]),
+            None
+        );
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! [`Handler`] per client connection, made by a [`HandlerFactory`] once
 //! the client authenticated.
 
+use crate::answer::{AnswerEnd, AnswerSink};
 use crate::outcome::{Column, Outcome, SqlError};
 use std::future::Future;
 use std::sync::Arc;
@@ -47,10 +48,12 @@ pub struct SessionStatus {
 
 /// One client connection's SQL: its session state and statements.
 pub trait Handler: Send + 'static {
-    /// Runs `sql`, one or more statements separated by `;` (multi-statements).
-    /// One entry per statement run; execution stops after the first error
-    /// (which is the last entry), as MySQL does.
-    fn query(&mut self, sql: &str) -> impl Future<Output = Vec<Result<Outcome, SqlError>>> + Send;
+    /// Runs `sql`, one or more statements separated by `;` (multi-statements),
+    /// writing each statement's answer to `sink` as it comes (a result
+    /// set's rows as they are read). Execution stops after the first error
+    /// (the last answer), as MySQL does. No answer at all is MySQL's
+    /// "Query was empty".
+    fn query(&mut self, sql: &str, sink: &mut dyn AnswerSink) -> impl Future<Output = ()> + Send;
 
     /// `COM_INIT_DB`, and the database named in the handshake.
     fn use_database(&mut self, database: &str)
@@ -85,9 +88,28 @@ pub trait Handler: Send + 'static {
     fn execute(
         &mut self,
         execution: &Execution,
-    ) -> impl Future<Output = Vec<Result<Outcome, SqlError>>> + Send {
+        sink: &mut dyn AnswerSink,
+    ) -> impl Future<Output = ()> + Send {
         let sql = execution.spliced();
-        async move { self.query(&sql).await }
+        async move { self.query(&sql, sink).await }
+    }
+}
+
+/// Writes answers that were held whole to `sink`, up to the first error,
+/// each reporting `status` (handlers that do not track it per statement).
+pub fn answer_all(
+    sink: &mut dyn AnswerSink,
+    results: Vec<Result<Outcome, SqlError>>,
+    status: SessionStatus,
+) {
+    let count = results.len();
+    for (i, result) in results.into_iter().enumerate() {
+        let failed = result.is_err();
+        let more = i + 1 < count && !failed;
+        sink.whole(result, AnswerEnd { status, more });
+        if failed {
+            break;
+        }
     }
 }
 

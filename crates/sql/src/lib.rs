@@ -6,7 +6,9 @@
 //! Modules:
 //! - [`outcome`]: what a statement answers (an OK, or a result set), and
 //!   SQL errors with MySQL's codes and SQLSTATEs, and [`handler`]: the
-//!   interface between the protocol layer and the executor;
+//!   interface between the protocol layer and the executor, which
+//!   writes each answer to an [`answer`] sink as it comes (result sets
+//!   stream);
 //! - [`protocol`]: packets, the handshake and authentication, commands, and
 //!   result sets on the wire, and the server that accepts connections;
 //! - `session`: one client connection's SQL state (current database,
@@ -16,6 +18,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod answer;
 pub mod catalog;
 pub mod exec;
 pub mod handler;

@@ -5,6 +5,7 @@
 //! keeps for the whole cluster (a fresh cluster has `root` without a
 //! password, from this machine only).
 
+use crate::exec::Limits;
 use crate::protocol::{serve_with_shutdown, ServerConfig};
 use crate::session::SessionFactory;
 use shoal_client::{Cluster, ClusterOptions};
@@ -24,6 +25,8 @@ pub struct SqlNodeOptions {
     /// The address to listen on (127.0.0.1 unless asked otherwise).
     pub bind: String,
     pub port: u16,
+    /// What one statement may hold (`shoal sql --query-memory-mb`).
+    pub limits: Limits,
 }
 
 /// Runs the SQL node until `shutdown` completes: connects to the cluster
@@ -43,7 +46,7 @@ pub async fn run(
         opts.bind,
         opts.port
     );
-    let factory = Arc::new(SessionFactory::new(cluster.clone()));
+    let factory = Arc::new(SessionFactory::new(cluster.clone()).with_limits(opts.limits));
     // Logins are checked against the cluster's accounts in mgmd, asked at
     // each login (`exec::users::ClusterUsers`).
     let config = ServerConfig {

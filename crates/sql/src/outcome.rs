@@ -70,6 +70,10 @@ pub enum Outcome {
         columns: Vec<Column>,
         rows: Vec<Vec<Option<Vec<u8>>>>,
     },
+    /// A result set whose columns and rows went to the statement's
+    /// [`crate::answer::ResultStream`] as they were read; only its end is
+    /// left to write.
+    Streamed,
 }
 
 impl Outcome {

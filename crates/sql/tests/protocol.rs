@@ -11,8 +11,11 @@ use std::time::Duration;
 use mysql_common::auth::plugins::caching_sha2_password::scramble_sha256;
 use mysql_common::auth::plugins::mysql_native_password::scramble_native;
 use mysql_common::constants::CapabilityFlags;
+use shoal_sql::answer::{AnswerEnd, AnswerSink, ResultStream};
+use shoal_sql::handler::answer_all;
 use shoal_sql::protocol::{serve_with_shutdown, Account, PasswordHashes, ServerConfig, Users};
 use shoal_sql::{Column, ColumnKind, Handler, HandlerFactory, Outcome, SessionStatus, SqlError};
+use shoal_types::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
@@ -31,6 +34,11 @@ struct Journal {
     closes: AtomicUsize,
     queries: Mutex<Vec<String>>,
     databases: Mutex<Vec<String>>,
+    /// A `STREAM n WAIT` waits here halfway, until the test has read
+    /// its first rows.
+    go: tokio::sync::Notify,
+    /// Rows a `STREAM` wrote before its client was gone (1160).
+    streamed_before_gone: Mutex<Option<u64>>,
 }
 
 struct FakeFactory {
@@ -141,13 +149,67 @@ impl FakeHandler {
     }
 }
 
+/// The 1000-byte string every `STREAM` row carries.
+fn streamed_text() -> String {
+    "x".repeat(1000)
+}
+
+impl FakeHandler {
+    /// `STREAM n [WAIT|FAIL]`: a result set of `n` rows (`i`, and 1000
+    /// bytes of text) written through a [`ResultStream`] as they are
+    /// made, none held. `WAIT` stops after 300 rows until the test says
+    /// go; `FAIL` ends with an error in place of the last row.
+    async fn stream(&mut self, args: &str, sink: &mut dyn AnswerSink) {
+        let mut words = args.split_whitespace();
+        let n: u64 = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
+        let mode = words.next().unwrap_or("");
+        let end = AnswerEnd {
+            status: self.status(),
+            more: false,
+        };
+        let mut stream = ResultStream::new(sink, end);
+        stream.columns(&[
+            column("i", ColumnKind::LongLong),
+            column("s", ColumnKind::VarString),
+        ]);
+        let text = streamed_text();
+        let mut failed = None;
+        for i in 0..n {
+            if mode == "WAIT" && i == 300 {
+                self.journal.go.notified().await;
+            }
+            if mode == "FAIL" && i + 1 == n {
+                failed = Some(SqlError::new(
+                    1317,
+                    "70100",
+                    "Query execution was interrupted",
+                ));
+                break;
+            }
+            let row = [Value::Int(i as i64), Value::Str(text.clone())];
+            if let Err(e) = stream.row(&row).await {
+                *self.journal.streamed_before_gone.lock().expect("lock") = Some(i);
+                failed = Some(e);
+                break;
+            }
+        }
+        match failed {
+            Some(e) => sink.whole(Err(e), end),
+            None => sink.end_rows(end),
+        }
+    }
+}
+
 impl Handler for FakeHandler {
-    async fn query(&mut self, sql: &str) -> Vec<Result<Outcome, SqlError>> {
+    async fn query(&mut self, sql: &str, sink: &mut dyn AnswerSink) {
         self.journal
             .queries
             .lock()
             .expect("lock")
             .push(sql.to_string());
+        if let Some(args) = sql.strip_prefix("STREAM ") {
+            return self.stream(args, sink).await;
+        }
         let mut results = Vec::new();
         for statement in sql.split(';').map(str::trim).filter(|s| !s.is_empty()) {
             let result = self.statement(statement).await;
@@ -157,7 +219,7 @@ impl Handler for FakeHandler {
                 break;
             }
         }
-        results
+        answer_all(sink, results, self.status());
     }
 
     async fn use_database(&mut self, database: &str) -> Result<(), SqlError> {
@@ -195,7 +257,7 @@ impl Handler for FakeHandler {
         }
         match self.statement(sql).await? {
             Outcome::Rows { columns, .. } => Ok(columns),
-            Outcome::Ok { .. } => Ok(Vec::new()),
+            Outcome::Ok { .. } | Outcome::Streamed => Ok(Vec::new()),
         }
     }
 }
@@ -1221,6 +1283,86 @@ async fn a_client_that_vanishes_mid_query_has_its_handler_closed() {
     client.command(0x03, b"SLEEP").await;
     drop(client);
     server.wait_for_closes(1).await;
+    let mut client = Client::root(server.addr).await;
+    assert_eq!(client.rows("SELECT 1").await.len(), 1);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_result_set_streams_its_rows_before_the_statement_ends() {
+    let server = Server::default().await;
+    let mut client = Client::root(server.addr).await;
+    // The handler stops after 300 rows (300 KB) until this client has read
+    // a row: were the result held until the statement ends, no row would
+    // come and the read would time out.
+    client.command(0x03, b"STREAM 1000 WAIT").await;
+    let head = client.read().await;
+    assert_eq!(head, [2], "two columns");
+    client.read().await;
+    client.read().await;
+    let first = client.read().await;
+    assert_eq!(text_values(&first)[0].as_deref(), Some("0"));
+    server.journal.go.notify_one();
+    let mut rows = 1;
+    loop {
+        let packet = client.read().await;
+        if packet[0] == 0xFE && packet.len() < 9 {
+            break;
+        }
+        let values = text_values(&packet);
+        assert_eq!(values[0].as_deref(), Some(rows.to_string().as_str()));
+        assert_eq!(values[1].as_deref(), Some(streamed_text().as_str()));
+        rows += 1;
+    }
+    assert_eq!(rows, 1000);
+    // The connection goes on.
+    assert_eq!(client.rows("SELECT 1").await.len(), 1);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn an_error_mid_stream_ends_the_result_set_and_the_connection_goes_on() {
+    let server = Server::default().await;
+    let mut client = Client::root(server.addr).await;
+    client.command(0x03, b"STREAM 100 FAIL").await;
+    assert_eq!(client.read().await, [2]);
+    client.read().await;
+    client.read().await;
+    let mut rows = 0;
+    let error = loop {
+        let packet = client.read().await;
+        assert_ne!(
+            packet[0], 0xFE,
+            "the result set ends with the error, not an EOF"
+        );
+        if packet[0] == 0xFF {
+            break packet;
+        }
+        rows += 1;
+    };
+    assert_eq!(rows, 99);
+    assert_eq!(err_packet_code(&error), 1317);
+    assert_eq!(client.rows("SELECT 2").await, vec![vec![Some("2".into())]]);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_client_gone_mid_stream_stops_the_statement() {
+    let server = Server::default().await;
+    let mut client = Client::root(server.addr).await;
+    // Far more than the socket buffers hold: the writes fail once the
+    // client is gone, and the statement stops there instead of running on.
+    client.command(0x03, b"STREAM 10000000").await;
+    client.read().await;
+    drop(client);
+    server.wait_for_closes(1).await;
+    let stopped_at = server
+        .journal
+        .streamed_before_gone
+        .lock()
+        .expect("lock")
+        .expect("the statement learned that its client was gone");
+    assert!(stopped_at < 10_000_000, "{stopped_at}");
     let mut client = Client::root(server.addr).await;
     assert_eq!(client.rows("SELECT 1").await.len(), 1);
     server.stop().await;

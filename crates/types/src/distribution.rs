@@ -24,6 +24,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{ErrorCode, ShoalError};
 use crate::layout::RowLayout;
+use crate::value::encode_value;
+use crate::{TableDef, Value};
 
 /// Buckets per table (NDB's default hashmap size). A multiple of every
 /// fragment count up to 16 and of many beyond, so buckets spread evenly.
@@ -187,6 +189,46 @@ pub fn distribution_key<'k>(
         seen += 1;
     })?;
     Ok(&key[..end])
+}
+
+/// How many primary-key columns form `def`'s distribution key.
+pub fn distribution_key_columns(def: &TableDef) -> usize {
+    usize::from(
+        def.options
+            .distribution_key_columns
+            .unwrap_or(def.primary_key.len() as u16),
+    )
+}
+
+/// The distribution key of the rows whose distribution-key columns (the
+/// primary key's first [`distribution_key_columns`], in key order) hold
+/// `values`: the bytes an encoded primary key starts with (each column's
+/// canonical bytes, a variable-size one after its u16 length), which
+/// [`distribution_key`] cuts from a whole key. Values past the
+/// distribution key are ignored. `None` if there are fewer, one is NULL
+/// or one does not fit its column.
+pub fn distribution_key_of_values(def: &TableDef, values: &[Value]) -> Option<Vec<u8>> {
+    let n = distribution_key_columns(def);
+    if values.len() < n {
+        return None;
+    }
+    let mut key = Vec::new();
+    for (&c, v) in def.primary_key.get(..n)?.iter().zip(values) {
+        let col = def.columns.get(usize::from(c))?;
+        if v.is_null() {
+            return None;
+        }
+        if col.ty.is_var() {
+            let at = key.len();
+            key.extend_from_slice(&[0, 0]);
+            encode_value(col, v, &mut key).ok()?;
+            let len = u16::try_from(key.len() - at - 2).ok()?;
+            key[at..at + 2].copy_from_slice(&len.to_le_bytes());
+        } else {
+            encode_value(col, v, &mut key).ok()?;
+        }
+    }
+    Some(key)
 }
 
 #[cfg(test)]

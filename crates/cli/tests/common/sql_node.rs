@@ -33,6 +33,11 @@ impl SqlNode {
 }
 
 pub fn start_sql(cluster: &TestCluster) -> SqlNode {
+    start_sql_with(cluster, &[])
+}
+
+/// [`start_sql`] with more of `shoal sql`'s flags.
+pub fn start_sql_with(cluster: &TestCluster, flags: &[&str]) -> SqlNode {
     let port = free_port();
     let log_path = cluster.dir.path().join(format!("sql-{port}.log"));
     let log = std::fs::File::create(&log_path).unwrap();
@@ -44,6 +49,7 @@ pub fn start_sql(cluster: &TestCluster) -> SqlNode {
             "--port",
             &port.to_string(),
         ])
+        .args(flags)
         .stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())
         .stderr(log)

@@ -2,13 +2,13 @@
 //! tests: run statements, expect success or a MySQL error code, read rows
 //! as the `mariadb` client shows them.
 
-use shoal_sql::{Handler, Outcome, Session, SqlError};
+use shoal_sql::{Outcome, Session, SqlError};
 
 /// Rows as text (`None` for NULL).
 pub type Rows = Vec<Vec<Option<String>>>;
 
 pub async fn run(s: &mut Session, sql: &str) -> Vec<Result<Outcome, SqlError>> {
-    s.query(sql).await
+    s.run_collected(sql).await
 }
 
 /// Runs `sql`; every statement must succeed; the last outcome.

@@ -3,6 +3,10 @@
 //! order. Nothing is read: subqueries count as not yet run (their values
 //! NULL), so a plan that depends on one shows the shape, not the keys.
 //!
+//! `partitions` names the fragments read (`p0,p1`, NDB's partitions): a
+//! key read's, or the one an index scan is pruned to when its range fixes
+//! the distribution key, else every fragment.
+//!
 //! `type` is MySQL's: `const` for one key (primary or unique), `range`
 //! for several keys or an ordered-index range, `eq_ref` for a joined
 //! table read by primary key per row before it, `ALL` for a scan. `Extra`
@@ -19,8 +23,11 @@ use super::select::{compile, from_target, plain_select, where_clause, Compiled};
 use super::show::strings;
 use super::Env;
 use crate::outcome::{Outcome, SqlError};
-use shoal_client::Cluster;
+use shoal_client::{Cluster, Table};
+use shoal_types::distribution::distribution_key_columns;
 use sqlparser::ast::{Expr, Query, Statement};
+use std::collections::BTreeSet;
+use std::ops::Bound;
 
 const COLUMNS: [&str; 12] = [
     "id",
@@ -40,6 +47,8 @@ const COLUMNS: [&str; 12] = [
 /// One row of the answer.
 struct Line {
     table: Option<String>,
+    /// The table's fragments the access reads (`p0,p2`).
+    partitions: Option<String>,
     kind: Option<&'static str>,
     key: Option<String>,
     reference: Option<String>,
@@ -54,7 +63,7 @@ impl Line {
             Some("1".into()),
             Some("SIMPLE".into()),
             self.table,
-            None,
+            self.partitions,
             self.kind.map(str::to_string),
             self.key.clone(),
             self.key,
@@ -67,8 +76,45 @@ impl Line {
     }
 }
 
+/// The partitions (fragments) of `table` that `p` reads, as MySQL's
+/// `partitions` column lists them: each key's fragment for key reads, the
+/// one fragment an index scan is pruned to when its range is an equality
+/// covering the distribution key (as TC prunes it), else all of them.
+/// `None` if the table's distribution is unknown.
+fn partitions(table: &Table, p: &Plan) -> Option<String> {
+    let count = table.fragment_count()?;
+    let all = || (0..count).collect::<BTreeSet<u32>>();
+    let read = match &p.access {
+        Access::PrimaryKeys(keys) => keys
+            .iter()
+            .map(|k| table.fragment_of_values(k))
+            .collect::<Option<BTreeSet<u32>>>(),
+        Access::IndexScan {
+            index,
+            low: Bound::Included(low),
+            high: Bound::Included(high),
+        } if low == high => {
+            let def = table.def();
+            let n = distribution_key_columns(def);
+            def.indexes
+                .iter()
+                .find(|i| !i.dropped && i.name == *index)
+                .filter(|i| i.columns.get(..n) == def.primary_key.get(..n))
+                .and_then(|_| table.fragment_of_values(low))
+                .map(|f| BTreeSet::from([f]))
+        }
+        _ => None,
+    };
+    let names: Vec<String> = read
+        .unwrap_or_else(all)
+        .iter()
+        .map(|f| format!("p{f}"))
+        .collect();
+    Some(names.join(","))
+}
+
 /// The line of a table read by `p` (its WHERE: `filtered`, compiled).
-fn access_line(table: String, p: &Plan, has_where: bool) -> Line {
+fn access_line(table: &Table, name: String, p: &Plan, has_where: bool) -> Line {
     let (kind, key, rows) = match &p.access {
         Access::PrimaryKeys(keys) => (
             if keys.len() == 1 { "const" } else { "range" },
@@ -90,7 +136,8 @@ fn access_line(table: String, p: &Plan, has_where: bool) -> Line {
         extra.push("Using where");
     }
     Line {
-        table: Some(table),
+        table: Some(name),
+        partitions: partitions(table, p),
         kind: Some(kind),
         reference: matches!(kind, "const").then(|| "const".to_string()),
         key,
@@ -138,6 +185,7 @@ async fn single_line(
     let Some(target) = from_target(env, cluster, select).await? else {
         return Ok(Line {
             table: None,
+            partitions: None,
             kind: None,
             key: None,
             reference: None,
@@ -168,7 +216,7 @@ async fn single_line(
         env.limits.key_lookups_max,
     );
     let name = target.names.first().cloned().unwrap_or_default();
-    let mut line = access_line(name, &p, where_.is_some());
+    let mut line = access_line(&target.table, name, &p, where_.is_some());
     if grouping.is_some() {
         line.extra.push("Using temporary");
     }
@@ -202,8 +250,16 @@ async fn join_lines(
         } = join.access(env, i, &conjuncts)?;
         let name = t.target.names.first().cloned().unwrap_or_default();
         if by_key {
+            // A key per row before it: any fragment.
+            let all = Plan {
+                access: Access::FullScan,
+                filter: None,
+                ordered: None,
+                exact: false,
+            };
             lines.push(Line {
                 table: Some(name),
+                partitions: partitions(&t.target.table, &all),
                 kind: Some("eq_ref"),
                 key: Some("PRIMARY".into()),
                 reference: Some("func".into()),
@@ -222,7 +278,7 @@ async fn join_lines(
             &[],
             env.limits.key_lookups_max,
         );
-        let mut line = access_line(name, &p, local_where.is_some());
+        let mut line = access_line(&t.target.table, name, &p, local_where.is_some());
         if i > 0 {
             line.extra.push(if equal.is_empty() {
                 "Using join buffer (nested loops)"

@@ -470,7 +470,7 @@ pub async fn describe(
 ) -> Result<Vec<Column>, SqlError> {
     match select(env, cluster, query, text).await? {
         Outcome::Rows { columns, .. } => Ok(columns),
-        Outcome::Ok { .. } => Ok(Vec::new()),
+        Outcome::Ok { .. } | Outcome::Streamed => Ok(Vec::new()),
     }
 }
 

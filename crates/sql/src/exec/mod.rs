@@ -55,12 +55,14 @@ use std::collections::{BTreeMap, HashMap};
 /// Limits of one statement.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
-    /// Bytes of a result set (text values) a statement may build: results
-    /// are buffered until the protocol streams them. Past it the
-    /// statement fails (1038).
+    /// Bytes of a result set (text values) built whole before it is sent:
+    /// a grouping's, a join's, a UNION's, SHOW's and information_schema's.
+    /// Past it the statement fails (1038). A plain SELECT streams its rows
+    /// to the client as it reads them and is not bounded by it.
     pub result_bytes_max: usize,
     /// Rows a sort or an UPDATE / DELETE may hold at once; also the
-    /// groups and DISTINCT values a grouping holds together.
+    /// groups and DISTINCT values a grouping holds together. (A SELECT
+    /// whose rows come in the order it asks streams them, holding none.)
     pub rows_max: usize,
     /// Bytes of groups and DISTINCT values (keys, held rows, aggregate
     /// states) a grouping may hold. Past it, or past `rows_max` of them,
@@ -89,6 +91,20 @@ impl Default for Limits {
             batch_ops_max: 256,
             join_tables_max: 61,
             held_bytes_max: 256 << 20,
+        }
+    }
+}
+
+impl Limits {
+    /// The default limits with `bytes` for what a statement holds as rows
+    /// (`held_bytes_max`), and a quarter of it for a grouping's state and
+    /// a result built whole (`shoal sql --query-memory-mb`).
+    pub fn with_query_memory(bytes: usize) -> Limits {
+        Limits {
+            held_bytes_max: bytes,
+            group_bytes_max: bytes / 4,
+            result_bytes_max: bytes / 4,
+            ..Limits::default()
         }
     }
 }
@@ -155,7 +171,7 @@ pub fn result_too_large(limit: usize) -> SqlError {
         1038,
         "HY001",
         format!(
-            "Result larger than the SQL node's limit of {limit} bytes (results are buffered until streaming comes); narrow it with WHERE or LIMIT"
+            "Result larger than the SQL node's limit of {limit} bytes for a result built whole (grouping, joins, UNION, SHOW); narrow it with WHERE or LIMIT"
         ),
     )
 }

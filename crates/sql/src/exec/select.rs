@@ -9,12 +9,13 @@
 use super::aggregate::Aggregates;
 use super::expr::{column_type, compare, Compiler, Scalar, Scope};
 pub use super::fetch::fetch;
-use super::fetch::fetch_columns;
+use super::fetch::{fetch_columns, Cursor};
 use super::group::{self, Grouping};
 use super::item_name::item_name;
 use super::plan::plan;
 use super::subquery::materialize;
 use super::{Env, TextRows};
+use crate::answer::ResultStream;
 use crate::catalog::{self, TableName};
 use crate::outcome::{Column, Outcome, SqlError};
 use crate::sqltypes::{expression_column, result_column};
@@ -484,18 +485,25 @@ enum Selected {
         /// dropped it (what its columns are described by).
         constants: Option<Vec<Value>>,
     },
+    /// A plain SELECT's rows went to the stream as they were read.
+    Streamed,
 }
 
-/// Runs a SELECT in `txn`.
+/// Runs a SELECT in `txn`. With a `stream`, a plain SELECT's result set
+/// goes to it (its rows as they are read when the access gives their
+/// order, else once sorted), and the answer is [`Outcome::Streamed`].
 pub async fn select(
     env: &Env<'_>,
     cluster: &Cluster,
     txn: &mut Transaction,
     query: &Query,
     text: &str,
+    mut stream: Option<&mut ResultStream<'_>>,
 ) -> Result<Outcome, SqlError> {
-    let (outputs, target, rows, constants) = match run(env, cluster, txn, query, text).await? {
+    let selected = run(env, cluster, txn, query, text, stream.as_deref_mut()).await?;
+    let (outputs, target, rows, constants) = match selected {
         Selected::Finished(outcome, _) => return Ok(outcome),
+        Selected::Streamed => return Ok(Outcome::Streamed),
         Selected::Plain {
             outputs,
             target,
@@ -503,26 +511,49 @@ pub async fn select(
             constants,
         } => (outputs, target, rows, constants),
     };
-    let mut out_rows = TextRows::new(&env.limits);
-    for values in &rows {
-        out_rows.push(values)?;
+    let first = match &constants {
+        Some(sample) => Some(sample.as_slice()),
+        None => rows.first().map(Vec::as_slice),
+    };
+    let columns = plain_columns(&outputs, target.as_ref(), first);
+    match stream {
+        Some(stream) => {
+            stream.columns(&columns);
+            for values in &rows {
+                stream.row(values).await?;
+            }
+            Ok(Outcome::Streamed)
+        }
+        None => {
+            let mut out_rows = TextRows::new(&env.limits);
+            for values in &rows {
+                out_rows.push(values)?;
+            }
+            Ok(Outcome::Rows {
+                columns,
+                rows: out_rows.into_rows(),
+            })
+        }
     }
-    let out_rows = out_rows.into_rows();
+}
+
+/// A plain SELECT's result columns: a table's column as declared, an
+/// expression's typed by its value in the first row (`first`; without a
+/// table, the row of constants even if it was not returned).
+fn plain_columns(
+    outputs: &[Output],
+    target: Option<&Target>,
+    first: Option<&[Value]>,
+) -> Vec<Column> {
     let Some(target) = target else {
-        let sample = constants.unwrap_or_default();
-        let columns = outputs
+        return outputs
             .iter()
             .enumerate()
-            .map(|(i, o)| expression_column(&o.name, sample.get(i)))
+            .map(|(i, o)| expression_column(&o.name, first.and_then(|f| f.get(i))))
             .collect();
-        return Ok(Outcome::Rows {
-            columns,
-            rows: out_rows,
-        });
     };
     let def = target.table.def();
-    let first = rows.first();
-    let columns: Vec<Column> = outputs
+    outputs
         .iter()
         .enumerate()
         .map(|(i, o)| match &o.scalar {
@@ -537,18 +568,14 @@ pub async fn select(
                 col
             }
             s => {
-                let mut col = expression_column(&o.name, first.map(|f| &f[i]));
+                let mut col = expression_column(&o.name, first.and_then(|f| f.get(i)));
                 if first.is_none() && column_type(s, Some(def)).is_some() {
                     col.nullable = true;
                 }
                 col
             }
         })
-        .collect();
-    Ok(Outcome::Rows {
-        columns,
-        rows: out_rows,
-    })
+        .collect()
 }
 
 /// Runs a SELECT in `txn` for its values (INSERT ... SELECT, subqueries):
@@ -566,22 +593,30 @@ pub async fn select_values(
         own_transaction: false,
         ..env.clone()
     };
-    match run(&env, cluster, txn, query, text).await? {
+    match run(&env, cluster, txn, query, text, None).await? {
         Selected::Plain { rows, .. } => Ok(rows),
         Selected::Finished(_, values) => Ok(values),
+        Selected::Streamed => Err(SqlError::new(
+            1105,
+            "HY000",
+            "Internal error: a SELECT streamed rows nobody asked for",
+        )),
     }
 }
 
 /// The rare paths (UNION, subqueries, joins, grouping) run boxed (the
 /// subqueries' inside `materialize`, once it found some): a
 /// future is as large as its largest branch and is copied whole when
-/// wrapped, and a point select should not pay for a join's.
+/// wrapped, and a point select should not pay for a join's. A plain
+/// SELECT whose rows come in the order asked for streams them to
+/// `stream` as they are read, holding none.
 async fn run(
     env: &Env<'_>,
     cluster: &Cluster,
     txn: &mut Transaction,
     query: &Query,
     text: &str,
+    stream: Option<&mut ResultStream<'_>>,
 ) -> Result<Selected, SqlError> {
     if super::union::is_union(query) {
         let (outcome, values) = Box::pin(super::union::select(env, cluster, txn, query)).await?;
@@ -681,6 +716,38 @@ async fn run(
         _ => None,
     };
     let columns = super::projection::needed_columns(query, def, &plan);
+    if let (Some(stream), true) = (stream, sorted_by_access) {
+        #[rustfmt::skip]
+        let mut cursor = Cursor::open(
+            cluster, txn, &target.table, &plan, where_.as_ref(), lock, env.own_transaction,
+            &env.limits, columns.as_deref(),
+        )
+        .await?;
+        let mut skipped = 0u64;
+        let mut opened = false;
+        while limit.is_none_or(|l| stream.rows() < l) {
+            let Some(row) = cursor.next().await? else {
+                break;
+            };
+            if skipped < offset {
+                skipped += 1;
+                continue;
+            }
+            let values = outputs
+                .iter()
+                .map(|o| o.scalar.eval(&row))
+                .collect::<Result<Vec<Value>, SqlError>>()?;
+            if !opened {
+                stream.columns(&plain_columns(&outputs, Some(&target), Some(&values)));
+                opened = true;
+            }
+            stream.row(&values).await?;
+        }
+        if !opened {
+            stream.columns(&plain_columns(&outputs, Some(&target), None));
+        }
+        return Ok(Selected::Streamed);
+    }
     let mut rows = fetch_columns(
         cluster,
         txn,

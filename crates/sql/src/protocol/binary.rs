@@ -12,6 +12,7 @@ use mysql_common::constants::ColumnType;
 use super::errors;
 use super::wire::{put_lenenc_bytes, Malformed, Reader};
 use crate::outcome::{Column, ColumnKind, SqlError};
+use shoal_types::Value;
 
 /// A parameter's type as `COM_STMT_EXECUTE` declares it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -218,6 +219,74 @@ fn time_literal(bytes: &[u8]) -> Result<String, ParamError> {
         n => return Err(ParamError::Invalid(format!("a time of {n} bytes"))),
     };
     Ok(format!("'{text}'"))
+}
+
+/// Appends the binary form of `value` of `column`: integers, floats and
+/// strings as they are; the other values through their text, as
+/// [`encode_value`] reads it.
+pub(crate) fn encode_typed(
+    out: &mut Vec<u8>,
+    column: &Column,
+    value: &Value,
+) -> Result<(), SqlError> {
+    let width = match column.kind {
+        ColumnKind::Tiny => 1,
+        ColumnKind::Short => 2,
+        ColumnKind::Long => 4,
+        ColumnKind::LongLong => 8,
+        _ => 0,
+    };
+    let written = match (column.kind, value) {
+        (_, Value::Int(i)) if width > 0 => {
+            put_int_value(out, i128::from(*i), column.unsigned, width)
+        }
+        (_, Value::UInt(u)) if width > 0 => {
+            put_int_value(out, i128::from(*u), column.unsigned, width)
+        }
+        (ColumnKind::Double, Value::Double(f)) => {
+            out.extend_from_slice(&f.to_le_bytes());
+            true
+        }
+        (ColumnKind::Float, Value::Float(f)) => {
+            out.extend_from_slice(&f.to_le_bytes());
+            true
+        }
+        (ColumnKind::VarString | ColumnKind::String, Value::Str(s)) => {
+            put_lenenc_bytes(out, s.as_bytes());
+            true
+        }
+        (ColumnKind::VarString | ColumnKind::String, Value::Bytes(b)) => {
+            put_lenenc_bytes(out, b);
+            true
+        }
+        _ => false,
+    };
+    if written {
+        return Ok(());
+    }
+    match crate::sqltypes::text(value) {
+        Some(text) => encode_value(out, column, &text),
+        None => Err(errors::internal(format!(
+            "a NULL of column '{}' outside the NULL bitmap",
+            column.name
+        ))),
+    }
+}
+
+/// Appends `value` as a `width`-byte little-endian integer if it fits
+/// (as [`put_int`] checks its text).
+fn put_int_value(out: &mut Vec<u8>, value: i128, unsigned: bool, width: usize) -> bool {
+    let bits = 8 * width as u32;
+    let (low, high) = if unsigned {
+        (0, (1i128 << bits) - 1)
+    } else {
+        (-(1i128 << (bits - 1)), (1i128 << (bits - 1)) - 1)
+    };
+    if value < low || value > high {
+        return false;
+    }
+    out.extend_from_slice(&value.to_le_bytes()[..width]);
+    true
 }
 
 /// Appends the binary form of the text value `text` of `column`.

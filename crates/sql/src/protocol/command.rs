@@ -19,13 +19,13 @@ use mysql_common::constants::{CapabilityFlags, Command};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
+use super::answers::WireSink;
 use super::errors;
 use super::handshake::Login;
 use super::packet::{PacketError, PacketIo};
 use super::prepared::{BindError, Statements};
 use super::resultset::{
-    column_definition, end_of_rows, eof_packet, err_packet, ok_empty, send_results, status_flags,
-    AnswerStyle,
+    column_definition, end_of_rows, eof_packet, err_packet, ok_empty, status_flags, AnswerStyle,
 };
 use super::server::Shared;
 use super::sql_scan;
@@ -98,7 +98,7 @@ pub(crate) struct Session<S, F: HandlerFactory> {
     statements: Statements,
 }
 
-impl<S: AsyncRead + AsyncWrite + Unpin, F: HandlerFactory> Session<S, F> {
+impl<S: AsyncRead + AsyncWrite + Unpin + Send, F: HandlerFactory> Session<S, F> {
     pub(crate) fn new(
         io: PacketIo<S>,
         handler: F::Handler,
@@ -286,9 +286,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin, F: HandlerFactory> Session<S, F> {
             return self.answer_error(&errors::multi_statements_off()).await;
         }
         self.shared.questions.fetch_add(1, Ordering::Relaxed);
-        let results = self.handler.query(sql).await;
         let style = self.style(false);
-        send_results(&mut self.io, results, self.handler.status(), style).await?;
+        let mut sink = WireSink::new(&mut self.io, style);
+        self.handler.query(sql, &mut sink).await;
+        sink.finish().await?;
         Ok(Flow::Continue)
     }
 
@@ -367,9 +368,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin, F: HandlerFactory> Session<S, F> {
             }
         };
         self.shared.questions.fetch_add(1, Ordering::Relaxed);
-        let results = self.handler.execute(&execution).await;
         let style = self.style(true);
-        send_results(&mut self.io, results, self.handler.status(), style).await?;
+        let mut sink = WireSink::new(&mut self.io, style);
+        self.handler.execute(&execution, &mut sink).await;
+        sink.finish().await?;
         Ok(Flow::Continue)
     }
 

@@ -4,7 +4,7 @@
 //! A connection goes through the greeting and login (`handshake`,
 //! checked against a [`UserDirectory`]), then serves commands (`command`)
 //! by running statements through a [`Handler`] and encoding its
-//! [`Outcome`]s (`resultset`; prepared statements in `prepared` and
+//! [`Outcome`]s and streamed rows (`resultset`; prepared statements in `prepared` and
 //! `binary`). [`serve`] accepts connections, one task each.
 //!
 //! Modules, one job each:
@@ -16,6 +16,8 @@
 //! - `handshake`: greeting, handshake response, auth switch;
 //! - `command`: the command loop of a logged-in connection;
 //! - `resultset`: OK/ERR/EOF packets, column definitions, rows;
+//! - `answers`: the sink a handler writes its answers to, which streams
+//!   a result set's rows to the client as they come;
 //! - `prepared`, `binary`, `sql_scan`: prepared statements, binary values,
 //!   and the lexical scan that finds placeholders and statement breaks;
 //! - `errors`: the MySQL error codes this layer answers with;
@@ -27,6 +29,7 @@
 //! [`Handler`]: crate::handler::Handler
 //! [`Outcome`]: crate::outcome::Outcome
 
+mod answers;
 mod auth;
 mod binary;
 mod command;

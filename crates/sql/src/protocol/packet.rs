@@ -226,6 +226,11 @@ impl<S: AsyncRead + AsyncWrite + Unpin> PacketIo<S> {
         }
     }
 
+    /// Bytes framed and not yet written.
+    pub(crate) fn buffered(&self) -> usize {
+        self.out.len()
+    }
+
     /// [`push`](Self::push), then a write if enough is buffered.
     pub(crate) async fn send(&mut self, payload: &[u8]) -> Result<(), PacketError> {
         self.push(payload);

@@ -2,10 +2,12 @@
 //! and binary rows, and the sequence of them a statement list answers.
 //!
 //! Invariants:
-//! - a result set is checked whole (every row as wide as its columns,
-//!   every binary value valid for its column's type) before its first
-//!   byte is written, so an executor bug becomes one ERR packet rather
-//!   than a half-written result that desynchronises the client;
+//! - a result set held whole is checked whole (every row as wide as its
+//!   columns, every binary value valid for its column's type) before its
+//!   first byte is written; a streamed one ([`super::answers`]) row by
+//!   row, a row that cannot be encoded ending it with an ERR in place of
+//!   the rest, which clients read as the statement's error. Either way an
+//!   executor bug never desynchronises the client;
 //! - with `CLIENT_DEPRECATE_EOF` there is no EOF after the column
 //!   definitions and the rows end with an OK packet whose header is 0xFE;
 //!   without it, an EOF packet follows each of the two parts;
@@ -17,10 +19,10 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::binary;
 use super::errors;
-use super::packet::{PacketError, PacketIo};
+use super::packet::PacketIo;
 use super::wire::{put_lenenc_bytes, put_lenenc_int, put_u16, put_u32};
 use crate::handler::SessionStatus;
-use crate::outcome::{Column, ColumnKind, Outcome, SqlError};
+use crate::outcome::{Column, ColumnKind, SqlError};
 
 /// `utf8mb4_bin`: Shoal compares strings in binary, and says so.
 pub(crate) const COLLATION_UTF8MB4_BIN: u16 = 46;
@@ -230,73 +232,18 @@ fn check_result_set(columns: &[Column], rows: &[Vec<Option<Vec<u8>>>]) -> Result
     Ok(())
 }
 
-/// Sends the answers to one query (or one prepared statement's
-/// execution), ending with an error if there is one; an empty list is
-/// MySQL's "Query was empty". Every answer carries `session`, the status
-/// after the last statement: the handler reports no status per statement.
-pub(crate) async fn send_results<S: AsyncRead + AsyncWrite + Unpin>(
-    io: &mut PacketIo<S>,
-    results: Vec<Result<Outcome, SqlError>>,
-    session: SessionStatus,
-    style: AnswerStyle,
-) -> Result<(), PacketError> {
-    if results.is_empty() {
-        io.push(&err_packet(&errors::empty_query(), true));
-        return io.flush().await;
-    }
-    let count = results.len();
-    for (i, result) in results.into_iter().enumerate() {
-        let more = i + 1 < count;
-        let status = status_flags(session, more);
-        let sent = match result {
-            Ok(Outcome::Ok {
-                affected_rows,
-                last_insert_id,
-                warnings,
-                info,
-            }) => {
-                let ok = ok_packet(
-                    OK_HEADER,
-                    affected_rows,
-                    last_insert_id,
-                    status,
-                    warnings,
-                    &info,
-                );
-                io.send(&ok).await?;
-                true
-            }
-            Ok(Outcome::Rows { columns, rows }) => {
-                send_rows(io, &columns, &rows, status, style).await?
-            }
-            Err(error) => {
-                io.send(&err_packet(&error, true)).await?;
-                false
-            }
-        };
-        if !sent {
-            if more {
-                tracing::warn!(
-                    "the executor answered more results after an error; they are dropped"
-                );
-            }
-            break;
-        }
-    }
-    io.flush().await
-}
-
-/// Sends one result set; `false` if it could not be encoded and an ERR
-/// went in its place (which ends the answer list).
-async fn send_rows<S: AsyncRead + AsyncWrite + Unpin>(
+/// Writes one result set held whole; `false` if it could not be encoded
+/// and an ERR went in its place (which ends the answer list).
+pub(crate) fn push_result_set<S: AsyncRead + AsyncWrite + Unpin>(
     io: &mut PacketIo<S>,
     columns: &[Column],
     rows: &[Vec<Option<Vec<u8>>>],
     status: StatusFlags,
     style: AnswerStyle,
-) -> Result<bool, PacketError> {
+) -> bool {
     // Everything is checked, and binary rows encoded, before anything is
-    // sent: a row that cannot go out must become an ERR, not half a result.
+    // written: a row that cannot go out must become an ERR, not half a
+    // result.
     let checked = check_result_set(columns, rows).and_then(|()| {
         if !style.binary {
             return Ok(None);
@@ -313,24 +260,15 @@ async fn send_rows<S: AsyncRead + AsyncWrite + Unpin>(
         Ok(encoded) => encoded,
         Err(error) => {
             tracing::warn!(%error, "a result set could not be encoded");
-            io.send(&err_packet(&error, true)).await?;
-            return Ok(false);
+            io.push(&err_packet(&error, true));
+            return false;
         }
     };
-
-    let mut count = Vec::with_capacity(9);
-    put_lenenc_int(&mut count, columns.len() as u64);
-    io.send(&count).await?;
-    for column in columns {
-        io.send(&column_definition(column)).await?;
-    }
-    if !style.deprecate_eof {
-        io.send(&eof_packet(0, status)).await?;
-    }
+    push_columns(io, columns, status, style);
     match encoded {
         Some(encoded) => {
             for row in &encoded {
-                io.send(row).await?;
+                io.push(row);
             }
         }
         None => {
@@ -338,12 +276,31 @@ async fn send_rows<S: AsyncRead + AsyncWrite + Unpin>(
             for row in rows {
                 out.clear();
                 text_row(&mut out, row);
-                io.send(&out).await?;
+                io.push(&out);
             }
         }
     }
-    io.send(&end_of_rows(style, status)).await?;
-    Ok(true)
+    io.push(&end_of_rows(style, status));
+    true
+}
+
+/// A result set's head: the column count, the column definitions, and
+/// (without `CLIENT_DEPRECATE_EOF`) the EOF after them.
+pub(crate) fn push_columns<S: AsyncRead + AsyncWrite + Unpin>(
+    io: &mut PacketIo<S>,
+    columns: &[Column],
+    status: StatusFlags,
+    style: AnswerStyle,
+) {
+    let mut count = Vec::with_capacity(9);
+    put_lenenc_int(&mut count, columns.len() as u64);
+    io.push(&count);
+    for column in columns {
+        io.push(&column_definition(column));
+    }
+    if !style.deprecate_eof {
+        io.push(&eof_packet(0, status));
+    }
 }
 
 #[cfg(test)]

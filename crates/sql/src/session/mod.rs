@@ -26,6 +26,7 @@
 //!   names): `statement` for parsed ones, `use_db` and `prepare` for
 //!   theirs. A new way in must do the same, or its lookups are refused.
 
+use crate::answer::{AnswerEnd, AnswerSink, Collected, ResultStream, FLUSH_BYTES};
 use crate::exec::error::from_shoal;
 use crate::exec::split::{parse, split, Parsed};
 use crate::exec::template::Templates;
@@ -234,20 +235,22 @@ impl Session {
         }
     }
 
-    /// Runs `sql`: each statement in turn, stopping after the first
-    /// error (its entry is the last).
-    pub async fn run(&mut self, sql: &str) -> Vec<Result<Outcome, SqlError>> {
+    /// Runs `sql`: each statement in turn, each answer written to `sink`
+    /// as it comes, stopping after the first error (its answer is the
+    /// last).
+    pub async fn run(&mut self, sql: &str, sink: &mut dyn AnswerSink) {
         let pieces = match split(sql) {
             Ok(p) => p,
-            Err(e) => return vec![Err(e)],
+            Err(e) => {
+                sink.whole(Err(e), self.answer_end(false));
+                return;
+            }
         };
-        let mut out = Vec::with_capacity(pieces.len());
-        // The results of one query are all held until it ends: their
-        // bytes together stay within the bound one result has.
-        let mut result_bytes = 0usize;
-        for piece in pieces {
+        let count = pieces.len();
+        for (i, piece) in pieces.into_iter().enumerate() {
+            let more = i + 1 < count;
             let recording = warnings::recording(None, warnings::notes_on(&self.variables));
-            let (mut result, raised, keeps) = match users::recognize(&piece) {
+            let (result, raised, keeps) = match users::recognize(&piece) {
                 Some(account) => {
                     let (r, raised) =
                         warnings::collect(recording, Box::pin(self.account_statement(account)))
@@ -255,29 +258,70 @@ impl Session {
                     (r, raised, false)
                 }
                 None => match parse(&piece) {
-                    Ok(parsed) => self.diagnosed(&parsed).await,
+                    Ok(parsed) => {
+                        let mut stream = ResultStream::new(sink, self.answer_end(more));
+                        self.diagnosed(&parsed, Some(&mut stream)).await
+                    }
                     Err(e) => (Err(e), Diagnostics::default(), false),
                 },
             };
-            if let Ok(Outcome::Rows { rows, .. }) = &result {
-                result_bytes = result_bytes.saturating_add(
-                    rows.iter()
-                        .flatten()
-                        .map(|v| v.as_ref().map_or(1, |b| b.len() + 1))
-                        .sum::<usize>(),
-                );
-                if result_bytes > self.limits.result_bytes_max {
-                    result = Err(crate::exec::result_too_large(self.limits.result_bytes_max));
-                }
-            }
-            self.diagnostics.settle(raised, &mut result, keeps);
-            let failed = result.is_err();
-            out.push(result);
-            if failed {
+            if !self.answer(sink, result, raised, keeps, more).await {
                 break;
             }
         }
-        out
+    }
+
+    /// Runs `sql` as [`Self::run`] does, keeping the answers (a streamed
+    /// result set as its rows in text): for tests and tools that drive
+    /// a session without a wire.
+    pub async fn run_collected(&mut self, sql: &str) -> Vec<Result<Outcome, SqlError>> {
+        let mut sink = Collected::default();
+        self.run(sql, &mut sink).await;
+        sink.into_answers()
+    }
+
+    /// Runs a prepared statement as [`Handler::execute`] does, keeping
+    /// its answer.
+    pub async fn execute_collected(
+        &mut self,
+        execution: &Execution,
+    ) -> Vec<Result<Outcome, SqlError>> {
+        let mut sink = Collected::default();
+        self.execute(execution, &mut sink).await;
+        sink.into_answers()
+    }
+
+    /// What an answer reports now.
+    fn answer_end(&self, more: bool) -> AnswerEnd {
+        AnswerEnd {
+            status: self.status(),
+            more,
+        }
+    }
+
+    /// Writes a statement's answer (its warnings settled) to `sink`, and
+    /// sends what is gathered once it is enough; `false` if the list ends
+    /// here (an error).
+    async fn answer(
+        &mut self,
+        sink: &mut dyn AnswerSink,
+        mut result: Result<Outcome, SqlError>,
+        raised: Diagnostics,
+        keeps: bool,
+        more: bool,
+    ) -> bool {
+        self.diagnostics.settle(raised, &mut result, keeps);
+        let failed = result.is_err();
+        let end = self.answer_end(more && !failed);
+        match result {
+            Ok(Outcome::Streamed) => sink.end_rows(end),
+            other => sink.whole(other, end),
+        }
+        if sink.buffered() >= FLUSH_BYTES {
+            // A failure is the sink's to report: the connection ends.
+            let _ = sink.flush().await;
+        }
+        !failed
     }
 
     /// Commits the open transaction (DDL, BEGIN inside a transaction,
@@ -297,18 +341,27 @@ impl Session {
     /// autocommit statement that met a stale cached table (1412: another
     /// node dropped or changed it) runs once more on mgmd's current
     /// schema, as nothing of it was done.
-    async fn transactional(&mut self, work: Work<'_>) -> Result<Outcome, SqlError> {
+    async fn transactional(
+        &mut self,
+        work: Work<'_>,
+        mut stream: Option<&mut ResultStream<'_>>,
+    ) -> Result<Outcome, SqlError> {
         let own = !self.in_transaction && self.autocommit;
-        match self.transactional_once(work).await {
-            Err(e) if own && e.code == 1412 => {
+        match self.transactional_once(work, stream.as_deref_mut()).await {
+            // Unless part of its answer went out already.
+            Err(e) if own && e.code == 1412 && !stream.as_ref().is_some_and(|s| s.started()) => {
                 warnings::forget();
-                self.transactional_once(work).await
+                self.transactional_once(work, stream).await
             }
             other => other,
         }
     }
 
-    async fn transactional_once(&mut self, work: Work<'_>) -> Result<Outcome, SqlError> {
+    async fn transactional_once(
+        &mut self,
+        work: Work<'_>,
+        stream: Option<&mut ResultStream<'_>>,
+    ) -> Result<Outcome, SqlError> {
         let own = !self.in_transaction && self.autocommit;
         if !own {
             self.in_transaction = true;
@@ -326,7 +379,9 @@ impl Session {
             env.own_transaction = own;
             let cluster = &self.cluster;
             match work {
-                Work::Select(q, text) => select::select(&env, cluster, &mut txn, q, text).await,
+                Work::Select(q, text) => {
+                    select::select(&env, cluster, &mut txn, q, text, stream).await
+                }
                 Work::Insert(i) => {
                     insert::insert(&env, cluster, &mut txn, i)
                         .await
@@ -419,27 +474,38 @@ impl Session {
     async fn diagnosed(
         &mut self,
         parsed: &Parsed,
+        stream: Option<&mut ResultStream<'_>>,
     ) -> (Result<Outcome, SqlError>, Diagnostics, bool) {
         let notes = warnings::notes_on(&self.variables);
         let recording = warnings::recording(Some(&parsed.statement), notes);
-        let (result, raised) = warnings::collect(recording, self.statement(parsed)).await;
+        let (result, raised) = warnings::collect(recording, self.statement(parsed, stream)).await;
         (result, raised, warnings::keeps_list(&parsed.statement))
     }
 
     /// Runs one parsed statement with the session's privileges in scope
     /// (the catalog checks every database and table it names).
-    async fn statement(&mut self, parsed: &Parsed) -> Result<Outcome, SqlError> {
+    /// A SELECT's rows go to `stream` as they are read, if there is one.
+    async fn statement(
+        &mut self,
+        parsed: &Parsed,
+        stream: Option<&mut ResultStream<'_>>,
+    ) -> Result<Outcome, SqlError> {
         let privileges = self.privileges().await;
         // Boxed once here, so the layers above move a pointer, not the
         // statement's whole future.
-        users::privileges::scope(privileges, Box::pin(self.statement_in_scope(parsed))).await
+        let run = Box::pin(self.statement_in_scope(parsed, stream));
+        users::privileges::scope(privileges, run).await
     }
 
     /// Reads and writes of rows run here; every other statement in
     /// [`Self::other_statement`], boxed: a future is as large as its
     /// largest branch, and it is copied whole each time it is wrapped, so
     /// the rare statements' futures would slow every point select.
-    async fn statement_in_scope(&mut self, parsed: &Parsed) -> Result<Outcome, SqlError> {
+    async fn statement_in_scope(
+        &mut self,
+        parsed: &Parsed,
+        stream: Option<&mut ResultStream<'_>>,
+    ) -> Result<Outcome, SqlError> {
         let text = parsed.text.as_str();
         information_schema::refuse_write(&parsed.statement, self.database.as_deref())?;
         match &parsed.statement {
@@ -452,10 +518,10 @@ impl Session {
                 ))
                 .await
             }
-            Statement::Query(q) => self.transactional(Work::Select(q, text)).await,
-            Statement::Insert(i) => self.transactional(Work::Insert(i)).await,
-            Statement::Update(u) => self.transactional(Work::Update(u)).await,
-            Statement::Delete(d) => self.transactional(Work::Delete(d)).await,
+            Statement::Query(q) => self.transactional(Work::Select(q, text), stream).await,
+            Statement::Insert(i) => self.transactional(Work::Insert(i), None).await,
+            Statement::Update(u) => self.transactional(Work::Update(u), None).await,
+            Statement::Delete(d) => self.transactional(Work::Delete(d), None).await,
             _ => Box::pin(self.other_statement(parsed)).await,
         }
     }
@@ -465,8 +531,9 @@ impl Handler for Session {
     fn query(
         &mut self,
         sql: &str,
-    ) -> impl std::future::Future<Output = Vec<Result<Outcome, SqlError>>> + Send {
-        self.run(sql)
+        sink: &mut dyn AnswerSink,
+    ) -> impl std::future::Future<Output = ()> + Send {
+        self.run(sql, sink)
     }
 
     async fn use_database(&mut self, database: &str) -> Result<(), SqlError> {
@@ -475,17 +542,17 @@ impl Handler for Session {
 
     /// Runs a prepared statement from its parsed tree when it can (see
     /// [`Templates`]), else spliced and parsed.
-    async fn execute(&mut self, execution: &Execution) -> Vec<Result<Outcome, SqlError>> {
+    async fn execute(&mut self, execution: &Execution, sink: &mut dyn AnswerSink) {
         match self
             .templates
             .bind(&execution.template, &execution.literals)
         {
             Some(parsed) => {
-                let (mut result, raised, keeps) = self.diagnosed(&parsed).await;
-                self.diagnostics.settle(raised, &mut result, keeps);
-                vec![result]
+                let mut stream = ResultStream::new(sink, self.answer_end(false));
+                let (result, raised, keeps) = self.diagnosed(&parsed, Some(&mut stream)).await;
+                self.answer(sink, result, raised, keeps, false).await;
             }
-            None => Box::pin(self.run(&execution.spliced())).await,
+            None => Box::pin(self.run(&execution.spliced(), sink)).await,
         }
     }
 
@@ -506,7 +573,7 @@ impl Handler for Session {
                 show @ users::AccountStatement::ShowGrants { .. } => {
                     match self.account_statement(Ok(show)).await? {
                         Outcome::Rows { columns, .. } => Ok(columns),
-                        Outcome::Ok { .. } => Ok(Vec::new()),
+                        Outcome::Ok { .. } | Outcome::Streamed => Ok(Vec::new()),
                     }
                 }
                 _ => Ok(Vec::new()),
@@ -534,9 +601,9 @@ impl Handler for Session {
             | Statement::ShowCreate { .. }
             | Statement::ShowVariables { .. }
             | Statement::ShowStatus { .. }
-            | Statement::ShowVariable { .. } => match self.statement(&parsed).await? {
+            | Statement::ShowVariable { .. } => match self.statement(&parsed, None).await? {
                 Outcome::Rows { columns, .. } => Ok(columns),
-                Outcome::Ok { .. } => Ok(Vec::new()),
+                Outcome::Ok { .. } | Outcome::Streamed => Ok(Vec::new()),
             },
             _ => Ok(Vec::new()),
         }
