@@ -82,7 +82,7 @@ enum Command {
         /// of it for a grouping's groups and for a result built whole
         /// (GROUP BY, UNION, SHOW). Past it the statement fails with 1038.
         /// Plain SELECTs stream their rows and hold none.
-        #[arg(long, default_value_t = 256)]
+        #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
         query_memory_mb: u64,
     },
     /// Benchmarks: `shoal bench flexasynch -t 1 -p 256 ...` (NDB's flags),

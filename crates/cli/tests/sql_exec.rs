@@ -1280,6 +1280,8 @@ fn joins_agree_with_a_model() {
             .collect();
         assert_eq!(two, each.into_iter().collect::<Vec<_>>().join(","));
         assert_eq!(partitions(rows(&mut s, "EXPLAIN SELECT * FROM pk2 WHERE a > 3").await), scan_all);
+        // No key can match: no partition is read (NULL, as MySQL shows it).
+        assert_eq!(rows(&mut s, "EXPLAIN SELECT * FROM pk2 WHERE a = NULL AND b = 1").await[0][3], None);
         ok(&mut s, "DROP TABLE pk2").await;
 
         // --- Subqueries (run first, their results constants).

@@ -42,8 +42,9 @@ pub type Flushing<'a> = Pin<Box<dyn Future<Output = Result<(), SqlError>> + Send
 pub trait AnswerSink: Send {
     /// A whole answer: an OK, a result set held in full, or an error
     /// (which ends the list, and ends a streamed result set in place of
-    /// its remaining rows).
-    fn whole(&mut self, result: Result<Outcome, SqlError>, end: AnswerEnd);
+    /// its remaining rows). A result set is sent as it is written, so
+    /// this may wait for the client; `Err` if the client is gone.
+    fn whole(&mut self, result: Result<Outcome, SqlError>, end: AnswerEnd) -> Flushing<'_>;
 
     /// A streamed result set begins with these columns (`now`: the
     /// state its column definitions' EOF reports).
@@ -127,11 +128,12 @@ impl Collected {
 }
 
 impl AnswerSink for Collected {
-    fn whole(&mut self, result: Result<Outcome, SqlError>, _end: AnswerEnd) {
+    fn whole(&mut self, result: Result<Outcome, SqlError>, _end: AnswerEnd) -> Flushing<'_> {
         // An error in place of the rest of a result set: the rows that
         // went before are lost to the client, as on the wire.
         self.open = None;
         self.answers.push(result);
+        Box::pin(std::future::ready(Ok(())))
     }
 
     fn columns(&mut self, columns: &[Column], _now: AnswerEnd) {

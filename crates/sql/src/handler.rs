@@ -95,9 +95,10 @@ pub trait Handler: Send + 'static {
     }
 }
 
-/// Writes answers that were held whole to `sink`, up to the first error,
-/// each reporting `status` (handlers that do not track it per statement).
-pub fn answer_all(
+/// Writes answers that were held whole to `sink`, up to the first error
+/// (or until the client is gone), each reporting `status` (handlers that
+/// do not track it per statement).
+pub async fn answer_all(
     sink: &mut dyn AnswerSink,
     results: Vec<Result<Outcome, SqlError>>,
     status: SessionStatus,
@@ -106,8 +107,12 @@ pub fn answer_all(
     for (i, result) in results.into_iter().enumerate() {
         let failed = result.is_err();
         let more = i + 1 < count && !failed;
-        sink.whole(result, AnswerEnd { status, more });
-        if failed {
+        if sink
+            .whole(result, AnswerEnd { status, more })
+            .await
+            .is_err()
+            || failed
+        {
             break;
         }
     }

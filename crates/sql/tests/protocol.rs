@@ -194,7 +194,9 @@ impl FakeHandler {
             }
         }
         match failed {
-            Some(e) => sink.whole(Err(e), end),
+            Some(e) => {
+                let _ = sink.whole(Err(e), end).await;
+            }
             None => sink.end_rows(end),
         }
     }
@@ -219,7 +221,7 @@ impl Handler for FakeHandler {
                 break;
             }
         }
-        answer_all(sink, results, self.status());
+        answer_all(sink, results, self.status()).await;
     }
 
     async fn use_database(&mut self, database: &str) -> Result<(), SqlError> {

@@ -80,7 +80,7 @@ impl Line {
 /// `partitions` column lists them: each key's fragment for key reads, the
 /// one fragment an index scan is pruned to when its range is an equality
 /// covering the distribution key (as TC prunes it), else all of them.
-/// `None` if the table's distribution is unknown.
+/// `None` if the table's distribution is unknown or nothing is read.
 fn partitions(table: &Table, p: &Plan) -> Option<String> {
     let count = table.fragment_count()?;
     let all = || (0..count).collect::<BTreeSet<u32>>();
@@ -110,7 +110,8 @@ fn partitions(table: &Table, p: &Plan) -> Option<String> {
         .iter()
         .map(|f| format!("p{f}"))
         .collect();
-    Some(names.join(","))
+    // No key at all (`WHERE id = NULL`): nothing is read, as MySQL's NULL.
+    (!names.is_empty()).then(|| names.join(","))
 }
 
 /// The line of a table read by `p` (its WHERE: `filtered`, compiled).

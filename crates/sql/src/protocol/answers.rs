@@ -7,9 +7,13 @@
 //! - after an error (the statement's, or an answer that could not be
 //!   encoded) the list is over: later answers are dropped, as the client
 //!   reads nothing after an ERR;
+//! - a result set held whole is written as it is framed, every
+//!   [`crate::answer::FLUSH_BYTES`], as a streamed one is: the sink never
+//!   holds a second copy of it;
 //! - a write that fails marks the connection broken: every later flush
-//!   fails at once (the executor stops its statement), and [`WireSink::finish`]
-//!   returns the failure so the command loop ends the connection;
+//!   and answer fails at once (the executor stops its statement, the
+//!   session its statement list), and [`WireSink::finish`] returns the
+//!   failure so the command loop ends the connection;
 //! - a command that answered nothing gets MySQL's "Query was empty", and
 //!   a streamed result set the handler left open is ended with an ERR, so
 //!   the client never waits for a packet that is not coming.
@@ -20,7 +24,7 @@ use super::binary;
 use super::errors;
 use super::packet::{PacketError, PacketIo};
 use super::resultset::{
-    end_of_rows, err_packet, ok_packet, push_columns, push_result_set, status_flags, AnswerStyle,
+    end_of_rows, err_packet, ok_packet, push_columns, send_result_set, status_flags, AnswerStyle,
 };
 use super::wire::put_lenenc_bytes;
 use crate::answer::{AnswerEnd, AnswerSink, Flushing};
@@ -82,37 +86,51 @@ impl<'a, S: AsyncRead + AsyncWrite + Unpin + Send> WireSink<'a, S> {
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin + Send> AnswerSink for WireSink<'_, S> {
-    fn whole(&mut self, result: Result<Outcome, SqlError>, end: AnswerEnd) {
-        if self.ended {
-            tracing::warn!("the executor answered more after an error; it is dropped");
-            return;
-        }
-        let status = status_flags(end.status, end.more);
-        match result {
-            Err(error) => self.fail(&error),
-            Ok(_) if self.open.is_some() => {
-                self.fail(&errors::internal("an answer inside an open result set"));
+    fn whole(&mut self, result: Result<Outcome, SqlError>, end: AnswerEnd) -> Flushing<'_> {
+        Box::pin(async move {
+            if let Some(error) = &self.broken {
+                return Err(errors::client_gone(error));
             }
-            Ok(Outcome::Ok {
-                affected_rows,
-                last_insert_id,
-                warnings,
-                info,
-            }) => {
-                self.answered = true;
-                let ok = ok_packet(0x00, affected_rows, last_insert_id, status, warnings, &info);
-                self.io.push(&ok);
+            if self.ended {
+                tracing::warn!("the executor answered more after an error; it is dropped");
+                return Ok(());
             }
-            Ok(Outcome::Rows { columns, rows }) => {
-                self.answered = true;
-                if !push_result_set(self.io, &columns, &rows, status, self.style) {
-                    self.ended = true;
+            let status = status_flags(end.status, end.more);
+            match result {
+                Err(error) => self.fail(&error),
+                Ok(_) if self.open.is_some() => {
+                    self.fail(&errors::internal("an answer inside an open result set"));
+                }
+                Ok(Outcome::Ok {
+                    affected_rows,
+                    last_insert_id,
+                    warnings,
+                    info,
+                }) => {
+                    self.answered = true;
+                    let ok =
+                        ok_packet(0x00, affected_rows, last_insert_id, status, warnings, &info);
+                    self.io.push(&ok);
+                }
+                Ok(Outcome::Rows { columns, rows }) => {
+                    self.answered = true;
+                    let sent = send_result_set(self.io, &columns, &rows, status, self.style).await;
+                    match sent {
+                        Ok(true) => {}
+                        Ok(false) => self.ended = true,
+                        Err(error) => {
+                            let gone = errors::client_gone(&error);
+                            self.broken = Some(error);
+                            return Err(gone);
+                        }
+                    }
+                }
+                Ok(Outcome::Streamed) => {
+                    self.fail(&errors::internal("a streamed result set that never began"));
                 }
             }
-            Ok(Outcome::Streamed) => {
-                self.fail(&errors::internal("a streamed result set that never began"));
-            }
-        }
+            Ok(())
+        })
     }
 
     fn columns(&mut self, columns: &[Column], now: AnswerEnd) {

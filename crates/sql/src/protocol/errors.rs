@@ -57,8 +57,6 @@ pub(crate) fn empty_query() -> SqlError {
     SqlError::new(1065, "42000", "Query was empty")
 }
 
-/// 1105: a result the executor built that cannot be put on the wire (a
-/// bug on the server's side, reported instead of sending garbage).
 /// 1160: the answer could not be written (the client is gone); the
 /// statement stops and the connection ends.
 pub(crate) fn client_gone(why: impl std::fmt::Display) -> SqlError {
@@ -69,6 +67,8 @@ pub(crate) fn client_gone(why: impl std::fmt::Display) -> SqlError {
     )
 }
 
+/// 1105: a result the executor built that cannot be put on the wire (a
+/// bug on the server's side, reported instead of sending garbage).
 pub(crate) fn internal(message: impl Into<String>) -> SqlError {
     SqlError::new(1105, "HY000", format!("Internal error: {}", message.into()))
 }

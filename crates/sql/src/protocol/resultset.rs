@@ -19,7 +19,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use super::binary;
 use super::errors;
-use super::packet::PacketIo;
+use super::packet::{PacketError, PacketIo};
 use super::wire::{put_lenenc_bytes, put_lenenc_int, put_u16, put_u32};
 use crate::handler::SessionStatus;
 use crate::outcome::{Column, ColumnKind, SqlError};
@@ -232,15 +232,16 @@ fn check_result_set(columns: &[Column], rows: &[Vec<Option<Vec<u8>>>]) -> Result
     Ok(())
 }
 
-/// Writes one result set held whole; `false` if it could not be encoded
-/// and an ERR went in its place (which ends the answer list).
-pub(crate) fn push_result_set<S: AsyncRead + AsyncWrite + Unpin>(
+/// Sends one result set held whole, writing as it goes (every
+/// `FLUSH_BYTES`); `false` if it could not be encoded and an ERR went in
+/// its place (which ends the answer list).
+pub(crate) async fn send_result_set<S: AsyncRead + AsyncWrite + Unpin>(
     io: &mut PacketIo<S>,
     columns: &[Column],
     rows: &[Vec<Option<Vec<u8>>>],
     status: StatusFlags,
     style: AnswerStyle,
-) -> bool {
+) -> Result<bool, PacketError> {
     // Everything is checked, and binary rows encoded, before anything is
     // written: a row that cannot go out must become an ERR, not half a
     // result.
@@ -261,14 +262,14 @@ pub(crate) fn push_result_set<S: AsyncRead + AsyncWrite + Unpin>(
         Err(error) => {
             tracing::warn!(%error, "a result set could not be encoded");
             io.push(&err_packet(&error, true));
-            return false;
+            return Ok(false);
         }
     };
     push_columns(io, columns, status, style);
     match encoded {
         Some(encoded) => {
             for row in &encoded {
-                io.push(row);
+                io.send(row).await?;
             }
         }
         None => {
@@ -276,12 +277,12 @@ pub(crate) fn push_result_set<S: AsyncRead + AsyncWrite + Unpin>(
             for row in rows {
                 out.clear();
                 text_row(&mut out, row);
-                io.push(&out);
+                io.send(&out).await?;
             }
         }
     }
     io.push(&end_of_rows(style, status));
-    true
+    Ok(true)
 }
 
 /// A result set's head: the column count, the column definitions, and

@@ -242,7 +242,8 @@ impl Session {
         let pieces = match split(sql) {
             Ok(p) => p,
             Err(e) => {
-                sink.whole(Err(e), self.answer_end(false));
+                // The client being gone is the sink's to report.
+                let _ = sink.whole(Err(e), self.answer_end(false)).await;
                 return;
             }
         };
@@ -301,7 +302,8 @@ impl Session {
 
     /// Writes a statement's answer (its warnings settled) to `sink`, and
     /// sends what is gathered once it is enough; `false` if the list ends
-    /// here (an error).
+    /// here (an error, or the client is gone: the statements after it do
+    /// not run).
     async fn answer(
         &mut self,
         sink: &mut dyn AnswerSink,
@@ -313,15 +315,19 @@ impl Session {
         self.diagnostics.settle(raised, &mut result, keeps);
         let failed = result.is_err();
         let end = self.answer_end(more && !failed);
-        match result {
-            Ok(Outcome::Streamed) => sink.end_rows(end),
-            other => sink.whole(other, end),
-        }
-        if sink.buffered() >= FLUSH_BYTES {
-            // A failure is the sink's to report: the connection ends.
-            let _ = sink.flush().await;
-        }
-        !failed
+        let written = match result {
+            Ok(Outcome::Streamed) => {
+                sink.end_rows(end);
+                Ok(())
+            }
+            other => sink.whole(other, end).await,
+        };
+        // A failure is the sink's to report: the connection ends.
+        let sent = match written {
+            Ok(()) if sink.buffered() >= FLUSH_BYTES => sink.flush().await,
+            other => other,
+        };
+        !failed && sent.is_ok()
     }
 
     /// Commits the open transaction (DDL, BEGIN inside a transaction,
