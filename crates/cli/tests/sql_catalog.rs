@@ -11,9 +11,11 @@ mod common;
 use common::sql_node::{query, start_sql, stderr};
 use common::sql_session::*;
 use common::{runtime, TestCluster};
-use shoal_client::Cluster;
-use shoal_sql::{Outcome, Session, SessionFactory};
+use shoal_client::{Cluster, ColumnDef, ColumnType, TableDef};
+use shoal_sql::handler::Execution;
+use shoal_sql::{Handler, Outcome, Session, SessionFactory};
 use std::process::Command;
+use std::sync::Arc;
 
 /// SHOW WARNINGS as (level, code, message) rows.
 async fn warnings(s: &mut Session) -> Vec<(String, u16, String)> {
@@ -275,6 +277,119 @@ fn information_schema_describes_the_schema_as_accounts_see_it() {
         // information_schema is every account's to read, never to write.
         ok(&mut reader, "USE information_schema").await;
         err_code(&mut reader, "DROP TABLE tables", 1044).await;
+    });
+}
+
+/// A prepared statement's execution (`?` replaced by `literals`).
+async fn execute(s: &mut Session, sql: &str, literals: &[&str]) -> Result<Outcome, String> {
+    let execution = Execution {
+        template: Arc::from(sql),
+        parts: sql
+            .split('?')
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+            .into(),
+        literals: literals.iter().map(|l| l.to_string()).collect(),
+    };
+    let mut out = s.execute_collected(&execution).await;
+    out.pop().expect("an answer").map_err(|e| e.to_string())
+}
+
+/// A statement prepared on one SQL node keeps working, on the current
+/// schema, after another SQL node or the native API changed its table:
+/// what a node caches of a table is checked against the table's schema
+/// version at each use, and a stale one is read again from mgmd.
+#[test]
+fn prepared_statements_follow_schema_changes_made_elsewhere() {
+    let cluster = TestCluster::start();
+    let rt = runtime();
+    rt.block_on(async {
+        // Two API nodes: two SQL nodes, and the native API.
+        let node_a = Cluster::connect(&cluster.mgmd_addr).await.unwrap();
+        let node_b = Cluster::connect(&cluster.mgmd_addr).await.unwrap();
+        let native = Cluster::connect(&cluster.mgmd_addr).await.unwrap();
+        let mut a = SessionFactory::new(node_a).session("root", "127.0.0.1");
+        let mut b = SessionFactory::new(node_b).session("root", "127.0.0.1");
+        ok(&mut a, "CREATE DATABASE v; USE v").await;
+        ok(&mut b, "USE v").await;
+        ok(&mut a, "CREATE TABLE t (id INT PRIMARY KEY, x INT)").await;
+        ok(&mut a, "INSERT INTO t VALUES (1, 10)").await;
+        let select = "SELECT * FROM t WHERE id = ?";
+        let insert = "INSERT INTO t (id, x) VALUES (?, ?)";
+        assert_eq!(a.prepare(select).await.expect("prepares").len(), 2);
+        let one = |o: Outcome| texts(o, select);
+        assert_eq!(
+            one(execute(&mut a, select, &["1"]).await.unwrap()),
+            vec![r(&["1", "10"])]
+        );
+
+        // Node B recreates the table with another column: node A's next
+        // execution answers the new columns, not an error.
+        ok(&mut b, "DROP TABLE t").await;
+        ok(
+            &mut b,
+            "CREATE TABLE t (id INT PRIMARY KEY, x INT, y VARCHAR(8))",
+        )
+        .await;
+        ok(&mut b, "INSERT INTO t VALUES (1, 11, 'new')").await;
+        assert_eq!(
+            one(execute(&mut a, select, &["1"]).await.unwrap()),
+            vec![r(&["1", "11", "new"])]
+        );
+
+        // Node B adds a unique index: node A's prepared INSERT keeps it.
+        ok(&mut b, "ALTER TABLE t ADD UNIQUE INDEX by_x (x)").await;
+        let e = execute(&mut a, insert, &["2", "11"]).await.unwrap_err();
+        assert!(e.contains("1062"), "{e}");
+        execute(&mut a, insert, &["2", "12"]).await.unwrap();
+
+        // The native API replaces the table: node A follows again.
+        native.drop_table("v.t").await.unwrap();
+        let def = TableDef::new(
+            "v.t",
+            vec![
+                ColumnDef::new("id", ColumnType::Int { unsigned: false }),
+                ColumnDef::new("z", ColumnType::BigInt { unsigned: false }).nullable(),
+            ],
+            &["id"],
+        )
+        .unwrap();
+        native.create_table(def).await.unwrap();
+        // Node B cached the table of three columns: SHOW reads mgmd's, and
+        // an INSERT of two values, refused on the cached definition (1136),
+        // is checked against mgmd's and runs.
+        assert_eq!(column(&mut b, "SHOW COLUMNS FROM t").await, vec!["id", "z"]);
+        ok(&mut b, "INSERT INTO t VALUES (1, 7)").await;
+        assert_eq!(
+            one(execute(&mut a, select, &["1"]).await.unwrap()),
+            vec![r(&["1", "7"])]
+        );
+        let e = execute(&mut a, insert, &["3", "1"]).await.unwrap_err();
+        assert!(
+            e.contains("1054") && e.contains('x'),
+            "no column x any more: {e}"
+        );
+        // Inside a transaction too: the unknown column of a stale cache is
+        // checked before it is reported.
+        ok(&mut a, "BEGIN").await;
+        ok(&mut a, "SELECT * FROM t").await;
+        ok(&mut b, "ALTER TABLE t ADD INDEX by_z (z)").await;
+        native.drop_table("v.t").await.unwrap();
+        ok(
+            &mut b,
+            "CREATE TABLE t (id INT PRIMARY KEY, z BIGINT, w INT)",
+        )
+        .await;
+        ok(&mut a, "INSERT INTO t (id, w) VALUES (5, 50)").await;
+        ok(&mut a, "COMMIT").await;
+        assert_eq!(
+            rows(&mut b, "SELECT id, w FROM t").await,
+            vec![r(&["5", "50"])]
+        );
+        // Dropped: 1146, on the next use.
+        ok(&mut b, "DROP TABLE t").await;
+        let e = execute(&mut a, select, &["1"]).await.unwrap_err();
+        assert!(e.contains("1146"), "{e}");
     });
 }
 

@@ -18,7 +18,7 @@ use crate::record::Table;
 use crate::transaction::Transaction;
 use crate::unique::{self, UniqueIndex};
 use shoal_mgmd::{ApiSession, MgmClient, NodeState};
-use shoal_types::{ErrorCode, ShoalError, TableDef, UniqueIndexDef};
+use shoal_types::{ErrorCode, SchemaVersion, ShoalError, TableDef, TableId, UniqueIndexDef};
 use shoal_wire::{Hello, NodeType};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -566,6 +566,25 @@ impl Cluster {
     /// by another client), so the next [`Cluster::table`] asks mgmd.
     pub fn invalidate_table(&self, name: &str) {
         self.cache().remove(name);
+    }
+
+    /// Checks every cached table against mgmd's schema and forgets those
+    /// another client has dropped, replaced or changed since they were
+    /// cached; returns how many it forgot. A data node refuses an
+    /// operation on a stale definition (241), but what a caller decides
+    /// from the definition alone (that a column does not exist, say) it
+    /// should check here before reporting it. One request to mgmd, and
+    /// one more per unique index.
+    pub async fn forget_stale_tables(&self) -> Result<usize, ShoalError> {
+        let defs = self.table_defs().await?;
+        let current: HashMap<&str, (TableId, SchemaVersion)> = defs
+            .iter()
+            .map(|d| (d.name.as_str(), (d.id, d.version)))
+            .collect();
+        let mut cache = self.cache();
+        let before = cache.len();
+        cache.retain(|name, t| current.get(name.as_str()) == Some(&(t.id(), t.def().version)));
+        Ok(before - cache.len())
     }
 
     /// Starts a transaction. Nothing is sent until its first `execute`.

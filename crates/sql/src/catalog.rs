@@ -178,6 +178,15 @@ pub async fn table(cluster: &Cluster, name: &TableName) -> Result<Table, SqlErro
     }
 }
 
+/// The table called `name` as mgmd has it now, not as this node cached
+/// it: for SHOW, DESCRIBE and DDL, which must not answer from a
+/// definition another node has changed since (they are rare; one request
+/// to mgmd each).
+pub async fn fresh_table(cluster: &Cluster, name: &TableName) -> Result<Table, SqlError> {
+    cluster.invalidate_table(&name.shoal_name());
+    table(cluster, name).await
+}
+
 /// Quotes an identifier as MySQL's `SHOW CREATE TABLE` does.
 pub fn quote(name: &str) -> String {
     format!("`{}`", name.replace('`', "``"))

@@ -615,7 +615,7 @@ pub async fn drop_tables(
     let mut missing = Vec::new();
     for n in names {
         let name = catalog::resolve(n, env.database)?;
-        let result = match catalog::table(cluster, &name).await {
+        let result = match catalog::fresh_table(cluster, &name).await {
             Ok(_) => cluster.drop_table(&name.shoal_name()).await.map_err(|e| {
                 if e.code == ErrorCode::NoSuchTable {
                     None

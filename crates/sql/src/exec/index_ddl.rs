@@ -44,7 +44,7 @@ async fn add_index(
     columns: &[String],
     unique: bool,
 ) -> Result<(), SqlError> {
-    let current = catalog::table(cluster, table).await?;
+    let current = catalog::fresh_table(cluster, table).await?;
     let def = current.def();
     let cols = key_columns(def, columns)?;
     let mut taken: Vec<String> = def
@@ -116,7 +116,7 @@ async fn drop_index(cluster: &Cluster, table: &TableName, name: &str) -> Result<
     if name.eq_ignore_ascii_case(PRIMARY_INDEX_NAME) {
         return Err(SqlError::not_supported("dropping the primary key"));
     }
-    let current = catalog::table(cluster, table).await?;
+    let current = catalog::fresh_table(cluster, table).await?;
     // Index names are matched case-insensitively, as MySQL's are.
     let def = current.def();
     let actual = def
@@ -223,7 +223,7 @@ pub async fn alter_table(
             }
         }
     }
-    catalog::table(cluster, &table).await?;
+    catalog::fresh_table(cluster, &table).await?;
     for op in &at.operations {
         match op {
             AlterTableOperation::AddConstraint { constraint, .. } => match constraint {

@@ -215,7 +215,7 @@ pub async fn create_table(
     table: &ObjectName,
 ) -> Result<Outcome, SqlError> {
     let name = catalog::resolve(table, env.database)?;
-    let t = catalog::table(cluster, &name).await?;
+    let t = catalog::fresh_table(cluster, &name).await?;
     let mut ddl = show_create(t.def(), &name);
     // MySQL shows the counter's next value as a table option (not when
     // it stands at 1).
@@ -291,7 +291,7 @@ async fn table_def(cluster: &Cluster, name: &TableName) -> Result<TableDef, SqlE
             return information_schema::definition(t);
         }
     }
-    Ok(catalog::table(cluster, name).await?.def().clone())
+    Ok(catalog::fresh_table(cluster, name).await?.def().clone())
 }
 
 /// SHOW INDEX / INDEXES / KEYS FROM t [FROM db].

@@ -343,24 +343,46 @@ impl Session {
         }
     }
 
-    /// Runs `work` in the open transaction, or in one of its own. An
-    /// autocommit statement that met a stale cached table (1412: another
-    /// node dropped or changed it) runs once more on mgmd's current
-    /// schema, as nothing of it was done.
+    /// Runs `work` in the open transaction, or in one of its own. A
+    /// statement that met a definition this node cached and another node
+    /// has changed since runs once more on mgmd's current schema, unless
+    /// part of its answer went out already: an autocommit one that a data
+    /// node refused as stale (1412: nothing of it was done), and any that
+    /// failed while compiling with an error a stale definition could
+    /// explain (an unknown column or index, a wrong count of values),
+    /// once mgmd confirms that a cached table had changed.
     async fn transactional(
         &mut self,
         work: Work<'_>,
         mut stream: Option<&mut ResultStream<'_>>,
     ) -> Result<Outcome, SqlError> {
         let own = !self.in_transaction && self.autocommit;
-        match self.transactional_once(work, stream.as_deref_mut()).await {
-            // Unless part of its answer went out already.
-            Err(e) if own && e.code == 1412 && !stream.as_ref().is_some_and(|s| s.started()) => {
-                warnings::forget();
-                self.transactional_once(work, stream).await
-            }
-            other => other,
+        let first = self.transactional_once(work, stream.as_deref_mut()).await;
+        let Err(e) = &first else {
+            return first;
+        };
+        if stream.as_ref().is_some_and(|s| s.started()) {
+            return first;
         }
+        let retry = match e.code {
+            1412 => own,
+            1054 | 1136 | 1176 => {
+                // Still in the transaction if it had one: these come
+                // before anything runs.
+                (own || self.in_transaction)
+                    && self
+                        .cluster
+                        .forget_stale_tables()
+                        .await
+                        .is_ok_and(|forgot| forgot > 0)
+            }
+            _ => false,
+        };
+        if !retry {
+            return first;
+        }
+        warnings::forget();
+        self.transactional_once(work, stream).await
     }
 
     async fn transactional_once(
