@@ -24,8 +24,24 @@ SELECT (SELECT id FROM customers);
 SELECT id FROM customers WHERE id = (SELECT customer_id FROM orders);
 -- A UNION (Shoal learned set operations).
 SELECT id FROM customers UNION SELECT id FROM orders;
--- shoal-error: 1054 correlated subqueries come later (Shoal names the outer column as unknown)
+-- Correlated EXISTS tied by one equality: run as a semi-join.
 SELECT name FROM customers c WHERE EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = c.id);
+SELECT name FROM customers c WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = c.id);
+SELECT name FROM customers c WHERE EXISTS (SELECT 1 FROM orders o WHERE c.id = o.customer_id AND o.status = 'paid' AND o.amount > 10);
+SELECT name FROM customers c WHERE NOT EXISTS (SELECT * FROM orders WHERE customer_id = c.id AND status <> 'void') ORDER BY name;
+SELECT id FROM customers WHERE EXISTS (SELECT 1 FROM orders WHERE orders.customer_id = customers.id) AND city IS NOT NULL;
+SELECT o.id FROM orders o WHERE EXISTS (SELECT 1 FROM customers c WHERE c.id = o.customer_id);
+SELECT o.id FROM orders o WHERE NOT EXISTS (SELECT 1 FROM customers c WHERE c.id = o.customer_id);
+SELECT o.id FROM orders o WHERE NOT EXISTS (SELECT 1 FROM customers c WHERE c.city = 'London' AND c.id = o.customer_id) ORDER BY o.id DESC;
+SELECT id, EXISTS (SELECT 1 FROM order_lines l WHERE l.order_id = o.id AND l.qty > 1) FROM orders o ORDER BY id;
+-- shoal-error: 1235 a correlated EXISTS in a join's WHERE is not supported yet
+SELECT c.name, o.id FROM customers c JOIN orders o ON o.customer_id = c.id WHERE EXISTS (SELECT 1 FROM order_lines l WHERE l.order_id = o.id);
+SELECT x.name FROM customers x WHERE EXISTS (SELECT 1 FROM customers y WHERE y.city = x.city AND y.name <> 'Ada');
+SELECT COUNT(*) FROM orders o WHERE EXISTS (SELECT 1 FROM order_lines WHERE order_id = o.id) OR o.amount < 1;
+-- shoal-error: 1054 a correlated subquery of another form (two ties) is not supported yet
+SELECT id FROM orders o WHERE EXISTS (SELECT 1 FROM order_lines l WHERE l.order_id = o.id AND l.qty = o.customer_id);
+-- shoal-error: 1054 a correlated IN is not supported yet
+SELECT name FROM customers c WHERE c.id IN (SELECT customer_id FROM orders o WHERE o.amount > c.id);
 CREATE TABLE flags (
   customer_id INT NOT NULL PRIMARY KEY,
   flag VARCHAR(10) NOT NULL
@@ -42,6 +58,10 @@ SELECT * FROM flags ORDER BY customer_id;
 DELETE FROM flags WHERE customer_id NOT IN (SELECT customer_id FROM orders);
 SELECT COUNT(*) FROM flags;
 DELETE FROM flags WHERE customer_id IN (SELECT id FROM customers WHERE city = 'London');
+SELECT * FROM flags ORDER BY customer_id;
+UPDATE flags f SET flag = 'ordered' WHERE EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = f.customer_id);
+SELECT * FROM flags ORDER BY customer_id;
+DELETE FROM flags WHERE NOT EXISTS (SELECT 1 FROM orders o WHERE o.customer_id = flags.customer_id);
 SELECT * FROM flags ORDER BY customer_id;
 DELETE FROM flags WHERE EXISTS (SELECT 1 FROM orders WHERE amount > 0);
 SELECT COUNT(*) FROM flags;

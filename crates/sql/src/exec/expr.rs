@@ -581,6 +581,23 @@ impl Compiler<'_> {
                 Some(Answer::Exists(found)) => {
                     Scalar::Const(Value::Int(i64::from(*found != *negated)))
                 }
+                Some(Answer::SemiJoin { outer, values }) => {
+                    // Never NULL: `outer` is not NULL when IN is asked.
+                    let outer = self.compile_at(outer, depth + 1)?;
+                    let semi = Scalar::And(vec![
+                        Scalar::IsNull(Box::new(outer.clone()), true),
+                        Scalar::InList {
+                            expr: Box::new(outer),
+                            list: values.iter().cloned().map(Scalar::Const).collect(),
+                            negated: false,
+                        },
+                    ]);
+                    if *negated {
+                        Scalar::Not(Box::new(semi))
+                    } else {
+                        semi
+                    }
+                }
                 None if self.env.describe_only => Scalar::Const(Value::Null),
                 _ => return Err(subquery_here()),
             },

@@ -636,6 +636,11 @@ async fn run(
         &with_subqueries
     };
     if super::join::is_join(&select.from) {
+        if materialized.has_semi_join() {
+            return Err(SqlError::not_supported(
+                "a correlated EXISTS in the WHERE of a join",
+            ));
+        }
         let (outcome, values) = Box::pin(super::join_select::select(
             env, cluster, txn, query, select, text,
         ))

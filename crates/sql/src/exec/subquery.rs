@@ -7,8 +7,15 @@
 //! becomes constants the compiler puts in its place ([`Materialized`]):
 //! a list for IN, a truth for EXISTS, one value for a scalar subquery.
 //! A subquery that names a column of the outer query (correlated) fails
-//! to compile on its own: 1054, saying correlated subqueries are not
-//! supported yet.
+//! to compile on its own. One kind is run anyway, as a semi-join: an
+//! `[NOT] EXISTS` over one table whose WHERE ties one of its columns to
+//! one outer column by `=` (`EXISTS (SELECT … FROM b WHERE b.a_id = a.id
+//! AND …)`). It runs once for the values of the inner column that meet the
+//! rest of its WHERE ([`Answer::SemiJoin`]), and the compiler puts `a.id
+//! IS NOT NULL AND a.id IN (those values)` in its place: the same truth for
+//! every outer row, NULLs included, and a key list the planner can read
+//! by. Not yet in a join's WHERE (1235). Other correlated subqueries fail
+//! with 1054, saying they are not supported yet.
 //!
 //! Subqueries are keyed by their text: two identical ones have the same
 //! result, as neither depends on the outer row. Only the statement's own
@@ -18,11 +25,16 @@
 //! (1038 past it, with what to do instead); a scalar subquery gives at
 //! most one row (1242) of one column (1241), as MySQL requires.
 
+use super::join_names::conjuncts;
 use super::select::select_values;
 use super::Env;
+use crate::catalog;
 use crate::outcome::SqlError;
 use shoal_client::{Cluster, Transaction, Value};
-use sqlparser::ast::{Expr, LimitClause, Query, Value as SqlValue, Visit, Visitor};
+use sqlparser::ast::{
+    BinaryOperator, Distinct, Expr, GroupByExpr, LimitClause, Query, SelectItem, SetExpr,
+    Statement, TableFactor, Value as SqlValue, Visit, Visitor,
+};
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
 
@@ -39,6 +51,13 @@ pub enum Answer {
     Exists(bool),
     /// `(SELECT …)`: its one value (NULL without a row).
     Scalar(Value),
+    /// A correlated `EXISTS` run as a semi-join: true for an outer row
+    /// whose `outer` (an expression of the outer query) is one of
+    /// `values` (the inner column's values, none NULL).
+    SemiJoin {
+        outer: Box<Expr>,
+        values: Vec<Value>,
+    },
 }
 
 /// The statement's subqueries' results, by how each is used and its
@@ -56,6 +75,13 @@ impl Materialized {
 
     pub fn is_empty(&self) -> bool {
         self.results.is_empty()
+    }
+
+    /// A correlated EXISTS runs as a semi-join ([`Answer::SemiJoin`]).
+    pub fn has_semi_join(&self) -> bool {
+        self.results
+            .values()
+            .any(|a| matches!(a, Answer::SemiJoin { .. }))
     }
 }
 
@@ -164,22 +190,27 @@ async fn run_found(
             });
         }
         // A boxed future: a subquery's SELECT may hold subqueries too.
-        let rows = Box::pin(select_values(env, cluster, txn, &query, ""))
-            .await
-            .map_err(|e| {
-                if e.code == 1054 {
-                    SqlError::new(
-                        1054,
-                        "42S22",
-                        format!(
-                            "{} (a subquery that names the outer query's columns, a correlated one, is not supported yet)",
-                            e.message
-                        ),
-                    )
-                } else {
-                    e
+        let rows = match Box::pin(select_values(env, cluster, txn, &query, "")).await {
+            Ok(rows) => rows,
+            Err(e) if e.code == 1054 => {
+                let original = &key.1;
+                if matches!(how, Use::Exists) {
+                    if let Some(semi) = semi_join(env, cluster, txn, original).await? {
+                        out.results.insert(key, semi);
+                        continue;
+                    }
                 }
-            })?;
+                return Err(SqlError::new(
+                    1054,
+                    "42S22",
+                    format!(
+                        "{} (a subquery that names the outer query's columns, a correlated one, is supported only as EXISTS over one table tied to the outer query by one `inner = outer` equality)",
+                        e.message
+                    ),
+                ));
+            }
+            Err(e) => return Err(e),
+        };
         let one_column = |rows: &[Vec<Value>]| -> Result<(), SqlError> {
             if rows.first().is_some_and(|r| r.len() != 1) {
                 return Err(SqlError::new(
@@ -225,4 +256,140 @@ async fn run_found(
         out.results.insert(key, result);
     }
     Ok(out)
+}
+
+/// Runs the correlated `EXISTS` subquery `text` as a semi-join if it has
+/// the form the module describes; `None` if it does not (the caller
+/// reports the original 1054).
+async fn semi_join(
+    env: &Env<'_>,
+    cluster: &Cluster,
+    txn: &mut Transaction,
+    text: &str,
+) -> Result<Option<Answer>, SqlError> {
+    let Ok(Statement::Query(query)) = super::split::parse(text).map(|p| p.statement) else {
+        return Ok(None);
+    };
+    let Some((outer, inner_query)) = decorrelated(env, cluster, &query).await? else {
+        return Ok(None);
+    };
+    let rows = Box::pin(select_values(env, cluster, txn, &inner_query, "")).await;
+    let rows = match rows {
+        Ok(rows) => rows,
+        // Another outer column elsewhere in its WHERE: not this form.
+        Err(e) if e.code == 1054 => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    if rows.len() > IN_VALUES_MAX {
+        return Err(SqlError::new(
+            1038,
+            "HY001",
+            format!(
+                "A correlated EXISTS matched more than {IN_VALUES_MAX} distinct values of its inner column; write it as a join"
+            ),
+        ));
+    }
+    let values = rows.into_iter().filter_map(|mut r| r.pop()).collect();
+    Ok(Some(Answer::SemiJoin {
+        outer: Box::new(outer),
+        values,
+    }))
+}
+
+/// Splits a correlated EXISTS subquery of the semi-join form into the
+/// outer expression and the uncorrelated query of the inner column's
+/// distinct non-NULL values meeting the rest of its WHERE.
+async fn decorrelated(
+    env: &Env<'_>,
+    cluster: &Cluster,
+    query: &Query,
+) -> Result<Option<(Expr, Query)>, SqlError> {
+    let SetExpr::Select(select) = query.body.as_ref() else {
+        return Ok(None);
+    };
+    let plain = query.with.is_none()
+        && query.limit_clause.is_none()
+        && query.order_by.is_none()
+        && query.locks.is_empty()
+        && select.having.is_none()
+        && matches!(&select.group_by, GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty());
+    let [from] = select.from.as_slice() else {
+        return Ok(None);
+    };
+    let (true, true, TableFactor::Table { name, alias, .. }) =
+        (plain, from.joins.is_empty(), &from.relation)
+    else {
+        return Ok(None);
+    };
+    let Some(selection) = &select.selection else {
+        return Ok(None);
+    };
+    let resolved = catalog::resolve(name, env.database)?;
+    let table = catalog::table(cluster, &resolved).await?;
+    let def = table.def();
+    let inner_names: Vec<String> = match alias {
+        Some(a) => vec![a.name.value.clone()],
+        None => vec![resolved.table.clone()],
+    };
+    // A column reference: inner (of the subquery's table) or outer.
+    let side = |e: &Expr| -> Option<bool> {
+        let (qualifier, column) = match e {
+            Expr::Identifier(i) => (None, &i.value),
+            Expr::CompoundIdentifier(parts) => match parts.as_slice() {
+                [q, c] => (Some(&q.value), &c.value),
+                _ => return None,
+            },
+            _ => return None,
+        };
+        let has = def
+            .columns
+            .iter()
+            .any(|c| c.name.eq_ignore_ascii_case(column));
+        Some(match qualifier {
+            Some(q) => inner_names.iter().any(|n| n.eq_ignore_ascii_case(q)) && has,
+            // Unqualified: the inner table's if it has it, as MySQL
+            // resolves names from the inside out.
+            None => has,
+        })
+    };
+    let mut tie = None;
+    let mut rest = Vec::new();
+    for c in conjuncts(selection) {
+        if let Expr::BinaryOp {
+            left,
+            op: BinaryOperator::Eq,
+            right,
+        } = c
+        {
+            let pair = match (side(left), side(right)) {
+                (Some(true), Some(false)) => Some((left, right)),
+                (Some(false), Some(true)) => Some((right, left)),
+                _ => None,
+            };
+            if let (Some((inner, outer)), None) = (pair, &tie) {
+                tie = Some(((**inner).clone(), (**outer).clone()));
+                continue;
+            }
+        }
+        rest.push(c.clone());
+    }
+    let Some((inner, outer)) = tie else {
+        return Ok(None);
+    };
+    rest.push(Expr::IsNotNull(Box::new(inner.clone())));
+    let mut where_ = rest.remove(0);
+    for c in rest {
+        where_ = Expr::BinaryOp {
+            left: Box::new(where_),
+            op: BinaryOperator::And,
+            right: Box::new(c),
+        };
+    }
+    let mut inner_select = (**select).clone();
+    inner_select.distinct = Some(Distinct::Distinct);
+    inner_select.projection = vec![SelectItem::UnnamedExpr(inner)];
+    inner_select.selection = Some(where_);
+    let mut inner_query = query.clone();
+    inner_query.body = Box::new(SetExpr::Select(Box::new(inner_select)));
+    Ok(Some((outer, inner_query)))
 }
