@@ -573,17 +573,29 @@ impl Cluster {
     /// cached; returns how many it forgot. A data node refuses an
     /// operation on a stale definition (241), but what a caller decides
     /// from the definition alone (that a column does not exist, say) it
-    /// should check here before reporting it. One request to mgmd, and
-    /// one more per unique index.
+    /// should check here before reporting it. One request to mgmd: a
+    /// unique index's hidden table is checked through its base table's
+    /// definition, which names it.
     pub async fn forget_stale_tables(&self) -> Result<usize, ShoalError> {
-        let defs = self.table_defs().await?;
-        let current: HashMap<&str, (TableId, SchemaVersion)> = defs
-            .iter()
-            .map(|d| (d.name.as_str(), (d.id, d.version)))
-            .collect();
+        let defs = with_mgm!(self, |s| s.list_tables())?;
+        // Hidden tables never change in place: their id is enough.
+        let mut current: HashMap<String, (TableId, Option<SchemaVersion>)> = HashMap::new();
+        for d in &defs {
+            current.insert(d.name.clone(), (d.id, Some(d.version)));
+            for u in &d.unique_indexes {
+                current.insert(
+                    UniqueIndexDef::table_name(&d.name, &u.name),
+                    (u.table, None),
+                );
+            }
+        }
         let mut cache = self.cache();
         let before = cache.len();
-        cache.retain(|name, t| current.get(name.as_str()) == Some(&(t.id(), t.def().version)));
+        cache.retain(|name, t| match current.get(name) {
+            Some((id, Some(version))) => *id == t.id() && *version == t.def().version,
+            Some((id, None)) => *id == t.id(),
+            None => false,
+        });
         Ok(before - cache.len())
     }
 

@@ -38,6 +38,8 @@ SELECT id, EXISTS (SELECT 1 FROM order_lines l WHERE l.order_id = o.id AND l.qty
 SELECT c.name, o.id FROM customers c JOIN orders o ON o.customer_id = c.id WHERE EXISTS (SELECT 1 FROM order_lines l WHERE l.order_id = o.id);
 SELECT x.name FROM customers x WHERE EXISTS (SELECT 1 FROM customers y WHERE y.city = x.city AND y.name <> 'Ada');
 SELECT COUNT(*) FROM orders o WHERE EXISTS (SELECT 1 FROM order_lines WHERE order_id = o.id) OR o.amount < 1;
+-- shoal-error: 1054 an aggregate makes EXISTS always true: not a semi-join, not supported yet
+SELECT name FROM customers c WHERE EXISTS (SELECT COUNT(*) FROM orders o WHERE o.customer_id = c.id);
 -- shoal-error: 1054 a correlated subquery of another form (two ties) is not supported yet
 SELECT id FROM orders o WHERE EXISTS (SELECT 1 FROM order_lines l WHERE l.order_id = o.id AND l.qty = o.customer_id);
 -- shoal-error: 1054 a correlated IN is not supported yet

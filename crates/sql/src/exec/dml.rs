@@ -531,7 +531,7 @@ pub async fn truncate(env: &Env<'_>, cluster: &Cluster, t: &Truncate) -> Result<
         ));
     }
     let name = catalog::resolve(&t.table_names[0].name, env.database)?;
-    let table = catalog::table(cluster, &name).await?;
+    let table = catalog::fresh_table(cluster, &name).await?;
     let key_names: Vec<&str> = table
         .def()
         .primary_key

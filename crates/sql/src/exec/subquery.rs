@@ -32,8 +32,8 @@ use crate::catalog;
 use crate::outcome::SqlError;
 use shoal_client::{Cluster, Transaction, Value};
 use sqlparser::ast::{
-    BinaryOperator, Distinct, Expr, GroupByExpr, LimitClause, Query, SelectItem, SetExpr,
-    Statement, TableFactor, Value as SqlValue, Visit, Visitor,
+    visit_expressions, BinaryOperator, Distinct, Expr, GroupByExpr, LimitClause, Query, SelectItem,
+    SetExpr, TableFactor, Value as SqlValue, Visit, Visitor,
 };
 use std::collections::BTreeMap;
 use std::ops::ControlFlow;
@@ -181,7 +181,8 @@ async fn run_found(
         // EXISTS needs one row and a scalar subquery two (the second is
         // the error): a subquery without a LIMIT of its own reads no more.
         let mut query = query;
-        if query.limit_clause.is_none() && !matches!(how, Use::In) {
+        let limited = query.limit_clause.is_none() && !matches!(how, Use::In);
+        if limited {
             let n = if matches!(how, Use::Exists) { 1 } else { 2 };
             query.limit_clause = Some(LimitClause::LimitOffset {
                 limit: Some(Expr::value(SqlValue::Number(n.to_string(), false))),
@@ -193,9 +194,12 @@ async fn run_found(
         let rows = match Box::pin(select_values(env, cluster, txn, &query, "")).await {
             Ok(rows) => rows,
             Err(e) if e.code == 1054 => {
-                let original = &key.1;
                 if matches!(how, Use::Exists) {
-                    if let Some(semi) = semi_join(env, cluster, txn, original).await? {
+                    if limited {
+                        // As written: the LIMIT 1 was ours.
+                        query.limit_clause = None;
+                    }
+                    if let Some(semi) = semi_join(env, cluster, txn, &query).await? {
                         out.results.insert(key, semi);
                         continue;
                     }
@@ -258,19 +262,16 @@ async fn run_found(
     Ok(out)
 }
 
-/// Runs the correlated `EXISTS` subquery `text` as a semi-join if it has
-/// the form the module describes; `None` if it does not (the caller
+/// Runs the correlated `EXISTS` subquery `query` as a semi-join if it
+/// has the form the module describes; `None` if it does not (the caller
 /// reports the original 1054).
 async fn semi_join(
     env: &Env<'_>,
     cluster: &Cluster,
     txn: &mut Transaction,
-    text: &str,
+    query: &Query,
 ) -> Result<Option<Answer>, SqlError> {
-    let Ok(Statement::Query(query)) = super::split::parse(text).map(|p| p.statement) else {
-        return Ok(None);
-    };
-    let Some((outer, inner_query)) = decorrelated(env, cluster, &query).await? else {
+    let Some((outer, inner_query)) = decorrelated(env, cluster, query).await? else {
         return Ok(None);
     };
     let rows = Box::pin(select_values(env, cluster, txn, &inner_query, "")).await;
@@ -313,12 +314,27 @@ async fn decorrelated(
         && query.locks.is_empty()
         && select.having.is_none()
         && matches!(&select.group_by, GroupByExpr::Expressions(e, m) if e.is_empty() && m.is_empty());
+    // An aggregate makes one row of no rows (`EXISTS (SELECT COUNT(*) …)`
+    // is always true): a select list with any function is not this form.
+    let calls_nothing = select.projection.iter().all(|item| match item {
+        SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => {
+            let mut calls = false;
+            let _ = visit_expressions(e, |x| {
+                calls |= matches!(x, Expr::Function(_));
+                ControlFlow::<()>::Continue(())
+            });
+            !calls
+        }
+        _ => true,
+    });
     let [from] = select.from.as_slice() else {
         return Ok(None);
     };
-    let (true, true, TableFactor::Table { name, alias, .. }) =
-        (plain, from.joins.is_empty(), &from.relation)
-    else {
+    let (true, true, TableFactor::Table { name, alias, .. }) = (
+        plain && calls_nothing,
+        from.joins.is_empty(),
+        &from.relation,
+    ) else {
         return Ok(None);
     };
     let Some(selection) = &select.selection else {

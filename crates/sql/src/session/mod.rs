@@ -55,6 +55,19 @@ pub const VERSION_COMMENT: &str = "Shoal SQL node (NDB-style cluster)";
 /// `@@max_allowed_packet` unless the factory says otherwise.
 pub const MAX_ALLOWED_PACKET_DEFAULT: u64 = 64 << 20;
 
+/// An error a statement meets while compiling against a table's cached
+/// definition (before anything runs): an unknown column, a count of
+/// values that does not match the columns.
+fn compile_error_of_a_stale_table(code: u16) -> bool {
+    matches!(code, 1054 | 1136)
+}
+
+/// An error a value meets against its column's cached definition: too
+/// long, out of range, of the wrong type, NULL in NOT NULL, no default.
+fn value_error_of_a_stale_table(code: u16) -> bool {
+    matches!(code, 1406 | 1264 | 1366 | 1048 | 1364)
+}
+
 /// Makes a [`Session`] per authenticated connection, all on one cluster
 /// connection (the SQL node is one API node).
 pub struct SessionFactory {
@@ -347,10 +360,13 @@ impl Session {
     /// statement that met a definition this node cached and another node
     /// has changed since runs once more on mgmd's current schema, unless
     /// part of its answer went out already: an autocommit one that a data
-    /// node refused as stale (1412: nothing of it was done), and any that
-    /// failed while compiling with an error a stale definition could
-    /// explain (an unknown column or index, a wrong count of values),
-    /// once mgmd confirms that a cached table had changed.
+    /// node refused as stale (1412: nothing of it was done), and one that
+    /// failed on the cached definition alone, once mgmd confirms that a
+    /// cached table had changed ([`Self::stale_explains`]). An unknown
+    /// column or a wrong count of values comes while compiling, before
+    /// anything runs, so it runs again inside a transaction too; a value
+    /// refused for its column may come after some rows were written, so
+    /// only an autocommit statement (rolled back whole) runs again.
     async fn transactional(
         &mut self,
         work: Work<'_>,
@@ -366,16 +382,10 @@ impl Session {
         }
         let retry = match e.code {
             1412 => own,
-            1054 | 1136 | 1176 => {
-                // Still in the transaction if it had one: these come
-                // before anything runs.
-                (own || self.in_transaction)
-                    && self
-                        .cluster
-                        .forget_stale_tables()
-                        .await
-                        .is_ok_and(|forgot| forgot > 0)
+            c if compile_error_of_a_stale_table(c) && (own || self.in_transaction) => {
+                self.stale_explains(e).await
             }
+            c if value_error_of_a_stale_table(c) && own => self.stale_explains(e).await,
             _ => false,
         };
         if !retry {
@@ -383,6 +393,20 @@ impl Session {
         }
         warnings::forget();
         self.transactional_once(work, stream).await
+    }
+
+    /// Whether mgmd says a table this node cached has changed since, so
+    /// that `e`, decided on the cached definition, may not hold (the
+    /// stale ones are forgotten: the next try reads mgmd's).
+    async fn stale_explains(&self, e: &SqlError) -> bool {
+        let possible =
+            compile_error_of_a_stale_table(e.code) || value_error_of_a_stale_table(e.code);
+        possible
+            && self
+                .cluster
+                .forget_stale_tables()
+                .await
+                .is_ok_and(|forgot| forgot > 0)
     }
 
     async fn transactional_once(
@@ -589,6 +613,36 @@ impl Handler for Session {
     /// fails here), SHOW's and DESCRIBE's by running them (they only
     /// read), nothing for the others.
     async fn prepare(&mut self, sql: &str) -> Result<Vec<Column>, SqlError> {
+        match self.prepare_once(sql).await {
+            // Described on a definition another node has changed since.
+            Err(e) if self.stale_explains(&e).await => self.prepare_once(sql).await,
+            other => other,
+        }
+    }
+
+    fn status(&self) -> SessionStatus {
+        SessionStatus {
+            in_transaction: self.in_transaction,
+            autocommit: self.autocommit,
+        }
+    }
+
+    async fn close(&mut self) {
+        self.in_transaction = false;
+        if let Some(mut t) = self.txn.take() {
+            if let Err(e) = t.execute(ExecType::Rollback).await {
+                tracing::debug!(
+                    "rolling back connection {}'s transaction at close: {e}",
+                    self.connection_id
+                );
+            }
+        }
+    }
+}
+
+impl Session {
+    /// [`Handler::prepare`], once.
+    async fn prepare_once(&mut self, sql: &str) -> Result<Vec<Column>, SqlError> {
         let pieces = split(sql)?;
         let [one] = pieces.as_slice() else {
             return Err(SqlError::syntax(
@@ -634,25 +688,6 @@ impl Handler for Session {
                 Outcome::Ok { .. } | Outcome::Streamed => Ok(Vec::new()),
             },
             _ => Ok(Vec::new()),
-        }
-    }
-
-    fn status(&self) -> SessionStatus {
-        SessionStatus {
-            in_transaction: self.in_transaction,
-            autocommit: self.autocommit,
-        }
-    }
-
-    async fn close(&mut self) {
-        self.in_transaction = false;
-        if let Some(mut t) = self.txn.take() {
-            if let Err(e) = t.execute(ExecType::Rollback).await {
-                tracing::debug!(
-                    "rolling back connection {}'s transaction at close: {e}",
-                    self.connection_id
-                );
-            }
         }
     }
 }

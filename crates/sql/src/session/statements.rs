@@ -97,7 +97,16 @@ impl Session {
                 format: None,
                 options: None,
                 ..
-            } => explain::explain(&self.env(), &self.cluster, statement, text).await,
+            } => {
+                let first = explain::explain(&self.env(), &self.cluster, statement, text).await;
+                match first {
+                    // Planned on a definition another node has changed since.
+                    Err(e) if self.stale_explains(&e).await => {
+                        explain::explain(&self.env(), &self.cluster, statement, text).await
+                    }
+                    other => other,
+                }
+            }
             Statement::ExplainTable { table_name, .. } => {
                 show::columns(&self.env(), &self.cluster, table_name, None, false, None).await
             }
