@@ -389,13 +389,20 @@ fn prepared_statements_follow_schema_changes_made_elsewhere() {
         // A value refused on the cached definition (too long for the old
         // VARCHAR(8)) is checked against mgmd's too; so are PREPARE and
         // EXPLAIN of a column the cached definition lacks.
-        let recreate = |columns: &str| format!("DROP TABLE t; CREATE TABLE t (id INT PRIMARY KEY, {columns})");
+        let recreate =
+            |columns: &str| format!("DROP TABLE t; CREATE TABLE t (id INT PRIMARY KEY, {columns})");
         ok(&mut b, &recreate("s VARCHAR(8)")).await;
         ok(&mut a, "INSERT INTO t VALUES (1, 'abc')").await;
         ok(&mut b, &recreate("s VARCHAR(64)")).await;
         ok(&mut a, "INSERT INTO t VALUES (2, 'twenty characters long')").await;
         ok(&mut b, &recreate("s VARCHAR(64), extra INT")).await;
-        assert_eq!(a.prepare("SELECT extra FROM t WHERE id = ?").await.expect("prepares").len(), 1);
+        assert_eq!(
+            a.prepare("SELECT extra FROM t WHERE id = ?")
+                .await
+                .expect("prepares")
+                .len(),
+            1
+        );
         ok(&mut b, &recreate("s VARCHAR(64), more INT")).await;
         assert_eq!(rows(&mut a, "EXPLAIN SELECT more FROM t").await.len(), 1);
         // Dropped: 1146, on the next use.
