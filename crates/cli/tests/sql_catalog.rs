@@ -12,10 +12,8 @@ use common::sql_node::{query, start_sql, stderr};
 use common::sql_session::*;
 use common::{runtime, TestCluster};
 use shoal_client::{Cluster, ColumnDef, ColumnType, TableDef};
-use shoal_sql::handler::Execution;
 use shoal_sql::{Handler, Outcome, Session, SessionFactory};
 use std::process::Command;
-use std::sync::Arc;
 
 /// SHOW WARNINGS as (level, code, message) rows.
 async fn warnings(s: &mut Session) -> Vec<(String, u16, String)> {
@@ -282,16 +280,7 @@ fn information_schema_describes_the_schema_as_accounts_see_it() {
 
 /// A prepared statement's execution (`?` replaced by `literals`).
 async fn execute(s: &mut Session, sql: &str, literals: &[&str]) -> Result<Outcome, String> {
-    let execution = Execution {
-        template: Arc::from(sql),
-        parts: sql
-            .split('?')
-            .map(str::to_string)
-            .collect::<Vec<_>>()
-            .into(),
-        literals: literals.iter().map(|l| l.to_string()).collect(),
-    };
-    let mut out = s.execute_collected(&execution).await;
+    let mut out = s.execute_collected(&execution(sql, literals)).await;
     out.pop().expect("an answer").map_err(|e| e.to_string())
 }
 

@@ -16,10 +16,8 @@ use common::sql_session::*;
 use common::{runtime, TestCluster};
 use shoal_client::Cluster;
 use shoal_sql::exec::Limits;
-use shoal_sql::handler::Execution;
 use shoal_sql::{ColumnKind, Handler, Outcome, Session, SessionFactory};
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 fn rs(table: &[&[&str]]) -> Rows {
     table.iter().map(|row| r(row)).collect()
@@ -32,16 +30,7 @@ async fn prepared(s: &mut Session, sql: &str, literals: &[&str]) -> (Vec<ColumnK
         .prepare(sql)
         .await
         .unwrap_or_else(|e| panic!("{sql}: {e}"));
-    let execution = Execution {
-        template: Arc::from(sql),
-        parts: sql
-            .split('?')
-            .map(str::to_string)
-            .collect::<Vec<_>>()
-            .into(),
-        literals: literals.iter().map(|l| l.to_string()).collect(),
-    };
-    let mut out = s.execute_collected(&execution).await;
+    let mut out = s.execute_collected(&execution(sql, literals)).await;
     let outcome = out
         .pop()
         .expect("an outcome")

@@ -2,7 +2,9 @@
 //! tests: run statements, expect success or a MySQL error code, read rows
 //! as the `mariadb` client shows them.
 
+use shoal_sql::handler::Execution;
 use shoal_sql::{Outcome, Session, SqlError};
+use std::sync::Arc;
 
 /// Rows as text (`None` for NULL).
 pub type Rows = Vec<Vec<Option<String>>>;
@@ -20,6 +22,19 @@ pub async fn ok(s: &mut Session, sql: &str) -> Outcome {
         }
     }
     out.pop().expect("an outcome").unwrap()
+}
+
+/// A `COM_STMT_EXECUTE` of `sql`, its `?` replaced by `literals`.
+pub fn execution(sql: &str, literals: &[&str]) -> Execution {
+    Execution {
+        template: Arc::from(sql),
+        parts: sql
+            .split('?')
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+            .into(),
+        literals: literals.iter().map(|l| l.to_string()).collect(),
+    }
 }
 
 /// Affected rows of an OK.

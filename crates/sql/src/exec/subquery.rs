@@ -230,13 +230,7 @@ async fn run_found(
             Use::In => {
                 one_column(&rows)?;
                 if rows.len() > IN_VALUES_MAX {
-                    return Err(SqlError::new(
-                        1038,
-                        "HY001",
-                        format!(
-                            "An IN subquery gave more than {IN_VALUES_MAX} values; write it as a join"
-                        ),
-                    ));
+                    return Err(too_many_values("An IN subquery gave"));
                 }
                 Answer::In(rows.into_iter().filter_map(|mut r| r.pop()).collect())
             }
@@ -262,6 +256,16 @@ async fn run_found(
     Ok(out)
 }
 
+/// 1038: a subquery gave more values than a list compared with each
+/// outer row may hold.
+fn too_many_values(what: &str) -> SqlError {
+    SqlError::new(
+        1038,
+        "HY001",
+        format!("{what} more than {IN_VALUES_MAX} values; write it as a join"),
+    )
+}
+
 /// Runs the correlated `EXISTS` subquery `query` as a semi-join if it
 /// has the form the module describes; `None` if it does not (the caller
 /// reports the original 1054).
@@ -282,12 +286,8 @@ async fn semi_join(
         Err(e) => return Err(e),
     };
     if rows.len() > IN_VALUES_MAX {
-        return Err(SqlError::new(
-            1038,
-            "HY001",
-            format!(
-                "A correlated EXISTS matched more than {IN_VALUES_MAX} distinct values of its inner column; write it as a join"
-            ),
+        return Err(too_many_values(
+            "A correlated EXISTS matched distinct values of its inner column:",
         ));
     }
     let values = rows.into_iter().filter_map(|mut r| r.pop()).collect();
