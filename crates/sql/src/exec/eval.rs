@@ -338,6 +338,7 @@ impl Scalar {
                 expr,
                 list,
                 negated,
+                ints,
             } => {
                 // An empty list (a subquery without rows) holds nothing:
                 // IN is false and NOT IN true even for NULL, as in MySQL.
@@ -347,6 +348,17 @@ impl Scalar {
                 let v = expr.eval(row)?;
                 if v.is_null() {
                     return Ok(Value::Null);
+                }
+                // An integer against integers is exact equality, as
+                // `compare` has it; the list holds no NULL to make it unknown.
+                let int = match v {
+                    Value::Int(i) => Some(i128::from(i)),
+                    Value::UInt(u) => Some(i128::from(u)),
+                    _ => None,
+                };
+                if let (Some(ints), Some(int)) = (ints, int) {
+                    let found = ints.binary_search(&int).is_ok();
+                    return Ok(boolean(Some(found != *negated)));
                 }
                 let mut unknown = false;
                 for item in list {
@@ -579,6 +591,64 @@ fn cast(v: &Value, to: CastTo) -> Result<Value, SqlError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A long list of integer constants is searched; the answer is the
+    /// one comparing with each item gives, for values of every kind.
+    #[test]
+    fn a_searched_in_list_answers_as_a_scanned_one() {
+        let mut seed = 0x1234_5678_9abc_def0u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let value = |r: u64| match r % 7 {
+            0 => Value::Int((r >> 8) as i64 % 40 - 20),
+            1 => Value::UInt((r >> 8) % 40),
+            2 => Value::Double(((r >> 8) % 40) as f64 - 20.0),
+            3 => Value::Str(((r >> 8) % 40).to_string()),
+            4 => Value::Null,
+            5 => Value::Int(i64::MIN + (r >> 60) as i64),
+            _ => Value::UInt(u64::MAX - (r >> 60)),
+        };
+        for _ in 0..2000 {
+            let len = (next() % 40) as usize;
+            let ints_only = next() % 3 != 0;
+            let list: Vec<Scalar> = (0..len)
+                .map(|_| {
+                    let r = next();
+                    Scalar::Const(if ints_only {
+                        match r % 3 {
+                            0 => Value::Int((r >> 8) as i64 % 40 - 20),
+                            1 => Value::UInt((r >> 8) % 40),
+                            _ => Value::Int(i64::MIN + (r >> 60) as i64),
+                        }
+                    } else {
+                        value(r)
+                    })
+                })
+                .collect();
+            let negated = next() % 2 == 0;
+            let v = value(next());
+            let searched =
+                Scalar::in_list(Box::new(Scalar::Const(v.clone())), list.clone(), negated);
+            let scanned = Scalar::InList {
+                expr: Box::new(Scalar::Const(v.clone())),
+                list: list.clone(),
+                negated,
+                ints: None,
+            };
+            if ints_only && len >= 16 {
+                assert!(matches!(&searched, Scalar::InList { ints: Some(_), .. }));
+            }
+            assert_eq!(
+                searched.eval(&[]).unwrap(),
+                scanned.eval(&[]).unwrap(),
+                "{v:?} IN {list:?} negated {negated}"
+            );
+        }
+    }
 
     #[test]
     fn like_matches_as_mysql() {

@@ -17,6 +17,7 @@ use crate::sqltypes::{parse_date, parse_datetime, parse_time};
 use shoal_types::{ColumnType, Decimal, TableDef, Value};
 use sqlparser::ast::{BinaryOperator, CastKind, DataType, Expr, UnaryOperator, Value as SqlValue};
 use std::cmp::Ordering;
+use std::sync::Arc;
 
 /// Deepest expression compiled (each level is a recursion).
 pub const EXPR_DEPTH_MAX: usize = 200;
@@ -117,10 +118,16 @@ pub enum Scalar {
         escape: Option<char>,
         negated: bool,
     },
+    /// Made by [`Scalar::in_list`].
     InList {
         expr: Box<Scalar>,
         list: Vec<Scalar>,
         negated: bool,
+        /// When the list is long and every item a non-NULL integer
+        /// constant: the items sorted, so that an integer value is looked
+        /// up in it rather than compared with each item (a subquery's
+        /// list may hold 65,536 values, met by every row).
+        ints: Option<Arc<[i128]>>,
     },
     Between {
         expr: Box<Scalar>,
@@ -208,6 +215,39 @@ pub fn unknown_column(name: &str, clause: &str) -> SqlError {
         "42S22",
         format!("Unknown column '{name}' in '{clause}'"),
     )
+}
+
+/// Lists shorter than this are compared item by item: a search would not
+/// pay for itself.
+const SORTED_IN_LIST_MIN: usize = 16;
+
+impl Scalar {
+    /// `expr [NOT] IN (list)`, with the sorted integers of a long list of
+    /// integer constants beside it (see [`Scalar::InList`]).
+    pub fn in_list(expr: Box<Scalar>, list: Vec<Scalar>, negated: bool) -> Scalar {
+        let ints = if list.len() >= SORTED_IN_LIST_MIN {
+            list.iter()
+                .map(|item| match item {
+                    Scalar::Const(Value::Int(i)) => Some(i128::from(*i)),
+                    Scalar::Const(Value::UInt(u)) => Some(i128::from(*u)),
+                    _ => None,
+                })
+                .collect::<Option<Vec<i128>>>()
+                .map(|mut ints| {
+                    ints.sort_unstable();
+                    ints.dedup();
+                    Arc::from(ints)
+                })
+        } else {
+            None
+        };
+        Scalar::InList {
+            expr,
+            list,
+            negated,
+            ints,
+        }
+    }
 }
 
 /// Arithmetic of two numeric constants, computed once here, so that the
@@ -423,11 +463,11 @@ impl Compiler<'_> {
                 expr,
                 list,
                 negated,
-            } => Scalar::InList {
-                expr: b(expr)?,
-                list: list.iter().map(c).collect::<Result<_, _>>()?,
-                negated: *negated,
-            },
+            } => Scalar::in_list(
+                b(expr)?,
+                list.iter().map(c).collect::<Result<_, _>>()?,
+                *negated,
+            ),
             Expr::Between {
                 expr,
                 negated,
@@ -569,11 +609,11 @@ impl Compiler<'_> {
                 subquery,
                 negated,
             } => match self.subquery(Use::In, subquery) {
-                Some(Answer::In(values)) => Scalar::InList {
-                    expr: b(expr)?,
-                    list: values.iter().cloned().map(Scalar::Const).collect(),
-                    negated: *negated,
-                },
+                Some(Answer::In(values)) => Scalar::in_list(
+                    b(expr)?,
+                    values.iter().cloned().map(Scalar::Const).collect(),
+                    *negated,
+                ),
                 None if self.env.describe_only => Scalar::Const(Value::Null),
                 _ => return Err(subquery_here()),
             },
@@ -586,11 +626,11 @@ impl Compiler<'_> {
                     let outer = self.compile_at(outer, depth + 1)?;
                     let semi = Scalar::And(vec![
                         Scalar::IsNull(Box::new(outer.clone()), true),
-                        Scalar::InList {
-                            expr: Box::new(outer),
-                            list: values.iter().cloned().map(Scalar::Const).collect(),
-                            negated: false,
-                        },
+                        Scalar::in_list(
+                            Box::new(outer),
+                            values.iter().cloned().map(Scalar::Const).collect(),
+                            false,
+                        ),
                     ]);
                     if *negated {
                         Scalar::Not(Box::new(semi))

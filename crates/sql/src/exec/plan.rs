@@ -144,6 +144,7 @@ fn facts(def: &TableDef, conj: &[&Scalar]) -> (Vec<Facts>, Vec<bool>) {
                 expr,
                 list,
                 negated: false,
+                ..
             } => {
                 let Scalar::Column(c) = expr.as_ref() else {
                     continue;
@@ -504,6 +505,7 @@ fn exact(def: &TableDef, s: &Scalar) -> Option<FilterExpr> {
             expr,
             list,
             negated,
+            ..
         } => {
             let Scalar::Column(c) = expr.as_ref() else {
                 return None;
@@ -627,15 +629,15 @@ mod tests {
         let both = Scalar::And(vec![eq(0, 5), eq(1, 2)]);
         let p = plan(&d, Some(&both), &[], 16);
         assert!(matches!(p.access, Access::PrimaryKeys(_)) && !p.exact);
-        let in_list = Scalar::InList {
-            expr: col(0),
-            list: vec![
+        let in_list = Scalar::in_list(
+            col(0),
+            vec![
                 Scalar::Const(Value::Int(1)),
                 Scalar::Const("2".into()),
                 Scalar::Const(Value::Null),
             ],
-            negated: false,
-        };
+            false,
+        );
         let p = plan(&d, Some(&in_list), &[], 16);
         assert_eq!(
             p.access,
