@@ -4,6 +4,7 @@
 
 mod common;
 
+use common::raw_mysql::{login, read_packet, send_query};
 use common::sql_node::{fails, query, start_sql, start_sql_with, stderr};
 use common::TestCluster;
 use std::process::Command;
@@ -211,4 +212,21 @@ fn a_result_larger_than_a_statements_memory_streams() {
         query(p, Some("big"), "SELECT COUNT(*) FROM t"),
         format!("{ROWS}\n")
     );
+
+    // With autocommit off, a streamed SELECT runs in the transaction it
+    // opens: the EOF after its column definitions says so
+    // (SERVER_STATUS_IN_TRANS), as the one after its rows does.
+    let mut s = login(p);
+    send_query(&mut s, "SET autocommit = 0");
+    assert_eq!(read_packet(&mut s).1[0], 0x00, "an OK");
+    send_query(&mut s, "SELECT id FROM big.t WHERE id = 1");
+    assert_eq!(read_packet(&mut s).1, [1], "one column");
+    read_packet(&mut s);
+    let in_transaction = |eof: &[u8]| {
+        assert_eq!((eof[0], eof.len()), (0xFE, 5), "an EOF packet");
+        u16::from_le_bytes([eof[3], eof[4]]) & 0x0001 != 0
+    };
+    assert!(in_transaction(&read_packet(&mut s).1), "after the columns");
+    assert_eq!(read_packet(&mut s).1, [1, b'1'], "the row");
+    assert!(in_transaction(&read_packet(&mut s).1), "after the rows");
 }

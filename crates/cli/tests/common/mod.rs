@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod mariadb_server;
+pub mod raw_mysql;
 pub mod sql_node;
 pub mod sql_session;
 

@@ -273,7 +273,7 @@ impl Session {
                 }
                 None => match parse(&piece) {
                     Ok(parsed) => {
-                        let mut stream = ResultStream::new(sink, self.answer_end(more));
+                        let mut stream = ResultStream::new(sink, self.streaming_now(more));
                         self.diagnosed(&parsed, Some(&mut stream)).await
                     }
                     Err(e) => (Err(e), Diagnostics::default(), false),
@@ -311,6 +311,15 @@ impl Session {
             status: self.status(),
             more,
         }
+    }
+
+    /// What a streamed result set's column definitions report: only a
+    /// SELECT streams, and with autocommit off it runs in a transaction
+    /// (opened by it, if none was), as the status then says.
+    fn streaming_now(&self, more: bool) -> AnswerEnd {
+        let mut now = self.answer_end(more);
+        now.status.in_transaction |= !self.autocommit;
+        now
     }
 
     /// Writes a statement's answer (its warnings settled) to `sink`, and
@@ -600,7 +609,7 @@ impl Handler for Session {
             .bind(&execution.template, &execution.literals)
         {
             Some(parsed) => {
-                let mut stream = ResultStream::new(sink, self.answer_end(false));
+                let mut stream = ResultStream::new(sink, self.streaming_now(false));
                 let (result, raised, keeps) = self.diagnosed(&parsed, Some(&mut stream)).await;
                 self.answer(sink, result, raised, keeps, false).await;
             }
