@@ -116,7 +116,7 @@ type TextRow = Vec<Option<Vec<u8>>>;
 #[derive(Debug, Default)]
 pub struct Collected {
     /// The answers so far.
-    pub answers: Vec<Result<Outcome, SqlError>>,
+    answers: Vec<Result<Outcome, SqlError>>,
     /// The open streamed result set.
     open: Option<(Vec<Column>, Vec<TextRow>)>,
 }

@@ -274,7 +274,7 @@ pub(crate) fn encode_typed(
 }
 
 /// Appends `value` as a `width`-byte little-endian integer if it fits
-/// (as [`put_int`] checks its text).
+/// its width and signedness.
 fn put_int_value(out: &mut Vec<u8>, value: i128, unsigned: bool, width: usize) -> bool {
     let bits = 8 * width as u32;
     let (low, high) = if unsigned {
@@ -334,25 +334,8 @@ pub(crate) fn encode_value(
 /// Appends `text` as a `width`-byte little-endian integer; `None` if it is
 /// not an integer or does not fit.
 fn put_int(out: &mut Vec<u8>, text: &str, unsigned: bool, width: usize) -> Option<()> {
-    let bits = 8 * width as u32;
-    let bytes = if unsigned {
-        let value: u64 = text.trim().parse().ok()?;
-        if bits < 64 && value >> bits != 0 {
-            return None;
-        }
-        value.to_le_bytes()
-    } else {
-        let value: i64 = text.trim().parse().ok()?;
-        if bits < 64 {
-            let limit = 1i64 << (bits - 1);
-            if value < -limit || value >= limit {
-                return None;
-            }
-        }
-        value.to_le_bytes()
-    };
-    out.extend_from_slice(bytes.get(..width)?);
-    Some(())
+    let value: i128 = text.trim().parse().ok()?;
+    put_int_value(out, value, unsigned, width).then_some(())
 }
 
 /// Appends `YYYY-MM-DD[ HH:MM:SS[.ffffff]]` in the binary form: a length
