@@ -7,6 +7,8 @@
 #   REDO_LOG_SIZE=256M PARTS=restart ./scripts/bench-durability.sh   # checkpoints every 32 MB of log
 #   (CHECKPOINT_RATE=0: checkpoints unthrottled, for loads that outrun 64M)
 #   PERF=1 PARTS=restart ...   # the restarted data node under perf record
+#   RESTARTS=3 PARTS=restart ... # kill and restart the loaded node 3 times
+#   SHOAL_BIN=path/to/shoal ...  # measure that binary (no build)
 #
 # One data node pinned to core 0, the client (and mgmd) on core 1, redo
 # log and sysfile in a temporary data dir on this machine's disk.
@@ -41,9 +43,13 @@ CHECKPOINT_RATE=${CHECKPOINT_RATE:-64M}
 COLD=${COLD:-0}
 log() { printf '[bench-durability] %s\n' "$*" >&2; }
 
-log "building shoal (release)"
-cargo build --release -p shoal >&2
-BIN=$PWD/target/release/shoal
+if [[ -n "${SHOAL_BIN:-}" ]]; then
+    BIN=$(realpath "$SHOAL_BIN")
+else
+    log "building shoal (release)"
+    cargo build --release -p shoal >&2
+    BIN=$PWD/target/release/shoal
+fi
 
 PIDS=()
 DN=
@@ -185,34 +191,36 @@ if [[ " $PARTS " == *" restart "* ]]; then
     # Until a checkpoint covers most rows: the restart reads it and a
     # short log (as a node does some time after a load).
     sleep "${SETTLE_SECS:-10}"
-    log "restart: killing the data node (kill -9) and starting it again"
-    kill -KILL "$DN"
-    wait "$DN" 2>/dev/null || true
-    size=$(disk_bytes)
-    if [[ $COLD == 1 ]]; then
-        sync
-        echo 3 >/proc/sys/vm/drop_caches
-    fi
-    started=$(date +%s.%N)
-    if [[ ${PERF:-0} == 1 ]]; then
-        # Where a restart spends its time: `perf report -i $OUT/restart.perf.data`.
-        perf record -g -o "$OUT/restart.perf.data" -- "$BIN" datanode --connect 127.0.0.1:$MGM_PORT --node-id 1 >"$OUT/restart-datanode.log" 2>&1 &
-    else
-        # Nothing else runs during a restart: the node may use both cores
-        # (its checkpoint reader thread beside the thread applying).
-        "$BIN" datanode --connect 127.0.0.1:$MGM_PORT --node-id 1 >"$OUT/restart-datanode.log" 2>&1 &
-    fi
-    DN=$!
-    PIDS+=($DN)
-    "$BIN" mgm --connect 127.0.0.1:$MGM_PORT wait --timeout-secs 600 >&2
-    ended=$(date +%s.%N)
-    peak=$(awk '/VmHWM/ { print $2 * 1024 }' "/proc/$DN/status")
-    rss=$(awk '/VmRSS/ { print $2 * 1024 }' "/proc/$DN/status")
-    cache=warm
-    [[ $COLD == 1 ]] && cache="cold (page cache dropped)"
-    echo "== restart (kill -9) of 1 data node with $((rounds * 4 * 512)) rows ($SHAPE), $size bytes of redo log and checkpoints, $cache"
-    grep -h "restoring from\|restored .* row changes" "$OUT/restart-datanode.log" | sed 's/^data node 1: //'
-    python3 -c "
+    for restart in $(seq "${RESTARTS:-1}"); do
+        log "restart $restart: killing the data node (kill -9) and starting it again"
+        kill -KILL "$DN"
+        wait "$DN" 2>/dev/null || true
+        size=$(disk_bytes)
+        if [[ $COLD == 1 ]]; then
+            sync
+            echo 3 >/proc/sys/vm/drop_caches
+        fi
+        started=$(date +%s.%N)
+        if [[ ${PERF:-0} == 1 ]]; then
+            # Where a restart spends its time: `perf report -i $OUT/restart.perf.data`.
+            perf record -g -o "$OUT/restart.perf.data" -- "$BIN" datanode --connect 127.0.0.1:$MGM_PORT --node-id 1 >"$OUT/restart-datanode.log" 2>&1 &
+        else
+            # Nothing else runs during a restart: the node may use both cores
+            # (its checkpoint reader thread beside the thread applying).
+            "$BIN" datanode --connect 127.0.0.1:$MGM_PORT --node-id 1 >"$OUT/restart-datanode.log" 2>&1 &
+        fi
+        DN=$!
+        PIDS+=($DN)
+        "$BIN" mgm --connect 127.0.0.1:$MGM_PORT wait --timeout-secs 600 >&2
+        ended=$(date +%s.%N)
+        peak=$(awk '/VmHWM/ { print $2 * 1024 }' "/proc/$DN/status")
+        rss=$(awk '/VmRSS/ { print $2 * 1024 }' "/proc/$DN/status")
+        cache=warm
+        [[ $COLD == 1 ]] && cache="cold (page cache dropped)"
+        echo "== restart (kill -9) of 1 data node with $((rounds * 4 * 512)) rows ($SHAPE), $size bytes of redo log and checkpoints, $cache"
+        grep -h "restoring from\|restored .* row changes" "$OUT/restart-datanode.log" | sed 's/^data node 1: //'
+        python3 -c "
 rows = $((rounds * 4 * 512)); secs = $ended - $started; size = $size
 print(f'process start to started: {secs:.2f} s = {rows / secs / 1e6:.2f} M rows/s, {size / secs / 1e6:.0f} MB/s of files; data node memory: peak {$peak / 1e9:.2f} GB, {$rss / 1e9:.2f} GB once started')"
+    done
 fi

@@ -3,6 +3,7 @@
 #
 #   BEFORE=4914333 ./scripts/bench-wide-rows.sh   # this build against BEFORE
 #   RUNS=3 SHAPES="-a 25 -s 1" ...                # runs per build, row shapes
+#   BEFORE_BIN=path/to/shoal ...                   # compare with that binary
 #
 # One data node pinned to core 0, flexasynch pinned to core 1
 # (`-t 4 -con 4 -p 512 -dirty -temp`, each shape of SHAPES), alternating
@@ -26,7 +27,9 @@ NEW=$PWD/target/release/shoal
 # shellcheck source=scripts/bench-common.sh
 source scripts/bench-common.sh
 OLD=
-if [[ -n "${BEFORE:-}" ]]; then
+if [[ -n "${BEFORE_BIN:-}" ]]; then
+    OLD=$(realpath "$BEFORE_BIN")
+elif [[ -n "${BEFORE:-}" ]]; then
     OLD=$(build_before "$BEFORE")
 fi
 
@@ -86,4 +89,8 @@ print("%-6s new %9.0f %s  old %9.0f %s  %+.1f %%" % (sys.argv[1], n, new, o, old
     done
     echo "-- CPU of the last run of this build, per phase:"
     grep -h "ops in" "$OUT/new-$tag-$RUNS.txt" | sed 's/^ */   /'
+    if [[ -n "$OLD" ]]; then
+        echo "-- CPU of the last run of the build before, per phase:"
+        grep -h "ops in" "$OUT/old-$tag-$RUNS.txt" | sed 's/^ */   /'
+    fi
 done

@@ -317,6 +317,22 @@ impl Record {
         &self.spec.columns
     }
 
+    /// Where column `col` sits in a row buffer laid out by this record
+    /// ([`RowBuf::as_bytes`](crate::RowBuf::as_bytes)): the offset of its
+    /// value (a fixed-size column, in its canonical bytes) or of its
+    /// `u32 offset, u32 length` entry (VARCHAR, VARBINARY); `None` if the
+    /// record does not hold it. NDB's `NdbDictionary::getOffset`.
+    pub fn offset_of(&self, col: u16) -> Option<usize> {
+        self.layout().slot_of(col).map(|s| s.offset)
+    }
+
+    /// The bit of the row buffer's null bitmap set when column `col` is
+    /// NULL (bit `n % 8` of byte `n / 8`); `None` if the record does not
+    /// hold it. NDB's `NdbDictionary::getNullBitOffset`.
+    pub fn null_bit_of(&self, col: u16) -> Option<usize> {
+        self.layout().slot_of(col).map(|s| usize::from(s.position))
+    }
+
     /// True when the record holds every primary-key column.
     pub fn has_key(&self) -> bool {
         self.spec.key_positions.iter().all(Option::is_some)

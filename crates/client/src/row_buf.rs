@@ -67,12 +67,7 @@ impl RowBuf {
     pub fn fill(&mut self, record: &Record, answer: &[u8]) -> Result<(), ShoalError> {
         self.fill_checked(record, answer, true)
             .map(|_| ())
-            .map_err(|what| {
-                ShoalError::with_detail(
-                    ErrorCode::ProtocolViolation,
-                    format!("read result for table {:?}: {what}", record.table().name()),
-                )
-            })
+            .map_err(|what| bad_answer(record, what))
     }
 
     /// Fills the buffer like [`RowBuf::fill`] from the attribute list at
@@ -92,10 +87,18 @@ impl RowBuf {
         answer: &[u8],
         whole: bool,
     ) -> Result<usize, String> {
-        self.filled = false;
-        if !self.record.as_ref().is_some_and(|r| r.same_as(record)) {
+        if !self.keeps_record(record) {
             self.record = Some(record.clone());
         }
+        self.fill_kept(answer, whole)
+    }
+
+    /// [`RowBuf::fill_checked`] through the record the buffer keeps.
+    fn fill_kept(&mut self, answer: &[u8], whole: bool) -> Result<usize, String> {
+        self.filled = false;
+        let Some(record) = &self.record else {
+            return Err("the row buffer has no record to lay the answer out by".into());
+        };
         let result = fill_layout(&mut self.data, record, answer).and_then(|used| {
             match answer.len() - used {
                 trailing if whole && trailing > 0 => {
@@ -111,10 +114,46 @@ impl RowBuf {
         result
     }
 
+    /// Fills the buffer like [`RowBuf::fill`], through the record of its
+    /// last fill ([`RowBuf::keeps_record`]).
+    pub(crate) fn fill_as_before(&mut self, answer: &[u8]) -> Result<(), ShoalError> {
+        match self.fill_kept(answer, true) {
+            Ok(_) => Ok(()),
+            Err(what) => Err(match &self.record {
+                Some(record) => bad_answer(record, what),
+                None => ShoalError::with_detail(ErrorCode::Internal, what),
+            }),
+        }
+    }
+
+    /// True if the buffer's last fill was through `record` (it keeps that
+    /// record while cleared, so refilling through it clones nothing).
+    pub(crate) fn keeps_record(&self, record: &Record) -> bool {
+        self.record.as_ref().is_some_and(|r| r.same_as(record))
+    }
+
+    /// The record of the buffer's last fill, filled now or not.
+    pub(crate) fn kept_record(&self) -> Option<&Record> {
+        self.record.as_ref()
+    }
+
     /// Empties the buffer, keeping its memory.
     pub fn clear(&mut self) {
         self.filled = false;
         self.data.clear();
+    }
+
+    /// The filled buffer's bytes, laid out by its record as NDB's
+    /// NdbRecord lays out a row (`record_layout`: null bitmap, then each
+    /// column's slot at [`Record::offset_of`]); empty when not filled.
+    /// Comparing a span of them with expected bytes checks several
+    /// columns at once.
+    pub fn as_bytes(&self) -> &[u8] {
+        if self.filled {
+            &self.data
+        } else {
+            &[]
+        }
     }
 
     /// True once a fill succeeded (and until the next fill or clear).
@@ -203,6 +242,14 @@ impl RowBuf {
         };
         Some(Some(bytes))
     }
+}
+
+/// A read's answer that does not fit its record.
+fn bad_answer(record: &Record, what: String) -> ShoalError {
+    ShoalError::with_detail(
+        ErrorCode::ProtocolViolation,
+        format!("read result for table {:?}: {what}", record.table().name()),
+    )
 }
 
 /// Lays the attribute list at the front of `answer` out in `data` by
@@ -372,6 +419,18 @@ mod tests {
         assert_eq!(row.get("name"), Some(Value::Null));
         assert_eq!(row.get("k2"), Some(Value::Str("key".into())));
         assert_eq!(row.get_raw(0).unwrap(), Some(&(-9i32).to_le_bytes()[..]));
+        // The same through the buffer's bytes, at the record's offsets.
+        let bytes = row.as_bytes();
+        let at = rec.offset_of(3).unwrap();
+        assert_eq!(bytes[at..at + 8], 7u64.to_le_bytes());
+        let at = rec.offset_of(0).unwrap();
+        assert_eq!(bytes[at..at + 4], (-9i32).to_le_bytes());
+        let null = |col| {
+            let bit = rec.null_bit_of(col).unwrap();
+            bytes[bit / 8] & (1 << (bit % 8)) != 0
+        };
+        assert!(null(2) && !null(3) && !null(1));
+        assert_eq!(rec.offset_of(4), None, "not in the record");
         // Wrong types and absent columns are errors, not panics.
         assert_eq!(row.get_u64(0).unwrap_err().code, ErrorCode::BadRequest);
         assert_eq!(row.get_u32(0).unwrap_err().code, ErrorCode::BadRequest);

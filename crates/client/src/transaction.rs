@@ -90,18 +90,63 @@ impl TransactionState {
 }
 
 struct OpSlot {
-    /// The table, kept for routing and for errors.
-    table: Table,
+    /// What the operation is on, kept for routing, errors and reads.
+    target: Target,
     /// An operation by unique key: the index (routing goes by its hidden
     /// table, which the coordinator reads first).
     via: Option<UniqueIndex>,
-    /// For a read, the record its answer is laid out by.
-    read: Option<Record>,
     /// For a read, the buffer its answer lands in: the caller's (from
     /// [`Transaction::read_into`]) or one made when the answer arrives.
     /// Filled only once the answer has been checked.
     row: Option<RowBuf>,
     error: Option<ShoalError>,
+}
+
+/// The table an operation is on, and for a read the record its answer is
+/// laid out by. A read into a buffer last filled through the same record
+/// (a steady stream of reads reusing their buffers) finds the record in
+/// the buffer: nothing is cloned, so no reference count is touched per
+/// read.
+enum Target {
+    /// A write or a delete.
+    Write(Table),
+    /// A read laid out by this record.
+    Read(Record),
+    /// A read laid out by the record `row` already holds.
+    ReadAsBefore,
+}
+
+impl OpSlot {
+    /// The operation's table; `None` only for a read as before whose row
+    /// was taken already (its request was answered).
+    fn table(&self) -> Option<&Table> {
+        match &self.target {
+            Target::Write(t) => Some(t),
+            Target::Read(r) => Some(r.table()),
+            Target::ReadAsBefore => self
+                .row
+                .as_ref()
+                .and_then(RowBuf::kept_record)
+                .map(Record::table),
+        }
+    }
+
+    fn is_read(&self) -> bool {
+        !matches!(self.target, Target::Write(_))
+    }
+
+    /// Lays the answer `data` out in the operation's row buffer.
+    fn fill(&mut self, data: &[u8]) -> Result<(), ShoalError> {
+        match &self.target {
+            Target::Write(_) => Ok(()),
+            Target::Read(record) => self.row.get_or_insert_with(RowBuf::new).fill(record, data),
+            // The buffer is taken only once filled, after its answer.
+            Target::ReadAsBefore => match &mut self.row {
+                Some(row) => row.fill_as_before(data),
+                None => Ok(()),
+            },
+        }
+    }
 }
 
 /// Accepted by [`Transaction::delete`]: a table or any record of it.
@@ -230,14 +275,16 @@ impl Transaction {
         }
         let id = OpId(self.ops.len() as u32);
         self.queued.push(op);
-        let (read, row) = match read {
-            Some((record, buf)) => (Some(record.clone()), buf),
-            None => (None, None),
+        let (target, row) = match read {
+            Some((record, Some(buf))) if buf.keeps_record(record) => {
+                (Target::ReadAsBefore, Some(buf))
+            }
+            Some((record, buf)) => (Target::Read(record.clone()), buf),
+            None => (Target::Write(table.clone()), None),
         };
         self.ops.push(OpSlot {
-            table: table.clone(),
+            target,
             via: via.cloned(),
-            read,
             row,
             error: None,
         });
@@ -512,7 +559,7 @@ impl Transaction {
                     let table = slot
                         .via
                         .as_ref()
-                        .map_or(&slot.table, UniqueIndex::index_table);
+                        .map_or(slot.table(), |i| Some(i.index_table()))?;
                     table
                         .replica_nodes(&op.key)?
                         .iter()
@@ -586,12 +633,9 @@ impl Transaction {
                             r.code,
                             "operation failed (error ignored on request)",
                         ));
-                    } else if let Some(record) = &slot.read {
-                        let row = slot.row.get_or_insert_with(RowBuf::new);
-                        if let Err(e) = row.fill(record, &r.data) {
-                            slot.error = Some(e.clone());
-                            bad_row.get_or_insert(e);
-                        }
+                    } else if let Err(e) = slot.fill(&r.data) {
+                        slot.error = Some(e.clone());
+                        bad_row.get_or_insert(e);
                     }
                 }
                 self.state = match c.state {
@@ -620,7 +664,7 @@ impl Transaction {
                     "the commit went through, but its coordinator failed before sending the rows read",
                 );
                 for slot in &mut self.ops[first..first + count] {
-                    if slot.read.is_some() {
+                    if slot.is_read() {
                         slot.error.get_or_insert_with(|| e.clone());
                     }
                 }
@@ -646,7 +690,7 @@ impl Transaction {
                 let failing = (r.op_index as usize) < count;
                 if failing {
                     let slot = &mut self.ops[first + r.op_index as usize];
-                    let table = slot.table.name().to_string();
+                    let table = slot.table().map_or("", Table::name).to_string();
                     if matches!(
                         e.code,
                         ErrorCode::NoSuchTable | ErrorCode::InvalidSchemaVersion
