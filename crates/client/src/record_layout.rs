@@ -19,9 +19,9 @@
 //! The layout also knows the *plain* answer of a record whose columns are
 //! all fixed-size with no range to check: every column in record order,
 //! none NULL. Such an answer is a fixed string of headers with values of
-//! known sizes between them ([`RecordLayout::plain_answer_bytes`],
-//! [`Slot::plain_header`]), so checking it is one length comparison and
-//! one 4-byte comparison per column.
+//! known sizes between them, each at a position fixed by the record
+//! ([`RecordLayout::plain_answer_bytes`], [`PlainColumn`]), so checking it
+//! is one length comparison and one 4-byte comparison per column.
 
 use shoal_types::layout::NULL_LEN;
 use shoal_types::TableDef;
@@ -42,10 +42,23 @@ pub(crate) struct Slot {
     /// The value's size for a fixed-size column; `None` for VARCHAR and
     /// VARBINARY (their size sits in the var entry).
     pub fixed_size: Option<usize>,
-    /// The column's attribute header in a plain answer (`u16 column id`
-    /// and `u16 length`, read as one little-endian `u32`); `None` when the
-    /// column has no plain form (variable size, or a range to check).
-    pub plain_header: Option<u32>,
+}
+
+/// One column of a plain answer: where its header sits in the answer (its
+/// value follows), what the header must be, and where the value goes in
+/// the row buffer. Every position is fixed by the record, so the columns
+/// are checked and copied independently of one another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PlainColumn {
+    /// Offset of the attribute header in the answer.
+    pub at: u32,
+    /// The header: `u16 column id` and `u16 length`, read as one
+    /// little-endian `u32`.
+    pub header: u32,
+    /// Offset of the value in the row buffer.
+    pub offset: u32,
+    /// The value's size.
+    pub size: u32,
 }
 
 #[derive(Debug)]
@@ -59,8 +72,12 @@ pub(crate) struct RecordLayout {
     pub fixed_end: usize,
     /// The largest a filled buffer can be.
     pub row_bytes_max: usize,
-    /// The size of the plain answer, when every column has a plain form.
+    /// The size of the plain answer, when every column has a plain form
+    /// (fixed size, no range to check).
     pub plain_answer_bytes: Option<usize>,
+    /// The plain answer's columns, in record order (empty when it has
+    /// none).
+    plain_columns: Box<[PlainColumn]>,
 }
 
 /// Marks a table column the record does not hold.
@@ -77,16 +94,23 @@ impl RecordLayout {
         let mut slots = Vec::with_capacity(columns.len());
         // The answer's count, then per column a header and the value.
         let mut plain_answer_bytes = Some(2usize);
+        let mut plain_columns = Vec::with_capacity(columns.len());
         for (position, &col) in columns.iter().enumerate() {
             let ty = def.columns[col as usize].ty;
             let fixed_size = ty.fixed_size();
             // Types with a range (DATETIME, DATE, ...) go through
             // `validate_bytes`.
-            let plain_header = fixed_size
-                .filter(|&n| n < NULL_LEN as usize && !ty.has_range())
-                .map(|n| u32::from(col) | (n as u32) << 16);
-            plain_answer_bytes = match (plain_answer_bytes, fixed_size, plain_header) {
-                (Some(b), Some(n), Some(_)) => Some(b + 4 + n),
+            let plain_size = fixed_size.filter(|&n| n < NULL_LEN as usize && !ty.has_range());
+            plain_answer_bytes = match (plain_answer_bytes, plain_size) {
+                (Some(at), Some(n)) => {
+                    plain_columns.push(PlainColumn {
+                        at: at as u32,
+                        header: u32::from(col) | (n as u32) << 16,
+                        offset: offset as u32,
+                        size: n as u32,
+                    });
+                    Some(at + 4 + n)
+                }
                 _ => None,
             };
             slots.push(Slot {
@@ -94,7 +118,6 @@ impl RecordLayout {
                 position: position as u16,
                 offset,
                 fixed_size,
-                plain_header,
             });
             by_column[col as usize] = position as u16;
             match fixed_size {
@@ -105,19 +128,27 @@ impl RecordLayout {
                 }
             }
         }
+        // Offsets fit in u32: a row is far smaller (`row_bytes_max`).
+        let plain_answer_bytes = plain_answer_bytes
+            .filter(|&n| columns.len() <= u16::MAX as usize && u32::try_from(n).is_ok());
+        if plain_answer_bytes.is_none() {
+            plain_columns.clear();
+        }
         RecordLayout {
             slots,
             by_column,
             fixed_end: offset,
             row_bytes_max: offset + var_bytes_max,
-            plain_answer_bytes: plain_answer_bytes.filter(|_| columns.len() <= u16::MAX as usize),
+            plain_answer_bytes,
+            plain_columns: plain_columns.into(),
         }
     }
 
-    /// Every slot, in record order.
+    /// The plain answer's columns, in record order; empty when the record
+    /// has no plain answer.
     #[inline]
-    pub fn slots(&self) -> &[Slot] {
-        &self.slots
+    pub fn plain_columns(&self) -> &[PlainColumn] {
+        &self.plain_columns
     }
 
     /// The slot of the record's `position`-th column.
@@ -171,5 +202,40 @@ mod tests {
         assert!(l.slot_of(0).is_none(), "not in the record");
         assert!(l.slot_of(99).is_none(), "not in the table");
         assert_eq!(RecordLayout::new(t.def(), &[]).fixed_end, 0);
+    }
+
+    #[test]
+    fn a_plain_answer_has_each_column_at_a_fixed_place() {
+        let t = table();
+        // k1 BIGINT UNSIGNED, req SMALLINT, a INT: all plain.
+        let l = RecordLayout::new(t.def(), &[3, 5, 0]);
+        let header = |col: u32, n: u32| col | n << 16;
+        assert_eq!(
+            l.plain_columns(),
+            &[
+                PlainColumn {
+                    at: 2,
+                    header: header(3, 8),
+                    offset: 1,
+                    size: 8
+                },
+                PlainColumn {
+                    at: 14,
+                    header: header(5, 2),
+                    offset: 9,
+                    size: 2
+                },
+                PlainColumn {
+                    at: 20,
+                    header: header(0, 4),
+                    offset: 11,
+                    size: 4
+                },
+            ]
+        );
+        assert_eq!(l.plain_answer_bytes, Some(28));
+        // A VARCHAR anywhere: no plain answer.
+        let l = RecordLayout::new(t.def(), &[3, 2]);
+        assert_eq!((l.plain_answer_bytes, l.plain_columns().len()), (None, 0));
     }
 }

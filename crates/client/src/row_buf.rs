@@ -347,7 +347,7 @@ fn fill_plain(data: &mut Vec<u8>, layout: &RecordLayout, answer: &[u8]) -> bool 
     if layout.plain_answer_bytes != Some(answer.len()) {
         return false;
     }
-    let Some((count, mut rest)) = answer.split_first_chunk::<2>() else {
+    let Some(count) = answer.first_chunk::<2>() else {
         return false;
     };
     if usize::from(u16::from_le_bytes(*count)) != layout.len() {
@@ -355,20 +355,18 @@ fn fill_plain(data: &mut Vec<u8>, layout: &RecordLayout, answer: &[u8]) -> bool 
     }
     data.clear();
     data.resize(layout.fixed_end, 0);
-    for slot in layout.slots() {
-        let (Some(header), Some(n)) = (slot.plain_header, slot.fixed_size) else {
+    // Positions are fixed by the record and the length is exact, so each
+    // column is checked and copied on its own (no chain of positions).
+    for c in layout.plain_columns() {
+        let (at, n, to) = (c.at as usize, c.size as usize, c.offset as usize);
+        let (Some(head), Some(value)) = (answer.get(at..at + 4), answer.get(at + 4..at + 4 + n))
+        else {
             return false;
         };
-        let Some((head, tail)) = rest.split_first_chunk::<4>() else {
-            return false;
-        };
-        if u32::from_le_bytes(*head) != header {
+        if u32::from_le_bytes([head[0], head[1], head[2], head[3]]) != c.header {
             return false;
         }
-        let Some((value, tail)) = tail.split_at_checked(n) else {
-            return false;
-        };
-        let Some(to) = data.get_mut(slot.offset..slot.offset + n) else {
+        let Some(to) = data.get_mut(to..to + n) else {
             return false;
         };
         // The common widths as one load and store, not a `memcpy` call.
@@ -377,9 +375,8 @@ fn fill_plain(data: &mut Vec<u8>, layout: &RecordLayout, answer: &[u8]) -> bool 
             8 => to[..8].copy_from_slice(&value[..8]),
             _ => to.copy_from_slice(value),
         }
-        rest = tail;
     }
-    rest.is_empty()
+    true
 }
 
 #[inline]
