@@ -27,6 +27,10 @@
 #   log. COLD=1 drops the page cache first (root only).
 # Raw outputs go to target/bench-durability/; a summary to stdout.
 set -euo pipefail
+# A binary named relative to where the script was started.
+if [[ -n "${SHOAL_BIN:-}" ]]; then
+    SHOAL_BIN=$(realpath -e "$SHOAL_BIN")
+fi
 cd "$(dirname "$0")/.."
 
 OUT=target/bench-durability
@@ -41,10 +45,20 @@ SHAPE=${SHAPE:-"-a 2"}
 REDO_LOG_SIZE=${REDO_LOG_SIZE:-1G}
 CHECKPOINT_RATE=${CHECKPOINT_RATE:-64M}
 COLD=${COLD:-0}
+RESTARTS=${RESTARTS:-1}
+if ! [[ $RESTARTS =~ ^[1-9][0-9]*$ ]]; then
+    echo "RESTARTS must be a whole number of restarts, at least 1 (got '$RESTARTS')" >&2
+    exit 2
+fi
+if [[ ${PERF:-0} == 1 && $RESTARTS != 1 ]]; then
+    # perf's pid stands in for the node's: only one restart can be killed.
+    echo "PERF=1 profiles one restart: leave RESTARTS unset or 1" >&2
+    exit 2
+fi
 log() { printf '[bench-durability] %s\n' "$*" >&2; }
 
 if [[ -n "${SHOAL_BIN:-}" ]]; then
-    BIN=$(realpath "$SHOAL_BIN")
+    BIN=$SHOAL_BIN
 else
     log "building shoal (release)"
     cargo build --release -p shoal >&2
@@ -191,7 +205,7 @@ if [[ " $PARTS " == *" restart "* ]]; then
     # Until a checkpoint covers most rows: the restart reads it and a
     # short log (as a node does some time after a load).
     sleep "${SETTLE_SECS:-10}"
-    for restart in $(seq "${RESTARTS:-1}"); do
+    for restart in $(seq "$RESTARTS"); do
         log "restart $restart: killing the data node (kill -9) and starting it again"
         kill -KILL "$DN"
         wait "$DN" 2>/dev/null || true

@@ -12,6 +12,10 @@
 # CPU per operation. Raw outputs go to target/bench-wide-rows/; the
 # summary (averages, runs in brackets) to stdout.
 set -euo pipefail
+# A binary named relative to where the script was started.
+if [[ -n "${BEFORE_BIN:-}" ]]; then
+    BEFORE_BIN=$(realpath -e "$BEFORE_BIN")
+fi
 cd "$(dirname "$0")/.."
 
 OUT=target/bench-wide-rows
@@ -28,7 +32,7 @@ NEW=$PWD/target/release/shoal
 source scripts/bench-common.sh
 OLD=
 if [[ -n "${BEFORE_BIN:-}" ]]; then
-    OLD=$(realpath "$BEFORE_BIN")
+    OLD=$BEFORE_BIN
 elif [[ -n "${BEFORE:-}" ]]; then
     OLD=$(build_before "$BEFORE")
 fi
@@ -87,10 +91,9 @@ print("%-6s new %9.0f %s  old %9.0f %s  %+.1f %%" % (sys.argv[1], n, new, o, old
             echo "$op $(runs new | tr '\n' ' ')"
         fi
     done
-    echo "-- CPU of the last run of this build, per phase:"
-    grep -h "ops in" "$OUT/new-$tag-$RUNS.txt" | sed 's/^ */   /'
-    if [[ -n "$OLD" ]]; then
-        echo "-- CPU of the last run of the build before, per phase:"
-        grep -h "ops in" "$OUT/old-$tag-$RUNS.txt" | sed 's/^ */   /'
-    fi
+    for build in new old; do
+        [[ $build == old && -z "$OLD" ]] && continue
+        echo "-- CPU of the last run of the $build build, per phase:"
+        grep -h "ops in" "$OUT/$build-$tag-$RUNS.txt" | sed 's/^ */   /'
+    done
 done

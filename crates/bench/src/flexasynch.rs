@@ -335,10 +335,17 @@ fn value_of(opts: &Options, key: u32, col: u32, generation: u32) -> Value {
 /// for `-s 1`, else a BINARY of `-s` words): what a read must return.
 fn expected_bytes(opts: &Options, key: u32, col: u32, generation: u32, out: &mut Vec<u8>) {
     out.clear();
-    let word = word_of(key, col, generation);
+    let first = word_of(key, col, generation);
     for w in 0..opts.attribute_words {
-        out.extend_from_slice(&word.wrapping_add(w).to_le_bytes());
+        out.extend_from_slice(&nth_word(first, w).to_le_bytes());
     }
+}
+
+/// Word `w` of a value whose first word is `first` (every value of `-s N`
+/// words counts up from its first).
+#[inline]
+fn nth_word(first: u32, w: u32) -> u32 {
+    first.wrapping_add(w)
 }
 
 /// Buffers a thread reuses for every read it checks.
@@ -904,7 +911,13 @@ impl ValueSpan {
                 return None;
             }
         }
+        // Every column's null bit must lie in the bytes checked for none.
         let null_bytes = (opts.attributes as usize).div_ceil(8);
+        for col in 0..opts.attributes as u16 {
+            if record.null_bit_of(col)? >= 8 * null_bytes {
+                return None;
+            }
+        }
         (record.offset_of(0)? >= null_bytes).then_some(ValueSpan {
             null_bytes,
             start,
@@ -930,8 +943,8 @@ fn check_row(
             .get(..span.null_bytes)
             .is_some_and(|b| b.iter().all(|&b| b == 0));
         let values = bytes.get(span.start..span.start + span.len).unwrap_or(&[]);
-        // Column `c` (from 1) holds `words` words, word `w` of them
-        // `word_of(key, c) + w`. No early exit, so the loops compile to
+        // Column `c` (from 1) holds `words` words counting up from
+        // `word_of(key, c)` (as `expected_bytes` writes them). No early exit, so the loops compile to
         // straight-line compares.
         let words = opts.attribute_words as usize;
         let mut same = no_nulls && values.len() == span.len;
@@ -944,7 +957,7 @@ fn check_row(
             for (c, column) in (1u32..).zip(values.chunks_exact(4 * words)) {
                 let first = word_of(key, c, cmd.generation);
                 for (w, word) in (0u32..).zip(column.chunks_exact(4)) {
-                    same &= le(word) == first.wrapping_add(w);
+                    same &= le(word) == nth_word(first, w);
                 }
             }
         }

@@ -125,6 +125,41 @@ fn every_column_type_round_trips() {
             Some(Value::Null),
             "nullable column without default is NULL"
         );
+
+        // The row's buffer read into again and again: through the same
+        // record (the buffer keeps it, nothing is cloned), through
+        // another record of the table, and back.
+        let key = [Value::Int(-7), Value::Str("key two".into())];
+        let mut buf = tx.take_row(op).expect("the row");
+        for (round, record) in [&all, &all, &rec, &all].into_iter().enumerate() {
+            let mut tx = c.transaction();
+            let op = tx
+                .read_into(record, &key, LockMode::CommittedRead, buf)
+                .unwrap();
+            tx.execute(ExecType::Commit).await.unwrap();
+            buf = tx
+                .take_row(op)
+                .unwrap_or_else(|| panic!("round {round}: no row"));
+            assert_eq!(buf.len(), record.columns().len(), "round {round}");
+            for (i, v) in values.iter().enumerate() {
+                assert_eq!(buf.get_idx(i as u16).as_ref(), Some(v), "round {round}");
+            }
+        }
+        // A reused buffer whose read finds no row: no row, the error kept.
+        let mut tx = c.transaction();
+        let missing = [Value::Int(-8), Value::Str("none".into())];
+        let op = tx
+            .read_into(&all, &missing, LockMode::CommittedRead, buf)
+            .unwrap();
+        tx.ignore_error(op);
+        tx.execute(ExecType::Commit).await.unwrap();
+        assert!(tx.row(op).is_none() && tx.take_row(op).is_none());
+        assert_eq!(
+            tx.op_error(op).map(|e| e.code),
+            Some(ErrorCode::TupleNotFound),
+            "{:?}",
+            tx.op_error(op)
+        );
     });
 }
 

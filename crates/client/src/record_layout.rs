@@ -128,7 +128,9 @@ impl RecordLayout {
                 }
             }
         }
-        // Offsets fit in u32: a row is far smaller (`row_bytes_max`).
+        // Every position is below the plain answer's length: if that fits
+        // in u32 so do they (else the casts above may have cut them, and
+        // the columns are dropped here).
         let plain_answer_bytes = plain_answer_bytes
             .filter(|&n| columns.len() <= u16::MAX as usize && u32::try_from(n).is_ok());
         if plain_answer_bytes.is_none() {

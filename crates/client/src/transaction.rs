@@ -143,7 +143,10 @@ impl OpSlot {
             // The buffer is taken only once filled, after its answer.
             Target::ReadAsBefore => match &mut self.row {
                 Some(row) => row.fill_as_before(data),
-                None => Ok(()),
+                None => Err(ShoalError::with_detail(
+                    ErrorCode::Internal,
+                    "a read's row buffer was gone before its answer came",
+                )),
             },
         }
     }
@@ -690,11 +693,15 @@ impl Transaction {
                 let failing = (r.op_index as usize) < count;
                 if failing {
                     let slot = &mut self.ops[first + r.op_index as usize];
-                    let table = slot.table().map_or("", Table::name).to_string();
+                    // A slot of this request has its table (its row is
+                    // taken only after an answer that filled it).
+                    let table = slot.table().map(|t| t.name().to_string());
+                    let table = table.unwrap_or_default();
                     if matches!(
                         e.code,
                         ErrorCode::NoSuchTable | ErrorCode::InvalidSchemaVersion
-                    ) {
+                    ) && !table.is_empty()
+                    {
                         self.cluster.invalidate_table(&table);
                         if let Some(index) = &slot.via {
                             self.cluster.invalidate_table(index.index_table().name());
