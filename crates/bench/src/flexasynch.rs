@@ -944,8 +944,8 @@ fn check_row(
             .is_some_and(|b| b.iter().all(|&b| b == 0));
         let values = bytes.get(span.start..span.start + span.len).unwrap_or(&[]);
         // Column `c` (from 1) holds `words` words counting up from
-        // `word_of(key, c)` (as `expected_bytes` writes them). No early exit, so the loops compile to
-        // straight-line compares.
+        // `word_of(key, c)`, as `expected_bytes` writes them. No early
+        // exit, so the loops compile to straight-line compares.
         let words = opts.attribute_words as usize;
         let mut same = no_nulls && values.len() == span.len;
         let le = |b: &[u8]| u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
