@@ -7,6 +7,8 @@
 #   PARTS="flex" BEFORE=1bb4ea5 ./scripts/bench-failures.sh   # only some parts
 #                                                 # (failover, restart, flex)
 #   FLEX_RUNS=5 ...                               # flexasynch runs per build (3)
+#   BEFORE_BIN=path/to/shoal PARTS=flex ...       # compare with a built binary
+#                                                 # instead of building BEFORE
 #
 # 1. Failover under load: 4 data nodes in two node groups of two (two per
 #    core), `shoal bench bank` with a 100 ms timeline; data node 2 is
@@ -20,12 +22,15 @@
 #    again, and copies its fragments from data node 1. Printed: the copy's
 #    rows, bytes and rate (from data node 1's log) and the bank's
 #    throughput while copying against before.
-# 3. With BEFORE=<git rev>: flexasynch on 2 data nodes with 1 and 2
+# 3. With BEFORE=<git rev> (or BEFORE_BIN): flexasynch on 2 data nodes with 1 and 2
 #    replicas, FLEX_RUNS runs each, alternating this build and BEFORE.
 #
 # Raw outputs go to target/bench-failures/. Needs python3 for the timeline
 # arithmetic.
 set -euo pipefail
+if [[ -n "${BEFORE_BIN:-}" ]]; then
+    BEFORE_BIN=$(realpath -e "$BEFORE_BIN")
+fi
 cd "$(dirname "$0")/.."
 
 OUT=target/bench-failures
@@ -192,10 +197,14 @@ $SHOAL verify --connect 127.0.0.1:$MGM_PORT | tee -a "$OUT/restart.txt"
 fi
 
 # ------------------------------------------ 3. flexasynch before/after
-if want flex && [[ -n "${BEFORE:-}" ]]; then
-    # shellcheck source=scripts/bench-common.sh
-    source scripts/bench-common.sh
-    OLD=$(build_before "$BEFORE")
+if want flex && [[ -n "${BEFORE:-}${BEFORE_BIN:-}" ]]; then
+    if [[ -n "${BEFORE_BIN:-}" ]]; then
+        OLD=$BEFORE_BIN
+    else
+        # shellcheck source=scripts/bench-common.sh
+        source scripts/bench-common.sh
+        OLD=$(build_before "$BEFORE")
+    fi
     # -temp: the table is not logged (issue 9 costs apart; epochs still run).
     ARGS="-t 4 -con 4 -p 512 -a 2 -o 400 -l 3 -dirty -temp"
     rm -f "$OUT"/flex-*

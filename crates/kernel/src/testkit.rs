@@ -21,9 +21,22 @@ pub fn deliver(nodes: &mut [DataNode], now_ms: u64, mut out: Vec<(u16, Output)>)
         let Some((from, sig)) = queue.pop_front() else {
             return rest;
         };
+        // The signals queued from one node to another in a row are one
+        // frame, taken the way the runtime takes a frame: held, then run.
         let to = sig.destination_node();
+        let node = &mut nodes[to as usize - 1];
         let mut produced = Vec::new();
-        nodes[to as usize - 1].node_signal(now_ms, from, sig, &mut produced);
+        node.node_signal_held(now_ms, from, sig, &mut produced);
+        while queue
+            .front()
+            .is_some_and(|(f, s)| *f == from && s.destination_node() == to)
+        {
+            let Some((_, sig)) = queue.pop_front() else {
+                break;
+            };
+            node.node_signal_held(now_ms, from, sig, &mut produced);
+        }
+        node.run_held(now_ms, &mut produced);
         out.extend(produced.into_iter().map(|o| (to, o)));
     }
 }

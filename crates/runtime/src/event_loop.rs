@@ -37,6 +37,12 @@ const FIRST_CONN: u64 = 2;
 /// write rate in extra writes and wake-ups, 2048 brings back the idle
 /// ping-pong; 512–1024 are best, 768 the steadiest.
 const EARLY_SEND_OUTPUTS: usize = 768;
+/// Signals of one connection (of any kind; a `TcKeyReq` may carry many
+/// operations) taken held before what they hold runs (see
+/// `DataNode::client_signal_held` and `node_signal_held`): enough for the
+/// kernel to look up many rows side by side, few enough that an answer is
+/// not held back long.
+const HELD_REQUESTS_MAX: usize = 64;
 /// Bytes read from one connection per loop turn at most.
 pub(crate) const READ_BUDGET_BYTES: usize = 1 << 20;
 /// A client with more unsent answers than this is not read from until
@@ -344,8 +350,22 @@ impl EventLoop {
                 }
             }
             let mut signals = std::mem::take(&mut self.signals);
+            // Key requests (a client's, or operations from another data
+            // node) are held and run together once the frame is taken (or
+            // every `HELD_REQUESTS_MAX`), so that the kernel looks up their
+            // rows side by side.
+            let mut held = 0usize;
             for signal in signals.drain(..) {
+                if held >= HELD_REQUESTS_MAX {
+                    self.node.run_held(now, &mut self.outputs);
+                    held = 0;
+                }
                 if self.outputs.len() >= EARLY_SEND_OUTPUTS {
+                    // What it sends may end in other events for the node
+                    // (a link closed, a sync answered): nothing is held
+                    // across them.
+                    self.node.run_held(now, &mut self.outputs);
+                    held = 0;
                     self.send_to_peers_early(poll);
                 }
                 let result = match (role, signal) {
@@ -354,7 +374,9 @@ impl EventLoop {
                         // failed coordinator come here when this node took
                         // it over, addressed to the failed one.
                         tracing::trace!("from data node {node}: {sig:?}");
-                        self.node.node_signal(now, node, sig, &mut self.outputs);
+                        held += 1;
+                        self.node
+                            .node_signal_held(now, node, sig, &mut self.outputs);
                         Ok(())
                     }
                     (Role::Peer { node, .. }, other) => Err(ShoalError::with_detail(
@@ -362,11 +384,14 @@ impl EventLoop {
                         format!("data node {node} sent a {} on a node link", other.name()),
                     )),
                     (Role::Client, signal) => {
-                        self.node.client_signal(now, id, signal, &mut self.outputs)
+                        held += 1;
+                        self.node
+                            .client_signal_held(now, id, signal, &mut self.outputs)
                     }
                     (Role::Unknown, _) => unreachable!("frames flow after the handshake"),
                 };
                 if let Err(e) = result {
+                    self.node.run_held(now, &mut self.outputs);
                     if let Some(conn) = self.conns.get_mut(&id) {
                         let _ = conn.push_signal(&Signal::ErrorReport(ErrorReport {
                             code: e.code as u16,
@@ -376,6 +401,9 @@ impl EventLoop {
                     }
                     return Err(e.to_string());
                 }
+            }
+            if held > 0 {
+                self.node.run_held(now, &mut self.outputs);
             }
             self.signals = signals;
         }

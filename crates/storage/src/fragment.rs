@@ -91,6 +91,22 @@ impl Fragment {
         found
     }
 
+    /// The row the index holds first under `hash`'s tag, without reading
+    /// any row: a guess for warming (see [`Fragment::touch`]), right unless
+    /// two keys share the tag. Only [`Fragment::lookup`] finds a key's row.
+    #[inline]
+    pub fn guess(&self, hash: u64) -> Option<RowId> {
+        self.index.guess(hash)
+    }
+
+    /// Reads the first byte of row `id`'s slot (any id; nothing if out of
+    /// range), to bring it into the cache. The caller drops the byte in
+    /// `std::hint::black_box` so the read is not optimized away.
+    #[inline]
+    pub fn touch(&self, id: RowId) -> u8 {
+        self.rows.first_byte(id)
+    }
+
     /// The stored image of a row: (fixed part, var part; empty if none).
     #[inline]
     pub fn row(&self, id: RowId) -> (&[u8], &[u8]) {
@@ -498,6 +514,40 @@ mod tests {
         assert_eq!(f.charged_bytes(), PAGE_BYTES);
         f.drop_all(&mut mem);
         assert_eq!(mem.used_bytes(), 0);
+    }
+
+    #[test]
+    fn warming_guesses_rows_and_touches_any_id_safely() {
+        let mut mem = Memory::new(1 << 22);
+        let mut f = Fragment::new(int_layout());
+        let mut ids = Vec::new();
+        for k in 0..2000u32 {
+            let (key, fixed) = int_row(k, k);
+            let id = f
+                .insert_tentative(&mut mem, hash_key(&key), &fixed, &[])
+                .unwrap();
+            f.commit_insert(&mut mem, id);
+            ids.push(id);
+        }
+        // A guess is the row unless another key shares the hash's tag,
+        // which no two of these keys do.
+        for k in 0..2000u32 {
+            assert_eq!(f.guess(hash_key(&k.to_le_bytes())), Some(ids[k as usize]));
+        }
+        assert_eq!(f.guess(hash_key(&5000u32.to_le_bytes())), None);
+        // Touching reads, whatever the id: in use, freed, past the end.
+        let (key, _) = int_row(5, 5);
+        f.remove(&mut mem, hash_key(&key), ids[5]);
+        assert_eq!(f.guess(hash_key(&key)), None);
+        // The byte read is the slot's flag: in use (committed), free, or
+        // nothing past the end.
+        assert_eq!(f.touch(ids[0]), 1);
+        assert_eq!(f.touch(ids[5]), 0);
+        for id in [f.id_end(), f.id_end() + 1, RowId::MAX] {
+            assert_eq!(f.touch(id), 0);
+        }
+        assert_eq!(f.lookup(hash_key(&key), &key), None);
+        assert_eq!(f.row_count(), 1999);
     }
 
     #[test]

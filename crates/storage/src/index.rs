@@ -108,6 +108,17 @@ impl HashIndex {
             .map(|e| e.row)
     }
 
+    /// The first row stored under `hash`'s tag, without comparing keys: a
+    /// guess, right unless two keys share the tag, used only to bring the
+    /// row into the cache before its real lookup.
+    #[inline]
+    pub(crate) fn guess(&self, hash: u64) -> Option<RowId> {
+        let tag = tag_of(hash);
+        self.table
+            .find(table_hash(tag), |e| e.tag == tag)
+            .map(|e| e.row)
+    }
+
     /// Whether the next insert needs [`HashIndex::prepare_growth`] first.
     #[inline]
     pub(crate) fn needs_growth(&self) -> bool {

@@ -239,6 +239,18 @@ impl RowStore {
         slot
     }
 
+    /// The first byte of a row's slot, in use or not (for warming: any
+    /// id below the high water is a valid place to read). Reading the
+    /// slot's last byte too, for the rest of a 25-column row, measured no
+    /// faster: the hardware brings the adjacent line.
+    #[inline]
+    pub(crate) fn first_byte(&self, id: RowId) -> u8 {
+        if id >= self.high_water {
+            return 0;
+        }
+        self.flag(id)
+    }
+
     #[inline]
     pub(crate) fn fixed(&self, id: RowId) -> &[u8] {
         &self.live_slot(id)[1..1 + self.fixed_size]

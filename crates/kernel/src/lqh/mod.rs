@@ -54,6 +54,9 @@ mod scan;
 mod snapshot;
 mod takeover;
 mod unique;
+mod warm;
+
+pub(crate) use warm::WARM_MAX;
 
 use crate::config::KernelConfig;
 use crate::detmap::{new_map, DetHashMap};

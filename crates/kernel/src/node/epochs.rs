@@ -81,6 +81,7 @@ impl DataNode {
     /// The redo log is synced through `lsn` (the driver's answer to
     /// [`Output::RedoSync`]).
     pub fn redo_synced(&mut self, now_ms: u64, lsn: Lsn, out: &mut Vec<Output>) {
+        self.run_held_first(now_ms, out);
         self.gcp.log_synced(lsn);
         self.epoch_dirty = true;
         self.run(now_ms, out);

@@ -255,6 +255,7 @@ impl DataNode {
 
     /// The driver synced checkpoint `id`'s file ([`Output::LcpSync`]).
     pub fn lcp_synced(&mut self, now_ms: u64, id: u64, out: &mut Vec<Output>) {
+        self.run_held_first(now_ms, out);
         let Some(r) = self.lcp.running.as_mut().filter(|r| r.id == id) else {
             return; // abandoned meanwhile
         };

@@ -5,6 +5,12 @@
 //! completion here) and returns what the driver must do: send to clients
 //! and to other nodes, ask the arbitrator, close a link, stop.
 //!
+//! The runtime takes a frame's key requests held (`client_signal_held`,
+//! `node_signal_held`) and runs them together (`run_held`), so that LQH
+//! can look their rows up side by side (`lqh/warm.rs`). Every other event
+//! that could change what they see (any other signal, a tick, a link or
+//! arbitration event, a sync, a dropped table) runs what is held first.
+//!
 //! Signals are addressed to a block on a node (`BlockSignal::destination`).
 //! A signal from another node goes through only if membership takes it
 //! from that node (a node dropped from the view, or one not yet in it, is
@@ -19,7 +25,7 @@ mod lcp;
 use crate::config::KernelConfig;
 use crate::dih::{Dih, DihEvent};
 use crate::gcp::Gcp;
-use crate::lqh::Lqh;
+use crate::lqh::{Lqh, WARM_MAX};
 use crate::qmgr::{Qmgr, QmgrConfig, QmgrEvent};
 use crate::signal::{Block, BlockSignal, ClusterSignal, TxnRef, View};
 use crate::tc::Tc;
@@ -180,6 +186,13 @@ pub struct DataNode {
     lqh: Lqh,
     /// Signals from this node's own blocks, to deliver.
     queue: VecDeque<BlockSignal>,
+    /// Key operations from other data nodes taken by
+    /// [`DataNode::node_signal_held`], with the node each came from, not
+    /// run yet.
+    held: VecDeque<(u16, BlockSignal)>,
+    /// [`DataNode::client_signal_held`] took a key request whose
+    /// operations have not run yet.
+    held_requests: bool,
     /// A failed coordinator's answers go to the node taking it over.
     redirect: BTreeMap<u16, u16>,
     /// President: the restart being copied (node, when it joined, and
@@ -249,6 +262,8 @@ impl DataNode {
             lqh: Lqh::new(cfg.clone()),
             cfg,
             queue: VecDeque::new(),
+            held: VecDeque::new(),
+            held_requests: false,
             redirect: BTreeMap::new(),
             copy_clock: None,
             unique_barriers: Vec::new(),
@@ -351,6 +366,7 @@ impl DataNode {
     }
 
     pub fn drop_table(&mut self, now_ms: u64, id: TableId, out: &mut Vec<Output>) {
+        self.run_held_first(now_ms, out);
         self.dih.drop_table(id);
         self.lqh.drop_table(id, &mut self.queue);
         self.run(now_ms, out);
@@ -370,13 +386,44 @@ impl DataNode {
         signal: Signal,
         out: &mut Vec<Output>,
     ) -> Result<(), ShoalError> {
+        let result = self.client_signal_held(now_ms, conn, signal, out);
+        self.run_held_first(now_ms, out);
+        result
+    }
+
+    /// Takes a client signal like [`DataNode::client_signal`], but a key
+    /// request's operations are only queued: they run at the next
+    /// [`DataNode::run_held`] (or at the next other event). A connection's
+    /// frame of many requests is taken this way, so that the operations of
+    /// all of them are in the queue together and their rows are looked up
+    /// side by side (see `lqh/warm.rs`).
+    ///
+    /// What a client sees of this: requests in one frame run as if they
+    /// had arrived together from several clients. Each request's own
+    /// operations keep their order, but a later request does not wait for
+    /// an earlier one (a committed read may not see a write an earlier
+    /// request of the frame commits; a request refused at once is answered
+    /// before earlier ones), and a second request of a transaction in the
+    /// same frame as its first is refused ("a request in progress"), as
+    /// one that overtook it over the network would be. The client API
+    /// sends a transaction's next request only after the last one's answer.
+    pub fn client_signal_held(
+        &mut self,
+        now_ms: u64,
+        conn: ConnId,
+        signal: Signal,
+        out: &mut Vec<Output>,
+    ) -> Result<(), ShoalError> {
+        if !self.held.is_empty() {
+            self.run_held(now_ms, out);
+        }
         match signal {
             Signal::TcKeyReq(req) => {
                 // A node still restoring its rows coordinates nothing.
                 let started = self.qmgr.is_started() && self.gcp.now().restored;
                 self.tc
                     .client_req(now_ms, conn, req, &self.dih, started, &mut self.queue, out);
-                self.run(now_ms, out);
+                self.held_requests = true;
                 Ok(())
             }
             Signal::TcCommitAck(ack) => {
@@ -397,6 +444,8 @@ impl DataNode {
         signal: Signal,
         out: &mut Vec<Output>,
     ) -> Result<(), ShoalError> {
+        // Held key requests run first: these signals come after them.
+        self.run_held_first(now_ms, out);
         match signal {
             Signal::ScanTabReq(req) => {
                 let started = self.qmgr.is_started() && self.gcp.now().restored;
@@ -444,6 +493,7 @@ impl DataNode {
     }
 
     pub fn client_disconnected(&mut self, now_ms: u64, conn: ConnId, out: &mut Vec<Output>) {
+        self.run_held_first(now_ms, out);
         self.tc.client_gone(conn, &mut self.queue, out);
         self.run(now_ms, out);
     }
@@ -462,6 +512,7 @@ impl DataNode {
     /// side calls this after the handshake reply (which names the peer's
     /// incarnation), the accepting side after [`DataNode::link_allowed`].
     pub fn peer_linked(&mut self, now_ms: u64, node: u16, incarnation: u32, out: &mut Vec<Output>) {
+        self.run_held_first(now_ms, out);
         let mut events = Vec::new();
         self.qmgr
             .peer_linked(now_ms, node, incarnation, &mut self.queue, &mut events);
@@ -471,6 +522,7 @@ impl DataNode {
 
     /// The link to data node `node` went down.
     pub fn peer_link_lost(&mut self, now_ms: u64, node: u16, out: &mut Vec<Output>) {
+        self.run_held_first(now_ms, out);
         let mut events = Vec::new();
         self.qmgr
             .peer_link_lost(now_ms, node, &mut self.queue, &mut events);
@@ -496,6 +548,7 @@ impl DataNode {
 
     /// The arbitrator's answer to [`Output::Arbitrate`].
     pub fn arbitration_result(&mut self, now_ms: u64, granted: bool, out: &mut Vec<Output>) {
+        self.run_held_first(now_ms, out);
         let mut events = Vec::new();
         self.qmgr
             .arbitration_result(now_ms, granted, &mut self.queue, &mut events);
@@ -505,6 +558,7 @@ impl DataNode {
 
     /// Periodic timer (the driver calls it every few milliseconds).
     pub fn tick(&mut self, now_ms: u64, out: &mut Vec<Output>) {
+        self.run_held_first(now_ms, out);
         if self.qmgr.is_stopped() {
             return;
         }
@@ -602,6 +656,7 @@ impl DataNode {
         signal: BlockSignal,
         out: &mut Vec<Output>,
     ) {
+        self.run_held_first(now_ms, out);
         let dest = self.route(&signal);
         if dest.node != self.node_id || !self.qmgr.accepts(from, &signal) {
             return;
@@ -613,10 +668,87 @@ impl DataNode {
         self.run(now_ms, out);
     }
 
+    /// Takes a signal from another data node like
+    /// [`DataNode::node_signal`], but a key operation is only held: it
+    /// runs at the next [`DataNode::run_held`] (or at the next other
+    /// event), with the others held, their rows looked up side by side.
+    /// Membership is asked again when it runs: a link lost meanwhile
+    /// drops it, as it would a signal arriving after the loss.
+    pub fn node_signal_held(
+        &mut self,
+        now_ms: u64,
+        from: u16,
+        signal: BlockSignal,
+        out: &mut Vec<Output>,
+    ) {
+        if !matches!(signal, BlockSignal::LqhKeyReq { .. }) {
+            return self.node_signal(now_ms, from, signal, out);
+        }
+        if self.held_requests {
+            self.run_held(now_ms, out);
+        }
+        let dest = self.route(&signal);
+        if dest.node != self.node_id || !self.qmgr.accepts(from, &signal) {
+            return;
+        }
+        self.qmgr.heard_from(from, now_ms);
+        self.held.push_back((from, signal));
+    }
+
+    /// Runs what [`DataNode::client_signal_held`] and
+    /// [`DataNode::node_signal_held`] held, each in the order taken (a
+    /// client's requests before another node's operations: taking one kind
+    /// runs the other first).
+    pub fn run_held(&mut self, now_ms: u64, out: &mut Vec<Output>) {
+        if std::mem::take(&mut self.held_requests) || !self.queue.is_empty() {
+            self.run(now_ms, out);
+        }
+        let mut warmed = 0usize;
+        while !self.held.is_empty() {
+            if warmed == 0 && self.held.len() > 1 {
+                warmed = self.held.len().min(WARM_MAX);
+                self.lqh
+                    .warm(self.held.iter().take(warmed).map(|(_, sig)| sig));
+            }
+            let Some((from, sig)) = self.held.pop_front() else {
+                break;
+            };
+            warmed = warmed.saturating_sub(1);
+            let dest = self.route(&sig);
+            if !self.qmgr.is_stopped() && dest.node == self.node_id && self.qmgr.accepts(from, &sig)
+            {
+                self.deliver_here(now_ms, from, dest.block, sig, out);
+            }
+            self.run(now_ms, out);
+        }
+    }
+
+    /// Runs anything held, before another event is taken.
+    #[inline]
+    fn run_held_first(&mut self, now_ms: u64, out: &mut Vec<Output>) {
+        if self.held_requests || !self.held.is_empty() || !self.queue.is_empty() {
+            self.run_held(now_ms, out);
+        }
+    }
+
     /// Delivers queued local signals to run completion.
     fn run(&mut self, now_ms: u64, out: &mut Vec<Output>) {
         self.note_first_commits(out);
-        while let Some(sig) = self.queue.pop_front() {
+        // Signals at the front of the queue whose rows were warmed.
+        let mut warmed = 0usize;
+        while !self.queue.is_empty() {
+            if warmed == 0 && self.queue.len() > 1 {
+                warmed = WARM_MAX.min(self.queue.len());
+                let here = self.node_id;
+                self.lqh.warm(self.queue.iter().take(warmed).filter(|s| {
+                    let dest = self.route(s);
+                    dest.node == here && dest.block == Block::Lqh
+                }));
+            }
+            let Some(sig) = self.queue.pop_front() else {
+                break;
+            };
+            warmed = warmed.saturating_sub(1);
             self.deliver(now_ms, self.node_id, sig, out);
             self.note_first_commits(out);
         }

@@ -206,6 +206,23 @@ impl World {
         if !live {
             return Ok(()); // sent on a link that broke
         }
+        self.note_node_msg(from, to, &signal);
+        let now = self.now;
+        let Some(node) = self.running(to) else {
+            return Ok(());
+        };
+        // The runtime's way: held, then run, one message as one frame.
+        // (Taking the messages due at once on a link as one frame, as the
+        // runtime reads them, moves the runs' paths: it found the
+        // read-backup seeds noted on issue 8, which fail without it too.)
+        let mut out = Vec::new();
+        node.node_signal_held(now, from, signal, &mut out);
+        node.run_held(now, &mut out);
+        self.handle_outputs(to, out)
+    }
+
+    /// Traces a node message and counts what the report counts of it.
+    fn note_node_msg(&mut self, from: u16, to: u16, signal: &BlockSignal) {
         if self.trace {
             eprintln!("{:>8} ms {from} -> {to}: {signal:?}", self.now);
         }
@@ -230,13 +247,6 @@ impl World {
             }
             _ => {}
         }
-        let now = self.now;
-        let Some(node) = self.running(to) else {
-            return Ok(());
-        };
-        let mut out = Vec::new();
-        node.node_signal(now, from, signal, &mut out);
-        self.handle_outputs(to, out)
     }
 
     /// Breaks the link between `a` and `b`: messages on it are lost; each
