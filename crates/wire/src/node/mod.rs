@@ -176,9 +176,15 @@ pub const CHAIN_NODES_MAX: usize = 4;
 
 /// The replicas an operation runs on, primary first: 1 to
 /// [`CHAIN_NODES_MAX`] node ids, held inline (copied, never allocated).
+///
+/// The length is never zero, which gives `Option<Chain>` the same layout
+/// as `Chain`: an `Option<Chain>` read into a `Chain` (TC's routes) is a
+/// plain copy. With a separate tag the payload sat two bytes further in,
+/// and its copy through the stack read back across two narrower stores, a
+/// store-forwarding stall on every routed operation.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Chain {
-    len: u8,
+    len: std::num::NonZeroU8,
     nodes: [u16; CHAIN_NODES_MAX],
 }
 
@@ -190,8 +196,11 @@ impl Chain {
             "a chain of {} nodes",
             nodes.len()
         );
+        let Some(len) = std::num::NonZeroU8::new(nodes.len() as u8) else {
+            unreachable!("checked above");
+        };
         let mut chain = Chain {
-            len: nodes.len() as u8,
+            len,
             nodes: [0; CHAIN_NODES_MAX],
         };
         chain.nodes[..nodes.len()].copy_from_slice(nodes);
@@ -202,7 +211,7 @@ impl Chain {
 impl std::ops::Deref for Chain {
     type Target = [u16];
     fn deref(&self) -> &[u16] {
-        &self.nodes[..usize::from(self.len)]
+        &self.nodes[..usize::from(self.len.get())]
     }
 }
 
@@ -739,6 +748,15 @@ mod tests {
     use super::*;
     use crate::signals::{LockMode, OpType};
     use shoal_types::SchemaVersion;
+
+    #[test]
+    fn an_optional_chain_is_laid_out_as_a_chain() {
+        assert_eq!(
+            std::mem::size_of::<Option<Chain>>(),
+            std::mem::size_of::<Chain>()
+        );
+        assert_eq!(&*Chain::new(&[3, 1]), &[3, 1]);
+    }
 
     fn samples() -> Vec<BlockSignal> {
         let txn = first_txn_ref(3, 9) + 41;
