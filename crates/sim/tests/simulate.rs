@@ -265,15 +265,32 @@ fn seeds_that_found_bugs_pass() {
 /// The checker's self-test: with a protocol broken on purpose, some seed
 /// among the first few with failures must fail.
 fn first_failing_seed(faults: Faults) -> Option<(u64, String)> {
-    (0..40)
+    first_seed_failing_with(faults, |_| true)
+}
+
+/// Seeds with failures a self-test may try. The broken protocol is
+/// usually caught within the first dozen, but any change that moves the
+/// simulated runs' paths (a different order of work inside a node, one
+/// more random draw) can push the first catch further: a wide window
+/// keeps the self-tests about the checker, not about the paths of the
+/// first seeds. It costs nothing while an early seed catches the bug.
+const SELF_TEST_SEEDS: usize = 40;
+
+/// The first of [`SELF_TEST_SEEDS`] seeds with failures that fails under
+/// `faults` with a failure `names` accepts.
+fn first_seed_failing_with(faults: Faults, names: impl Fn(&str) -> bool) -> Option<(u64, String)> {
+    (0..4 * SELF_TEST_SEEDS as u64)
         .map(|i| FIRST_SEED + i)
         .map(|seed| SimOptions {
             faults: faults.clone(),
             ..SimOptions::shape_for_seed(seed, 2000)
         })
         .filter(|opts| opts.failures)
-        .take(12)
-        .find_map(|opts| run(&opts).err().map(|f| (opts.seed, f.to_string())))
+        .take(SELF_TEST_SEEDS)
+        .find_map(|opts| {
+            let failure = run(&opts).err()?.to_string();
+            names(&failure).then_some((opts.seed, failure))
+        })
 }
 
 #[test]
@@ -298,12 +315,15 @@ fn the_checker_catches_operations_on_stale_routes() {
 
 #[test]
 fn the_checker_catches_a_split_brain() {
-    let caught = first_failing_seed(Faults {
-        arbitrator_grants_all: true,
-        ..Faults::default()
-    });
-    let (seed, why) = caught.expect("no seed failed with the arbitrator granting every side");
-    assert!(why.contains("split brain"), "seed {seed:#x}: {why}");
+    let caught = first_seed_failing_with(
+        Faults {
+            arbitrator_grants_all: true,
+            ..Faults::default()
+        },
+        |why| why.contains("split brain"),
+    );
+    let (seed, why) = caught
+        .expect("no seed failed naming a split brain with the arbitrator granting every side");
     eprintln!("seed {seed:#x} caught it: {why}");
 }
 
@@ -372,11 +392,11 @@ fn durable_clusters_restart_from_their_files() {
     );
 }
 
-/// The first of seeds 1..=12 that fails on 4 nodes with 2 replicas, with
-/// failures and files, under `faults` (a durability protocol broken on
-/// purpose): the seed and the failure.
+/// The first of seeds 1..=[`SELF_TEST_SEEDS`] that fails on 4 nodes with
+/// 2 replicas, with failures and files, under `faults` (a durability
+/// protocol broken on purpose): the seed and the failure.
 fn first_failing_durable_seed(faults: Faults) -> Option<(u64, String)> {
-    (1..=12).find_map(|seed| {
+    (1..=SELF_TEST_SEEDS as u64).find_map(|seed| {
         let opts = SimOptions {
             seed,
             transactions: 3000,
@@ -509,7 +529,7 @@ fn scans_match_the_model() {
 /// resumes one row late misses rows, which some seed must catch.
 #[test]
 fn the_checker_catches_a_scan_that_skips_a_row() {
-    let caught = (0..12).find_map(|i| {
+    let caught = (0..SELF_TEST_SEEDS as u64).find_map(|i| {
         let opts = SimOptions {
             scans: true,
             faults: Faults {
@@ -518,10 +538,11 @@ fn the_checker_catches_a_scan_that_skips_a_row() {
             },
             ..SimOptions::shape_for_seed(FIRST_SEED + i, 1000)
         };
-        run(&opts).err().map(|f| (opts.seed, f.to_string()))
+        let why = run(&opts).err()?.to_string();
+        why.contains("missed key").then_some((opts.seed, why))
     });
-    let (seed, why) = caught.expect("scans skipped rows, and no check failed");
-    assert!(why.contains("missed key"), "seed {seed:#x}: {why}");
+    let (seed, why) = caught.expect("scans skipped rows, and no check named a missed key");
+    eprintln!("seed {seed:#x} caught it: {why}");
 }
 
 /// The checker's self-test for ordered indexes: a committed update that
@@ -542,7 +563,7 @@ fn the_checker_catches_an_index_entry_left_under_an_old_key() {
 /// which scans of the index or the check after quiescence must catch.
 #[test]
 fn the_checker_catches_an_index_build_that_misses_writes() {
-    let caught = (0..12).find_map(|i| {
+    let caught = (0..SELF_TEST_SEEDS as u64).find_map(|i| {
         let opts = SimOptions {
             scans: true,
             faults: Faults {
@@ -593,7 +614,7 @@ fn unique_index_matches_the_model() {
 /// which some seed must catch.
 #[test]
 fn the_checker_catches_unique_entries_kept_on_abort() {
-    let caught = (0..12).find_map(|i| {
+    let caught = (0..SELF_TEST_SEEDS as u64).find_map(|i| {
         let opts = SimOptions {
             unique: true,
             faults: Faults {
@@ -602,8 +623,9 @@ fn the_checker_catches_unique_entries_kept_on_abort() {
             },
             ..SimOptions::shape_for_seed(FIRST_SEED + i, 2000)
         };
-        run(&opts).err().map(|f| (opts.seed, f.to_string()))
+        let why = run(&opts).err()?.to_string();
+        why.contains("unique").then_some((opts.seed, why))
     });
-    let (seed, why) = caught.expect("aborts kept unique index entries, and no check failed");
-    assert!(why.contains("unique"), "seed {seed:#x}: {why}");
+    let (seed, why) = caught.expect("aborts kept unique index entries, and no check named them");
+    eprintln!("seed {seed:#x} caught it: {why}");
 }
