@@ -37,6 +37,11 @@ pub struct Faults {
     /// An aborted transaction's changes to a unique index's table are
     /// committed instead of dropped (entries of rows that never were).
     pub unique_entry_kept_on_abort: bool,
+    /// The backups of a read-backup table show a commit at their commit
+    /// round, before every replica knows of it (a coordinator cut off
+    /// from the others then shows its readers a commit the survivors
+    /// abort).
+    pub backups_show_commit_early: bool,
 }
 
 #[derive(Clone, Debug)]

@@ -38,7 +38,7 @@ const USAGE: &str = "usage: shoal-sim [--seed N] [--seeds COUNT] [--txns PER_SEE
                   lcp-redo-start-after-scan, copy-since-one-epoch-late,
                   snapshot-without-logging, scan-skips-row-at-batch-end,
                   index-update-keeps-old-key, index-build-ignores-writes,
-                  unique-entry-kept-on-abort):
+                  unique-entry-kept-on-abort, backups-show-commit-early):
                   the checks must catch it, so the run is expected to fail";
 
 struct Args {
@@ -101,6 +101,11 @@ fn parse_args() -> Result<Args, String> {
                 "copy-since-one-epoch-late" => a.faults.copy_since_one_epoch_late = true,
                 "snapshot-without-logging" => a.faults.snapshot_without_logging = true,
                 "index-update-keeps-old-key" => a.faults.index_update_keeps_old_key = true,
+                "backups-show-commit-early" => {
+                    a.faults.backups_show_commit_early = true;
+                    a.read_backup = true;
+                    a.scans = true;
+                }
                 "unique-entry-kept-on-abort" => {
                     a.faults.unique_entry_kept_on_abort = true;
                     a.unique = true;

@@ -545,6 +545,7 @@ mod node_signals {
                 node: 3,
                 frags: vec![(TableId(4), 1)].into(),
                 release: false,
+                visible_at_complete: false,
                 epoch: 5,
             },
             BlockSignal::Cluster(ClusterSignal::Epoch(EpochSignal::Progress {

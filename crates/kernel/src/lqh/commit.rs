@@ -53,6 +53,30 @@ impl Lqh {
         }
     }
 
+    /// Records that the transaction commits, changing nothing yet: its
+    /// changes stay pending, its locks held, until [`Lqh::finish`] at
+    /// complete applies and logs them. The backups' round of a
+    /// transaction on a table read from any replica: a committed read
+    /// here must not see the change before every replica knows of the
+    /// decision (a coordinator cut off from the others would otherwise
+    /// show a commit the survivors then abort).
+    pub(super) fn commit_decided(&mut self, txn: TxnRef) {
+        let Some(t) = self.txns.get_mut(&txn) else {
+            return;
+        };
+        if !t.committed && self.cfg.report_commit_points {
+            self.first_commits.push((txn, t.api_node, t.trans, t.epoch));
+        }
+        t.committed = true;
+        if t.rows.is_empty() && t.waiting.is_none() && t.queued.is_empty() {
+            // Nothing held here (its operations on this node failed):
+            // done, as a commit round would leave it.
+            let (api_node, trans, epoch) = (t.api_node, t.trans, t.epoch);
+            self.txns.remove(&txn);
+            self.remember_finished(txn, api_node, trans, true, epoch);
+        }
+    }
+
     /// Commits the transaction's changes in `frags` (one round of the
     /// commit protocol); with `release`, also releases its locks there.
     /// Locks kept are released by [`Lqh::finish`] at complete.

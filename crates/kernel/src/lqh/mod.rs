@@ -222,7 +222,9 @@ struct LqhTxn {
     /// coordinator failed: run nothing more.
     failed: bool,
     /// A commit round reached this node: the transaction's changes here
-    /// are committed (its locks may still be held until complete).
+    /// are committed (its locks may still be held until complete), or,
+    /// after a round `visible_at_complete`, decided and applied at
+    /// complete.
     committed: bool,
     /// The operations that reached this node, ascending: a repeat of one
     /// is dropped.
@@ -767,6 +769,7 @@ impl Lqh {
                 txn,
                 frags,
                 release,
+                visible_at_complete,
                 epoch,
                 ..
             } => {
@@ -775,7 +778,12 @@ impl Lqh {
                         t.epoch = epoch;
                     }
                 }
-                self.commit_frags(txn, &frags, release, now_ms, dih, out);
+                if visible_at_complete {
+                    debug_assert!(!release, "a primary's commit is visible at once");
+                    self.commit_decided(txn);
+                } else {
+                    self.commit_frags(txn, &frags, release, now_ms, dih, out);
+                }
                 out.push_back(BlockSignal::CommitConf {
                     txn,
                     node: self.cfg.node_id,

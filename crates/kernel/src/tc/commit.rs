@@ -40,6 +40,9 @@ impl Tc {
                 node,
                 frags: crate::signal::FragList::new(frags),
                 release: wave == Wave::Primaries,
+                visible_at_complete: wave == Wave::Backups
+                    && t.ack_after_complete
+                    && !self.cfg.faults.backups_show_commit_early,
                 epoch: t.epoch,
             });
             t.awaiting.push(node);
@@ -67,8 +70,11 @@ impl Tc {
         );
         t.committed = true;
         let results = super::answer::take_results(&mut t.results);
-        let counted = t.epoch_counted;
-        if self.cfg.report_commit_points {
+        // A transaction whose backups apply at complete is whole (on
+        // every replica, in every redo log) only once they confirm it.
+        let whole = !t.ack_after_complete;
+        let counted = t.epoch_counted && whole;
+        if self.cfg.report_commit_points && whole {
             out.push(Output::CommitDone {
                 conn: t.conn,
                 trans: t.trans,
@@ -122,7 +128,8 @@ impl Tc {
         }
     }
 
-    /// Every replica released the transaction: send a held answer, forget it.
+    /// Every replica released the transaction: send a held answer, forget
+    /// it (and, if it was counted in its epoch, uncount it).
     pub(super) fn completed(
         &mut self,
         txn: TxnRef,
@@ -130,6 +137,13 @@ impl Tc {
         out: &mut Vec<Output>,
     ) {
         let t = self.txns.get_mut(&txn).expect("present");
+        if t.ack_after_complete && self.cfg.report_commit_points {
+            out.push(Output::CommitDone {
+                conn: t.conn,
+                trans: t.trans,
+                txn,
+            });
+        }
         if let Some(reply) = t.held_reply.take() {
             if !t.client_gone {
                 let (conn, epoch, durable) = (t.conn, t.epoch, t.durable_answer);

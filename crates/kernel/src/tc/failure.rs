@@ -295,6 +295,14 @@ impl Tc {
                 if !members.contains(&node) || frags.is_empty() {
                     continue;
                 }
+                // Written on a table read from any replica: its backups
+                // apply at complete here too.
+                if frags
+                    .iter()
+                    .any(|f| dih.table(f.0).is_some_and(|d| d.read_backup))
+                {
+                    t.ack_after_complete = true;
+                }
                 let part = t.part_mut(node);
                 for frag in frags {
                     let primary = dih

@@ -14,6 +14,13 @@
 //! 4. complete: `CompleteReq` releases the backups' locks and records
 //!    (confirmed only when the client's answer waits for it).
 //!
+//! A transaction that wrote a table read from any replica (read backup)
+//! differs: its backups' round only records the decision
+//! (`visible_at_complete`), complete applies the changes there, and the
+//! client hears `Committed` once every backup confirmed complete. No
+//! reader sees the change before every replica knows of the commit, and
+//! every reader sees it once its writer heard.
+//!
 //! A committed transaction's replicas keep a commit marker until the
 //! client acknowledges the answer (`TcCommitAck`): TC's low-water mark,
 //! sent with every operation, stays below every transaction whose answer
@@ -198,8 +205,11 @@ struct Txn {
     /// The client's connection closed (or the coordinator that began it
     /// failed): finish, but answer nobody.
     client_gone: bool,
-    /// It wrote a read-from-backup table: the client hears `Committed`
-    /// after the complete round, so its next read on any replica sees it.
+    /// It wrote a read-from-backup table. Its backups apply (and log)
+    /// their changes only at complete, so no reader of any replica sees
+    /// the commit before every replica knows of it; the client hears
+    /// `Committed` after the complete round, so its next read on any
+    /// replica sees it; and its epoch waits for that round.
     ack_after_complete: bool,
     /// `Committed` for the client, held until complete.
     held_reply: Option<Signal>,

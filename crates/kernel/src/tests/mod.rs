@@ -13,6 +13,7 @@ use shoal_wire::{
 };
 
 mod durability;
+mod read_backup;
 mod scans;
 mod unique;
 

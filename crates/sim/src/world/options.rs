@@ -270,70 +270,65 @@ impl SimFailure {
     /// The command that replays this run.
     pub fn replay_command(&self) -> String {
         let o = &self.opts;
-        format!(
-            "cargo run --release -p shoal-sim -- --seed {} --txns {} --nodes {} --replicas {}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}{}",
-            o.seed,
-            o.transactions,
-            o.data_nodes,
-            o.replicas,
-            if o.read_backup { " --read-backup" } else { "" },
-            if o.wide { " --wide" } else { "" },
-            if o.failures { " --failures" } else { "" },
-            if o.faults.skip_takeover { " --break skip-takeover" } else { "" },
-            if o.faults.ignore_dist_version {
-                " --break ignore-dist-version"
-            } else {
-                ""
-            },
-            if o.faults.arbitrator_grants_all {
-                " --break arbitrator-grants-all"
-            } else {
-                ""
-            },
-            if o.faults.epoch_switch_without_hold {
-                " --break epoch-switch-without-hold"
-            } else {
-                ""
-            },
-            if o.faults.lcp_redo_start_after_scan {
-                " --break lcp-redo-start-after-scan"
-            } else {
-                ""
-            },
-            if o.faults.copy_since_one_epoch_late {
-                " --break copy-since-one-epoch-late"
-            } else {
-                ""
-            },
-            if o.faults.snapshot_without_logging {
-                " --break snapshot-without-logging"
-            } else {
-                ""
-            },
-            if o.faults.scan_skips_row_at_batch_end {
-                " --break scan-skips-row-at-batch-end"
-            } else {
-                ""
-            },
-            if o.faults.index_update_keeps_old_key {
-                " --break index-update-keeps-old-key"
-            } else {
-                ""
-            },
-            if o.faults.index_build_ignores_writes {
-                " --break index-build-ignores-writes"
-            } else {
-                ""
-            },
-            if o.faults.unique_entry_kept_on_abort {
-                " --break unique-entry-kept-on-abort"
-            } else {
-                ""
-            },
-            if o.durable { " --durable" } else { "" },
-            if o.scans { " --scans" } else { "" },
-            if o.unique { " --unique" } else { "" },
-        )
+        let mut cmd = format!(
+            "cargo run --release -p shoal-sim -- --seed {} --txns {} --nodes {} --replicas {}",
+            o.seed, o.transactions, o.data_nodes, o.replicas
+        );
+        let f = &o.faults;
+        let flags = [
+            (o.read_backup, "--read-backup"),
+            (o.wide, "--wide"),
+            (o.failures, "--failures"),
+            (f.skip_takeover, "--break skip-takeover"),
+            (f.ignore_dist_version, "--break ignore-dist-version"),
+            (f.arbitrator_grants_all, "--break arbitrator-grants-all"),
+            (
+                f.epoch_switch_without_hold,
+                "--break epoch-switch-without-hold",
+            ),
+            (
+                f.lcp_redo_start_after_scan,
+                "--break lcp-redo-start-after-scan",
+            ),
+            (
+                f.copy_since_one_epoch_late,
+                "--break copy-since-one-epoch-late",
+            ),
+            (
+                f.snapshot_without_logging,
+                "--break snapshot-without-logging",
+            ),
+            (
+                f.scan_skips_row_at_batch_end,
+                "--break scan-skips-row-at-batch-end",
+            ),
+            (
+                f.index_update_keeps_old_key,
+                "--break index-update-keeps-old-key",
+            ),
+            (
+                f.index_build_ignores_writes,
+                "--break index-build-ignores-writes",
+            ),
+            (
+                f.unique_entry_kept_on_abort,
+                "--break unique-entry-kept-on-abort",
+            ),
+            (
+                f.backups_show_commit_early,
+                "--break backups-show-commit-early",
+            ),
+            (o.durable, "--durable"),
+            (o.scans, "--scans"),
+            (o.unique, "--unique"),
+        ];
+        for (on, flag) in flags {
+            if on {
+                cmd.push(' ');
+                cmd.push_str(flag);
+            }
+        }
+        cmd
     }
 }
 

@@ -302,6 +302,11 @@ pub enum BlockSignal {
         node: u16,
         frags: FragList,
         release: bool,
+        /// Record the decision only: the changes stay invisible until
+        /// `CompleteReq` (the backups' round of a transaction whose
+        /// readers may use any replica, so no reader sees a commit before
+        /// every replica knows of it).
+        visible_at_complete: bool,
         /// The epoch the transaction commits in (0: no epochs run).
         epoch: u64,
     },
@@ -533,12 +538,13 @@ impl BlockSignal {
                 node,
                 frags,
                 release,
+                visible_at_complete,
                 epoch,
             } => {
                 put_u64(out, *txn);
                 put_u16(out, *node);
                 out.push(u8::from(*release));
-                out.push(0);
+                out.push(u8::from(*visible_at_complete));
                 put_u64(out, *epoch);
                 put_u32(out, frags.len() as u32);
                 for (table, frag) in frags.iter() {
@@ -685,7 +691,7 @@ impl BlockSignal {
             GSN_COMMIT_REQ => {
                 let node = r.u16("node")?;
                 let release = read_flag(&mut r, "release")?;
-                r.reserved_u8("reserved")?;
+                let visible_at_complete = read_flag(&mut r, "visible_at_complete")?;
                 let epoch = r.u64("epoch")?;
                 let frags = cluster::read_frags(&mut r)?;
                 BlockSignal::CommitReq {
@@ -693,6 +699,7 @@ impl BlockSignal {
                     node,
                     frags: frags.into(),
                     release,
+                    visible_at_complete,
                     epoch,
                 }
             }
@@ -806,7 +813,8 @@ mod tests {
                 txn,
                 node: 4,
                 frags: vec![(TableId(9), 5), (TableId(10), 0)].into(),
-                release: true,
+                release: false,
+                visible_at_complete: true,
                 epoch: 3,
             },
             BlockSignal::CommitConf {
