@@ -12,7 +12,7 @@
 //!   transactions.
 //! - [`lqh::Lqh`], the local query handler: owns this node's fragments
 //!   (storage), takes row locks, keeps each transaction's uncommitted
-//!   changes, applies them at commit and drops them at abort, times out
+//!   changes, applies them at commit (or complete) and drops them at abort, times out
 //!   lock waits (deadlock timeout), copies fragments to restarting nodes.
 //! - [`qmgr::Qmgr`], membership: heartbeats, failure detection, views
 //!   agreed in two phases by the president, arbitration, joining.

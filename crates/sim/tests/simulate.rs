@@ -571,8 +571,11 @@ fn scans_match_the_model() {
 /// needs a cut to fall between a coordinator's commit of its own backup
 /// and its commit order reaching the other replicas, and a scan on the
 /// cut-off node to read the row before that node learns it is out —
-/// about one seed in 200–300.
-const BACKUP_COMMIT_SEEDS: u64 = 1500;
+/// about one seed in 200–300 (a kernel test, `tests/read_backup.rs`,
+/// shows the same run by hand). The search starts at the one that
+/// caught it when the test was written.
+const BACKUP_COMMIT_SEEDS: u64 = 1000;
+const BACKUP_COMMIT_CAUGHT_AT: u64 = 20;
 
 /// The checker's self-test for read-from-backup commits: backups that
 /// show a commit at their commit round (before every replica knows of
@@ -580,7 +583,8 @@ const BACKUP_COMMIT_SEEDS: u64 = 1500;
 /// then abort, which some seed must catch.
 #[test]
 fn the_checker_catches_backups_showing_a_commit_early() {
-    let caught = (0..BACKUP_COMMIT_SEEDS).find_map(|i| {
+    let first = std::iter::once(BACKUP_COMMIT_CAUGHT_AT);
+    let caught = first.chain(0..BACKUP_COMMIT_SEEDS).find_map(|i| {
         let (data_nodes, replicas) = if i % 2 == 0 { (2, 2) } else { (3, 3) };
         let opts = SimOptions {
             seed: FIRST_SEED + i,
@@ -599,7 +603,8 @@ fn the_checker_catches_backups_showing_a_commit_early() {
             },
         };
         let why = run(&opts).err()?.to_string();
-        why.contains("scan").then_some((opts.seed, why))
+        let named = why.contains("which it never held") || why.contains("missed key");
+        (why.contains("scan") && named).then_some((opts.seed, why))
     });
     let (seed, why) =
         caught.expect("backups showed commits early, and no scan caught an aborted change");

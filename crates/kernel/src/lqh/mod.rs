@@ -2,7 +2,8 @@
 //!
 //! It takes row locks, keeps each transaction's uncommitted changes beside
 //! the committed rows (so committed reads never see them and an abort just
-//! drops them), applies them at commit, and times out lock waits. It also
+//! drops them), applies them at commit (a backup of a read-backup table's
+//! transaction at complete), and times out lock waits. It also
 //! copies a fragment's rows to a restarting replica, takes them in when
 //! this node is the one restarting, and reports a failed coordinator's
 //! transactions to the node taking them over.

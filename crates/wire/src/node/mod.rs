@@ -316,10 +316,12 @@ pub enum BlockSignal {
         node: u16,
         release: bool,
     },
-    /// TC → LQH on `node`: release every lock the transaction still holds
-    /// there and forget it (after commit; NDB's Complete). With `confirm`,
-    /// LQH answers `CompleteConf` (TC waits for it only when the client's
-    /// answer waits for complete: read from backup).
+    /// TC → LQH on `node`: apply (and log) the changes a commit round
+    /// left invisible (`visible_at_complete`), release every lock the
+    /// transaction still holds there and forget it (after commit; NDB's
+    /// Complete). With `confirm`, LQH answers `CompleteConf`: TC waits for
+    /// it, with the client's answer and the transaction's epoch, when the
+    /// transaction wrote a table read from backups.
     CompleteReq {
         txn: TxnRef,
         node: u16,
@@ -817,6 +819,14 @@ mod tests {
                 visible_at_complete: true,
                 epoch: 3,
             },
+            BlockSignal::CommitReq {
+                txn,
+                node: 2,
+                frags: vec![(TableId(9), 5)].into(),
+                release: true,
+                visible_at_complete: false,
+                epoch: 4,
+            },
             BlockSignal::CommitConf {
                 txn,
                 node: 4,
@@ -888,7 +898,7 @@ mod tests {
             "answers go to the coordinator"
         );
         assert_eq!(s[3].destination_node(), 4);
-        for sig in &s[9..] {
+        for sig in &s[10..] {
             let BlockSignal::Cluster(c) = sig else {
                 unreachable!()
             };
