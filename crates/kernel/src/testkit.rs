@@ -59,19 +59,25 @@ pub fn form_cluster(nodes: &mut [DataNode], mut now_ms: u64) -> u64 {
             }
         }
     }
-    deliver(nodes, now_ms, out);
+    let mut rest = deliver(nodes, now_ms, out);
     for _ in 0..1000 {
         if nodes.iter().all(|n| n.role() == NodeRole::Started) {
             return now_ms;
         }
         now_ms += 10;
         let mut out = Vec::new();
+        // The arbitrator (mgmd) lets the start go on: only the forming
+        // node asked; the others ignore an answer to no question.
+        let asked = rest.iter().any(|o| matches!(o, Output::Arbitrate { .. }));
         for n in nodes.iter_mut() {
             let mut o = Vec::new();
+            if asked {
+                n.arbitration_result(now_ms, true, &mut o);
+            }
             n.tick(now_ms, &mut o);
             out.extend(o.into_iter().map(|o| (n.node_id(), o)));
         }
-        deliver(nodes, now_ms, out);
+        rest = deliver(nodes, now_ms, out);
     }
     panic!(
         "the nodes did not form a cluster: {:?}",

@@ -524,7 +524,7 @@ impl EventLoop {
                 } => {
                     if view == FORM_VIEW {
                         eprintln!(
-                            "data node {}: asking the arbitrator (mgmd) whether data nodes {survivors:?} may start a cluster without the others",
+                            "data node {}: asking the arbitrator (mgmd) whether data nodes {survivors:?} may start a cluster",
                             self.node_id
                         );
                     } else {

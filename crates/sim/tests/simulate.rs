@@ -261,12 +261,13 @@ fn seeds_that_found_bugs_pass() {
         }
     }
     // Read from backups, with scans: (seed, nodes, replicas, durable,
-    // what it found).
-    for (seed, data_nodes, replicas, durable, bug) in [
+    // unique, what it found).
+    for (seed, data_nodes, replicas, durable, unique, bug) in [
         (
             5275,
             2,
             2,
+            false,
             false,
             "a coordinator cut off from the other replica showed a delete at its own backup, which the survivors then aborted",
         ),
@@ -275,6 +276,7 @@ fn seeds_that_found_bugs_pass() {
             2,
             2,
             false,
+            false,
             "a replica whose operations all failed kept its record of a transaction whose commit round only recorded the decision",
         ),
         (
@@ -282,7 +284,16 @@ fn seeds_that_found_bugs_pass() {
             3,
             3,
             true,
+            false,
             "a coordinator cut off from the others showed an update at its own backup, which the survivors then aborted",
+        ),
+        (
+            30156,
+            4,
+            2,
+            false,
+            true,
+            "a unique index entry's delete went by a fragment's new route and ran before its insert, still on the old one: an internal error instead of 1204",
         ),
     ] {
         let opts = SimOptions {
@@ -295,7 +306,7 @@ fn seeds_that_found_bugs_pass() {
             failures: true,
             durable,
             scans: true,
-            unique: false,
+            unique,
             faults: Faults::default(),
         };
         if let Err(failure) = run(&opts) {

@@ -244,7 +244,10 @@ impl FragIndexes {
             }
             Self::build_key(layout, index, fixed, var, &mut self.key);
             let added = index.tree.insert_committed(mem, &self.key, id);
-            debug_assert!(added || self.broken, "row {id} indexed twice");
+            debug_assert!(
+                added || self.broken || self.broken_build,
+                "row {id} indexed twice"
+            );
         }
     }
 
@@ -263,7 +266,10 @@ impl FragIndexes {
             }
             Self::build_key(layout, index, fixed, var, &mut self.key);
             let removed = index.tree.remove(mem, &self.key, id);
-            debug_assert!(removed || self.broken, "row {id} was not indexed");
+            debug_assert!(
+                removed || self.broken || self.broken_build,
+                "row {id} was not indexed"
+            );
         }
     }
 
@@ -296,7 +302,12 @@ impl FragIndexes {
             Self::build_key(layout, index, fixed, var, &mut self.key);
             if self.key != *old {
                 let removed = index.tree.remove(mem, old, id);
-                debug_assert!(removed, "row {id} was not indexed");
+                // A build broken on purpose (a checker self-test) missed
+                // this row's writes: its entry is under an older key.
+                debug_assert!(
+                    removed || self.broken || self.broken_build,
+                    "row {id} was not indexed"
+                );
                 index.tree.insert_committed(mem, &self.key, id);
             }
         }

@@ -72,8 +72,9 @@ pub fn survival(
 }
 
 /// The view an arbitration request names when it asks whether nodes that
-/// found no running cluster may form a new one without every configured
-/// node (a partial initial start). Views of a running cluster are never 0.
+/// found no running cluster may form a new one (an initial start, of
+/// every configured node or, after the partial timeout, of some). Views
+/// of a running cluster are never 0.
 pub const FORM_VIEW: u64 = 0;
 
 /// The arbitrator's answer to a partial initial start of `forming`: it may
@@ -91,9 +92,9 @@ pub fn may_form(forming: &BTreeSet<u16>, started: &BTreeSet<u16>) -> Result<(), 
     }
 }
 
-/// How long a partial initial start the arbitrator allowed keeps every
-/// other one out, and how long an arbitrator that just started refuses
-/// them all: long enough for granted nodes to form their cluster and
+/// How long an initial start the arbitrator allowed keeps every other
+/// one out, and how long an arbitrator that just started refuses partial
+/// ones: long enough for granted nodes to form their cluster and
 /// report themselves started, and for the data nodes of a running cluster
 /// to reattach to a restarted arbitrator and say so (a failure-detection
 /// time plus an arbitration round). After it, the started nodes speak
@@ -102,13 +103,14 @@ pub fn formation_lease_ms(heartbeat_interval_ms: u64, arbitration_timeout_ms: u6
     4 * heartbeat_interval_ms + arbitration_timeout_ms
 }
 
-/// Why the arbitrator refused a partial initial start.
+/// Why the arbitrator refused an initial start.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FormRefusal {
-    /// These data nodes outside it are started: a cluster runs there.
+    /// These data nodes (outside it, for a partial start) are started: a
+    /// cluster runs there.
     Started(Vec<u16>),
-    /// Another partial start (these nodes) was allowed moments ago; the
-    /// two groups may share nodes, and only one may form.
+    /// Another start (these nodes) was allowed moments ago; the two
+    /// groups may share nodes, and only one may form.
     OtherForming(Vec<u16>),
     /// The arbitrator itself started this many ms ago: the nodes of a
     /// running cluster may not have reattached yet.
@@ -118,12 +120,9 @@ pub enum FormRefusal {
 impl std::fmt::Display for FormRefusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            FormRefusal::Started(n) => write!(f, "data nodes {n:?} outside it are started"),
+            FormRefusal::Started(n) => write!(f, "data nodes {n:?} are started: a cluster runs"),
             FormRefusal::OtherForming(n) => {
-                write!(
-                    f,
-                    "a partial start of data nodes {n:?} was allowed just before"
-                )
+                write!(f, "a start of data nodes {n:?} was allowed just before")
             }
             FormRefusal::JustStarted(ms) => write!(
                 f,
@@ -133,9 +132,9 @@ impl std::fmt::Display for FormRefusal {
     }
 }
 
-/// The arbitrator's memory of partial initial starts: one at a time, and
-/// none right after the arbitrator (re)started (it does not know what it
-/// allowed before). Two groups of a split, each a majority of the
+/// The arbitrator's memory of initial starts: one at a time, and no
+/// partial one right after the arbitrator (re)started (it does not know
+/// what it allowed before). Two groups of a split, each a majority of the
 /// configured nodes, share nodes; each would otherwise be allowed to form
 /// a cluster of its own with them.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -143,7 +142,7 @@ pub struct FormationGate {
     started_ms: u64,
     /// See [`formation_lease_ms`].
     lease_ms: u64,
-    /// The latest partial start allowed, and until when it keeps others out.
+    /// The latest start allowed, and until when it keeps others out.
     allowed: Option<(BTreeSet<u16>, u64)>,
 }
 
@@ -157,19 +156,43 @@ impl FormationGate {
         }
     }
 
-    /// Answers a partial initial start of `forming` (`started`: the data
-    /// nodes the arbitrator hears from that report they are started).
-    /// The group allowed last may ask again (a retry) while its lease runs.
+    /// Answers an initial start of `forming` (`started`: the data nodes
+    /// the arbitrator hears from that report they are started;
+    /// `registered`: those it hears from at all; `everyone`: `forming` is
+    /// every configured data node). The group allowed last may ask again
+    /// (a retry) while its lease runs.
+    ///
+    /// A start of every node asks too: its former took the others for
+    /// fresh from what they last said, and they may have formed a
+    /// partial cluster since (its answers still on the way). So it is
+    /// refused while another group's lease runs or any node is started,
+    /// and its own lease keeps partial starts out. Right after the
+    /// arbitrator started (when `shoal up` starts everything at once) it
+    /// is allowed only if every node in it already registered here: a
+    /// node of a cluster formed before the restart may not have
+    /// reattached yet.
     pub fn request(
         &mut self,
         now_ms: u64,
         forming: &BTreeSet<u16>,
         started: &BTreeSet<u16>,
+        registered: &BTreeSet<u16>,
+        everyone: bool,
     ) -> Result<(), FormRefusal> {
-        may_form(forming, started).map_err(FormRefusal::Started)?;
-        let up_ms = now_ms.saturating_sub(self.started_ms);
-        if up_ms < self.lease_ms {
-            return Err(FormRefusal::JustStarted(up_ms));
+        if everyone {
+            if !started.is_empty() {
+                return Err(FormRefusal::Started(started.iter().copied().collect()));
+            }
+            let up_ms = now_ms.saturating_sub(self.started_ms);
+            if up_ms < self.lease_ms && !forming.is_subset(registered) {
+                return Err(FormRefusal::JustStarted(up_ms));
+            }
+        } else {
+            may_form(forming, started).map_err(FormRefusal::Started)?;
+            let up_ms = now_ms.saturating_sub(self.started_ms);
+            if up_ms < self.lease_ms {
+                return Err(FormRefusal::JustStarted(up_ms));
+            }
         }
         if let Some((nodes, until)) = &self.allowed {
             if now_ms < *until && nodes != forming {
@@ -306,23 +329,61 @@ mod tests {
         let (a, b) = (set(&[1, 3, 4]), set(&[2, 3, 4]));
         let none = set(&[]);
         assert_eq!(
-            g.request(2_000, &a, &none),
+            g.request(2_000, &a, &none, &a, false),
             Err(FormRefusal::JustStarted(1_000))
         );
         let t = 1_000 + LEASE;
-        assert_eq!(g.request(t, &a, &none), Ok(()));
+        assert_eq!(g.request(t, &a, &none, &a, false), Ok(()));
         assert_eq!(
-            g.request(t + 1, &b, &none),
+            g.request(t + 1, &b, &none, &b, false),
             Err(FormRefusal::OtherForming(vec![1, 3, 4])),
             "two groups sharing nodes 3 and 4"
         );
-        assert_eq!(g.request(t + 2, &a, &none), Ok(()), "a retry");
+        assert_eq!(g.request(t + 2, &a, &none, &a, false), Ok(()), "a retry");
         assert_eq!(
-            g.request(t + 3, &b, &set(&[1])),
+            g.request(t + 3, &b, &set(&[1]), &b, false),
             Err(FormRefusal::Started(vec![1]))
         );
         // The first group never started: after its lease another may form.
-        assert_eq!(g.request(t + 2 + LEASE, &b, &none), Ok(()));
+        assert_eq!(g.request(t + 2 + LEASE, &b, &none, &b, false), Ok(()));
+    }
+
+    #[test]
+    fn a_start_of_every_node_waits_for_a_partial_one_and_keeps_others_out() {
+        const LEASE: u64 = 10_000;
+        let all = set(&[1, 2, 3, 4]);
+        let none = set(&[]);
+        // Right after the arbitrator started: allowed once every node
+        // registered (`shoal up` starting everything at once), not while
+        // one may belong to a cluster that has not reattached yet; and it
+        // keeps a partial one out.
+        let mut g = FormationGate::new(1_000, LEASE);
+        assert_eq!(
+            g.request(1_200, &all, &none, &set(&[1, 2, 3]), true),
+            Err(FormRefusal::JustStarted(200))
+        );
+        assert_eq!(g.request(1_500, &all, &none, &all, true), Ok(()));
+        let t = 1_000 + LEASE;
+        assert_eq!(
+            g.request(t, &set(&[2, 3, 4]), &none, &all, false),
+            Err(FormRefusal::OtherForming(vec![1, 2, 3, 4]))
+        );
+        // A partial start allowed first: the start of every node, whose
+        // former took the others for fresh a moment ago, is refused
+        // while it may be forming, and once its nodes are started.
+        let mut g = FormationGate::new(0, LEASE);
+        let (partial, t) = (set(&[2, 3, 4]), 2 * LEASE);
+        assert_eq!(g.request(t, &partial, &none, &all, false), Ok(()));
+        assert_eq!(
+            g.request(t + 30, &all, &none, &all, true),
+            Err(FormRefusal::OtherForming(vec![2, 3, 4]))
+        );
+        assert_eq!(
+            g.request(t + 2 * LEASE, &all, &partial, &all, true),
+            Err(FormRefusal::Started(vec![2, 3, 4]))
+        );
+        // Nobody started and no lease: allowed.
+        assert_eq!(g.request(t + 3 * LEASE, &all, &none, &all, true), Ok(()));
     }
 
     #[test]

@@ -177,6 +177,11 @@ pub enum NodeRole {
     Stopped,
 }
 
+/// Signals kept while joining (see `DataNode::early`), at most.
+const EARLY_SIGNALS_MAX: usize = 4096;
+/// Their bytes, at most.
+const EARLY_BYTES_MAX: usize = 4 << 20;
+
 pub struct DataNode {
     node_id: u16,
     cfg: KernelConfig,
@@ -190,6 +195,14 @@ pub struct DataNode {
     /// [`DataNode::node_signal_held`], with the node each came from, not
     /// run yet.
     held: VecDeque<(u16, BlockSignal)>,
+    /// Signals from other data nodes that came while this node was still
+    /// joining: a member that committed the first view before this node
+    /// did may already use it (the former's `ViewCommit` reaches each node
+    /// in its own time). Kept, bounded, and taken once a view is in force
+    /// here, membership asked again then. Dropping them instead would
+    /// leave their transactions waiting for answers that never come.
+    early: VecDeque<(u16, BlockSignal)>,
+    early_bytes: usize,
     /// [`DataNode::client_signal_held`] took a key request whose
     /// operations have not run yet.
     held_requests: bool,
@@ -263,6 +276,8 @@ impl DataNode {
             cfg,
             queue: VecDeque::new(),
             held: VecDeque::new(),
+            early: VecDeque::new(),
+            early_bytes: 0,
             held_requests: false,
             redirect: BTreeMap::new(),
             copy_clock: None,
@@ -658,8 +673,11 @@ impl DataNode {
     ) {
         self.run_held_first(now_ms, out);
         let dest = self.route(&signal);
-        if dest.node != self.node_id || !self.qmgr.accepts(from, &signal) {
+        if dest.node != self.node_id {
             return;
+        }
+        if !self.qmgr.accepts(from, &signal) {
+            return self.keep_early(from, signal);
         }
         self.qmgr.heard_from(from, now_ms);
         if !self.qmgr.is_stopped() {
@@ -688,11 +706,28 @@ impl DataNode {
             self.run_held(now_ms, out);
         }
         let dest = self.route(&signal);
-        if dest.node != self.node_id || !self.qmgr.accepts(from, &signal) {
+        if dest.node != self.node_id {
             return;
+        }
+        if !self.qmgr.accepts(from, &signal) {
+            return self.keep_early(from, signal);
         }
         self.qmgr.heard_from(from, now_ms);
         self.held.push_back((from, signal));
+    }
+
+    /// A signal this node does not take from `from` now: kept for later
+    /// if this node is still joining (see `early`), within bounds;
+    /// dropped otherwise.
+    fn keep_early(&mut self, from: u16, signal: BlockSignal) {
+        let bytes = signal.body_len();
+        if self.qmgr.is_joining()
+            && self.early.len() < EARLY_SIGNALS_MAX
+            && self.early_bytes + bytes <= EARLY_BYTES_MAX
+        {
+            self.early_bytes += bytes;
+            self.early.push_back((from, signal));
+        }
     }
 
     /// Runs what [`DataNode::client_signal_held`] and
@@ -894,7 +929,13 @@ impl DataNode {
         for e in events {
             match e {
                 QmgrEvent::ViewCommitted { old, new } => {
-                    self.view_committed(now_ms, &old, &new, out)
+                    self.view_committed(now_ms, &old, &new, out);
+                    // What came early runs next, before anything newer
+                    // (membership is asked again when it runs).
+                    self.early_bytes = 0;
+                    while let Some(early) = self.early.pop_back() {
+                        self.held.push_front(early);
+                    }
                 }
                 QmgrEvent::ShutDown(reason) => {
                     self.queue.clear();

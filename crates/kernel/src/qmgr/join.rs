@@ -119,19 +119,35 @@ impl Qmgr {
         // forms it (with files, an older node may not be in it).
         let mut files = self.fresh_files.clone();
         files.insert(me, self.files);
-        let former = match super::restore_plan::plan(&fresh_linked, &self.cfg.node_groups, &files) {
-            super::restore_plan::RestorePlan::Restore { members, .. } => {
-                members.iter().next().copied()
-            }
-            super::restore_plan::RestorePlan::Wait(_) => fresh_linked.iter().next().copied(),
-        };
+        let (former, restorable) =
+            match super::restore_plan::plan(&fresh_linked, &self.cfg.node_groups, &files) {
+                super::restore_plan::RestorePlan::Restore { members, .. } => {
+                    (members.iter().next().copied(), true)
+                }
+                super::restore_plan::RestorePlan::Wait(_) => {
+                    (fresh_linked.iter().next().copied(), false)
+                }
+            };
         let lowest = former == Some(me);
-        if lowest && everyone && mutually_linked {
+        let alone = self.cfg.data_nodes.len() == 1;
+        let partial = partial_due && covers_groups && majority;
+        let may_form = lowest && mutually_linked && (everyone || partial);
+        if may_form && everyone && (alone || !restorable) {
+            // Alone, nobody can race it; not restorable yet, `form` says
+            // what it waits for.
             return self.form(now_ms, &fresh_linked, q, events);
         }
-        if lowest && partial_due && covers_groups && majority && mutually_linked {
+        if may_form && !restorable {
+            // A partial start that cannot restore yet: `form` says why. No
+            // question for the arbitrator: its answer would only hold
+            // every other start off for a lease.
+            self.form(now_ms, &fresh_linked, q, events);
+        } else if may_form {
             // Without every node, a cluster may be running where this node
-            // cannot see it (a split): the arbitrator decides.
+            // cannot see it (a split). With every node, what the others
+            // last said may be stale: they may have formed a partial
+            // cluster since, its word still on the way here. Either way
+            // the arbitrator decides, letting one start form at a time.
             let asked = self
                 .form_ask
                 .as_ref()
@@ -167,7 +183,7 @@ impl Qmgr {
         }
     }
 
-    /// The arbitrator's answer to a partial initial start.
+    /// The arbitrator's answer to an initial start.
     pub(super) fn form_answer(
         &mut self,
         now_ms: u64,
@@ -186,7 +202,7 @@ impl Qmgr {
         }
         if !granted {
             events.push(QmgrEvent::Note(format!(
-                "the arbitrator (mgmd) refused a partial start of data nodes {nodes:?}: a cluster runs elsewhere; joining it instead"
+                "the arbitrator (mgmd) did not allow a start of data nodes {nodes:?} (refused, or not reachable): a cluster may run or be forming; trying to join instead, and asking again later"
             )));
             self.next_form_ask_ms = now_ms + self.cfg.arbitration_timeout_ms.max(1000);
         }

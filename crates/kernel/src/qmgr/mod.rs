@@ -27,7 +27,9 @@
 //!   is linked to every member. When no node is in a cluster yet (an
 //!   initial start), the lowest node id forms the first view once every
 //!   configured node is linked, or after `start_partial_timeout_ms` with a
-//!   majority covering every node group.
+//!   majority covering every node group — either way only once the
+//!   arbitrator allows it (one start at a time: what the other nodes last
+//!   said of themselves may be stale), unless it is the only data node.
 //! - A node that learns the cluster declared it failed stops.
 //!
 //! Invariants (asserted): views are committed in increasing number; the
@@ -223,7 +225,7 @@ pub struct Qmgr {
     /// Proposals taken since the last view committed here (a few: older
     /// ones drop off), for the failures a commit implies.
     taken: Vec<View>,
-    /// A partial initial start asked of the arbitrator: the nodes, and
+    /// An initial start asked of the arbitrator: the nodes, and
     /// when the question is given up (no answer: ask again).
     form_ask: Option<(BTreeSet<u16>, u64)>,
     /// No new question before this (after a refusal).
@@ -311,6 +313,11 @@ impl Qmgr {
 
     pub fn is_stopped(&self) -> bool {
         self.phase == Phase::Stopped
+    }
+
+    /// In no cluster yet: linking, asking to join, or forming one.
+    pub fn is_joining(&self) -> bool {
+        self.phase == Phase::Joining
     }
 
     /// A member that holds all its fragments (may coordinate and serve).

@@ -184,6 +184,9 @@ struct Txn {
     /// Operations TC added to the request (unique index upkeep and
     /// look-ups), numbered after the client's: what each is for.
     derived: Vec<unique::Derived>,
+    /// Per derived operation: its index among the request's operations,
+    /// and the fragment and distribution version it was routed by.
+    derived_routes: Vec<(usize, crate::signal::FragKey, u32)>,
     outstanding: usize,
     /// Outstanding operations that run on more than one node.
     outstanding_chained: usize,
@@ -283,6 +286,7 @@ impl Default for Txn {
             op_flags: Vec::new(),
             op_chains: Vec::new(),
             derived: Vec::new(),
+            derived_routes: Vec::new(),
             outstanding: 0,
             outstanding_chained: 0,
             commit_at_last_op: None,
@@ -322,6 +326,7 @@ impl Recycle for Txn {
         clear_keeping(&mut self.op_flags);
         clear_keeping(&mut self.op_chains);
         self.derived.clear();
+        self.derived_routes.clear();
         self.outstanding = 0;
         self.outstanding_chained = 0;
         self.commit_at_last_op = None;

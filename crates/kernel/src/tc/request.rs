@@ -442,6 +442,7 @@ impl Tc {
         t.outstanding_chained = 0;
         t.commit_at_last_op = None;
         t.derived.clear();
+        t.derived_routes.clear();
         let (api_node, trans) = (t.api_node, t.trans);
         // One operation that is the whole transaction, committed by this
         // request: its last replica may commit as soon as it has prepared.

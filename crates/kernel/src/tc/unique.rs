@@ -254,6 +254,24 @@ impl Tc {
         if self.overloaded.contains(&routed.chain[0]) {
             return Err(overloaded_error(routed.chain[0]));
         }
+        // An earlier one on the same fragment, unanswered, went by another
+        // distribution version (a failure may have moved the primary):
+        // this one could run first on a new route (a delete before the
+        // insert of the same entry), and the earlier one is refused anyway
+        // (1204).
+        let frag_key = (op.table, routed.frag);
+        let moved = t.derived_routes.iter().any(|&(i, f, version)| {
+            f == frag_key && version != routed.version && t.answered.get(i) == Some(&false)
+        });
+        if moved {
+            return Err(bad(
+                ErrorCode::DistributionChanged,
+                format!(
+                    "the distribution of fragment {} of table {} changed while this transaction wrote it (a data node failed, restarted or joined); retry",
+                    routed.frag, op.table
+                ),
+            ));
+        }
         let op_no = t.ops_total as u32;
         t.ops_total += 1;
         debug_assert_eq!(
@@ -261,6 +279,8 @@ impl Tc {
             t.answered.len(),
             "derived operations follow the request's"
         );
+        t.derived_routes
+            .push((t.answered.len(), frag_key, routed.version));
         t.answered.push(false);
         t.op_flags.push(op.flags);
         t.op_chains.push(routed.chain);

@@ -1054,3 +1054,169 @@ fn a_partial_start_waits_for_the_arbitrator() {
         nodes.iter().map(|n| n.role()).collect::<Vec<_>>()
     );
 }
+
+/// A start of every configured node asks the arbitrator too: what the
+/// others last said of themselves ("fresh") may be stale — they may have
+/// formed a partial cluster since, allowed by the arbitrator, its word
+/// still on the way (sim seed 30431 formed a second cluster over a
+/// running one that way, and their distribution states parted).
+#[test]
+fn a_start_of_every_node_waits_for_the_arbitrator_too() {
+    let mut nodes: Vec<DataNode> = [1u16, 2]
+        .iter()
+        .map(|&node_id| {
+            DataNode::new(
+                KernelConfig {
+                    node_id,
+                    data_nodes: vec![1, 2],
+                    node_groups: vec![vec![1, 2]],
+                    arbitration_timeout_ms: 500,
+                    ..KernelConfig::default()
+                },
+                0,
+            )
+        })
+        .collect();
+    let mut now_ms = 0;
+    let mut out = Vec::new();
+    for (i, peer) in [(0usize, 2u16), (1, 1)] {
+        let mut o = Vec::new();
+        nodes[i].peer_linked(now_ms, peer, 1, &mut o);
+        let from = nodes[i].node_id();
+        out.extend(o.into_iter().map(|o| (from, o)));
+    }
+    crate::testkit::deliver(&mut nodes, now_ms, out);
+    let mut asked = Vec::new();
+    for _ in 0..100 {
+        now_ms += 10;
+        let mut out = Vec::new();
+        for n in nodes.iter_mut() {
+            let mut o = Vec::new();
+            n.tick(now_ms, &mut o);
+            out.extend(o.into_iter().map(|o| (n.node_id(), o)));
+        }
+        for o in crate::testkit::deliver(&mut nodes, now_ms, out) {
+            if let Output::Arbitrate { survivors, .. } = o {
+                asked.push(survivors);
+            }
+        }
+    }
+    assert_eq!(asked.first(), Some(&vec![1, 2]), "{asked:?}");
+    assert!(
+        nodes.iter().all(|n| n.role() == crate::NodeRole::Joining),
+        "formed before the arbitrator answered"
+    );
+    // Refused (another start was allowed just before): no cluster.
+    let mut o = Vec::new();
+    nodes[0].arbitration_result(now_ms, false, &mut o);
+    assert!(nodes.iter().all(|n| n.role() == crate::NodeRole::Joining));
+    // Allowed: the two form a cluster.
+    let now_ms = crate::testkit::form_cluster(&mut nodes, now_ms);
+    assert!(now_ms > 0);
+    assert!(nodes.iter().all(|n| n.role() == crate::NodeRole::Started));
+}
+
+/// The former's `ViewCommit` reaches each node in its own time: a node
+/// that committed the first view may already send a still-joining peer
+/// an operation. The peer keeps it and runs it once the view is in force
+/// there (sim seed 90711 hung a transaction forever when it was dropped).
+#[test]
+fn an_operation_that_reaches_a_node_before_its_first_view_runs_after_it() {
+    use crate::signal::{BlockSignal, ClusterSignal};
+    use shoal_types::distribution::DistributionSpec;
+    let mut def = table();
+    def.distribution = Some(DistributionSpec {
+        version: 1,
+        node_groups: vec![vec![1, 2]],
+        fragments_per_group: 1,
+    });
+    let mut nodes: Vec<DataNode> = [1u16, 2]
+        .iter()
+        .map(|&node_id| {
+            let mut n = DataNode::new(
+                KernelConfig {
+                    node_id,
+                    data_nodes: vec![1, 2],
+                    node_groups: vec![vec![1, 2]],
+                    ..KernelConfig::default()
+                },
+                0,
+            );
+            n.create_table(&def);
+            n
+        })
+        .collect();
+    let mut now_ms = 0;
+    let mut out = Vec::new();
+    for (i, peer) in [(0usize, 2u16), (1, 1)] {
+        let mut o = Vec::new();
+        nodes[i].peer_linked(now_ms, peer, 1, &mut o);
+        let from = nodes[i].node_id();
+        out.extend(o.into_iter().map(|o| (from, o)));
+    }
+    crate::testkit::deliver(&mut nodes, now_ms, out);
+    // Run until node 1 asks the arbitrator, then let it form the view;
+    // its ViewCommit to node 2 is held back.
+    let mut asked = false;
+    while !asked {
+        now_ms += 10;
+        assert!(now_ms < 10_000, "node 1 never asked the arbitrator");
+        let mut out = Vec::new();
+        for n in nodes.iter_mut() {
+            let mut o = Vec::new();
+            n.tick(now_ms, &mut o);
+            out.extend(o.into_iter().map(|o| (n.node_id(), o)));
+        }
+        asked = crate::testkit::deliver(&mut nodes, now_ms, out)
+            .iter()
+            .any(|o| matches!(o, Output::Arbitrate { .. }));
+    }
+    let mut formed = Vec::new();
+    nodes[0].arbitration_result(now_ms, true, &mut formed);
+    assert_eq!(nodes[0].role(), crate::NodeRole::Started);
+    assert_eq!(nodes[1].role(), crate::NodeRole::Joining);
+    let commit = formed
+        .into_iter()
+        .find_map(|o| match o {
+            Output::ToNode {
+                signal: signal @ BlockSignal::Cluster(ClusterSignal::ViewCommit { .. }),
+                ..
+            } => Some(signal),
+            _ => None,
+        })
+        .expect("the first view's commit to node 2");
+
+    // A write on node 1 runs there and goes on to node 2, still joining.
+    let h = Harness::new(KernelConfig::default());
+    let req = TcKeyReq {
+        trans: TransId(1),
+        request: 0,
+        exec: ExecType::Commit,
+        durable: false,
+        ops: vec![h.op(OpType::Insert, 1, 10, "x")],
+    };
+    let mut out = Vec::new();
+    nodes[0]
+        .client_signal(now_ms, 9, Signal::TcKeyReq(req), &mut out)
+        .unwrap();
+    for o in out {
+        if let Output::ToNode { signal, .. } = o {
+            let mut ignored = Vec::new();
+            nodes[1].node_signal(now_ms, 1, signal, &mut ignored);
+        }
+    }
+    // The view's commit arrives; the operation runs, the write commits.
+    let mut out = Vec::new();
+    nodes[1].node_signal(now_ms, 1, commit, &mut out);
+    nodes[1].tick(now_ms + 1, &mut out);
+    let out = out.into_iter().map(|o| (2u16, o)).collect();
+    let client = crate::testkit::deliver(&mut nodes, now_ms + 1, out);
+    let answer = client.iter().find_map(|o| match o {
+        Output::Send {
+            signal: Signal::TcKeyConf(c),
+            ..
+        } => Some(c.state),
+        _ => None,
+    });
+    assert_eq!(answer, Some(TransState::Committed), "{client:?}");
+}

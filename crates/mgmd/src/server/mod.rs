@@ -304,8 +304,8 @@ struct State {
     wanted_running: BTreeMap<u16, bool>,
     /// Mirrors `arbitration.json` (changed only after a successful write).
     arbitrator: Arbitrator,
-    /// Partial initial starts allowed (in memory: after a restart none is
-    /// allowed for a while, see `FormationGate`). Its clock is
+    /// Initial starts allowed (in memory: after a restart no partial one
+    /// is allowed for a while, see `FormationGate`). Its clock is
     /// milliseconds since this mgmd started.
     formation: FormationGate,
 }

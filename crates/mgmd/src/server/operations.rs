@@ -235,12 +235,15 @@ impl Shared {
         Ok(())
     }
 
-    /// Data node `asker` asks whether `forming` may start a cluster without
-    /// the other data nodes: only if none of those is connected here and
+    /// Data node `asker` asks whether `forming` may start a cluster: without
+    /// the other data nodes, only if none of those is connected here and
     /// reports itself started (it may run a cluster the forming nodes
     /// cannot see), no other group was allowed just before (two groups of
     /// a split may share nodes), and this mgmd did not just start (the
-    /// nodes of a running cluster may not have reattached yet).
+    /// nodes of a running cluster may not have reattached yet); with every
+    /// data node, only if none is started, no other group was allowed just
+    /// before, and, right after this mgmd started, every one of them has
+    /// registered here (see `FormationGate::request`).
     fn may_form(&self, asker: u16, forming: &BTreeSet<u16>) -> bool {
         let now_ms = self.started.elapsed().as_millis() as u64;
         let mut st = self.lock();
@@ -250,13 +253,27 @@ impl Shared {
             .filter(|(_, s)| s.kind == SessionKind::DataNode && s.state == NodeState::Started)
             .map(|(&id, _)| id)
             .collect();
-        match st.formation.request(now_ms, forming, &started) {
+        let registered: BTreeSet<u16> = st
+            .sessions
+            .iter()
+            .filter(|(_, s)| s.kind == SessionKind::DataNode)
+            .map(|(&id, _)| id)
+            .collect();
+        let everyone = self
+            .config
+            .data_node_ids()
+            .iter()
+            .all(|n| forming.contains(n));
+        match st
+            .formation
+            .request(now_ms, forming, &started, &registered, everyone)
+        {
             Ok(()) => {
-                info!(asker, nodes = ?forming, "arbitration: partial start allowed (no other data node is started)");
+                info!(asker, nodes = ?forming, everyone, "arbitration: initial start allowed (no other data node is started)");
                 true
             }
             Err(why) => {
-                warn!(asker, nodes = ?forming, "arbitration: partial start refused: {why}");
+                warn!(asker, nodes = ?forming, everyone, "arbitration: initial start refused: {why}");
                 false
             }
         }

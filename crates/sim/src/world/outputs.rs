@@ -779,11 +779,21 @@ impl World {
                         .is_some_and(|d| d.role() == NodeRole::Started)
                 })
                 .collect();
-            let allowed = self.formation.request(self.now, &side, &started).is_ok();
-            if allowed {
-                self.report.partial_starts += 1;
-            } else {
-                self.report.partial_starts_refused += 1;
+            let running: BTreeSet<u16> = (1..=self.opts.data_nodes)
+                .filter(|&n| self.node_ref(n).is_some())
+                .collect();
+            let everyone = side.len() == usize::from(self.opts.data_nodes);
+            let allowed = self
+                .formation
+                .request(self.now, &side, &started, &running, everyone)
+                .is_ok();
+            // (A start of every node asks too; only partial ones count.)
+            if !everyone {
+                if allowed {
+                    self.report.partial_starts += 1;
+                } else {
+                    self.report.partial_starts_refused += 1;
+                }
             }
             allowed
         } else if self.opts.faults.arbitrator_grants_all {
