@@ -604,16 +604,23 @@ fn rows_spread_over_fragments_and_a_key_prefix_keeps_them_together() {
     }
 }
 
-/// Two data nodes with two replicas of the test table's one fragment
-/// (node 1 its primary), formed into a cluster.
-fn two_replicas_one_fragment() -> Vec<DataNode> {
+/// The test table with one fragment in one node group of nodes 1 and 2
+/// (node 1 its primary); `read_backup` as asked.
+fn one_fragment_on_two_nodes(read_backup: bool) -> TableDef {
     use shoal_types::distribution::DistributionSpec;
     let mut def = table();
+    def.options.read_backup = read_backup;
     def.distribution = Some(DistributionSpec {
         version: 1,
         node_groups: vec![vec![1, 2]],
         fragments_per_group: 1,
     });
+    def
+}
+
+/// Data nodes 1 and 2, one node group, holding `def` (if any), linked to
+/// each other but in no cluster yet.
+fn two_linked_nodes(def: Option<&TableDef>, faults: crate::Faults) -> Vec<DataNode> {
     let mut nodes: Vec<DataNode> = [1u16, 2]
         .iter()
         .map(|&node_id| {
@@ -622,14 +629,55 @@ fn two_replicas_one_fragment() -> Vec<DataNode> {
                     node_id,
                     data_nodes: vec![1, 2],
                     node_groups: vec![vec![1, 2]],
+                    arbitration_timeout_ms: 500,
+                    faults: faults.clone(),
                     ..KernelConfig::default()
                 },
                 0,
             );
-            n.create_table(&def);
+            if let Some(def) = def {
+                n.create_table(def);
+            }
             n
         })
         .collect();
+    let mut out = Vec::new();
+    for (i, peer) in [(0usize, 2u16), (1, 1)] {
+        let mut o = Vec::new();
+        nodes[i].peer_linked(0, peer, 1, &mut o);
+        let from = nodes[i].node_id();
+        out.extend(o.into_iter().map(|o| (from, o)));
+    }
+    crate::testkit::deliver(&mut nodes, 0, out);
+    nodes
+}
+
+/// Runs `nodes` from `now_ms` in steps of 10 ms until one asks the
+/// arbitrator (or `until_ms`); returns the time and what was asked.
+fn run_until_asked(nodes: &mut [DataNode], mut now_ms: u64, until_ms: u64) -> (u64, Vec<Vec<u16>>) {
+    let mut asked = Vec::new();
+    while asked.is_empty() && now_ms < until_ms {
+        now_ms += 10;
+        let mut out = Vec::new();
+        for n in nodes.iter_mut() {
+            let mut o = Vec::new();
+            n.tick(now_ms, &mut o);
+            out.extend(o.into_iter().map(|o| (n.node_id(), o)));
+        }
+        for o in crate::testkit::deliver(nodes, now_ms, out) {
+            if let Output::Arbitrate { survivors, .. } = o {
+                asked.push(survivors);
+            }
+        }
+    }
+    (now_ms, asked)
+}
+
+/// Two data nodes with two replicas of the test table's one fragment
+/// (node 1 its primary), formed into a cluster.
+fn two_replicas_one_fragment() -> Vec<DataNode> {
+    let def = one_fragment_on_two_nodes(false);
+    let mut nodes = two_linked_nodes(Some(&def), crate::Faults::default());
     crate::testkit::form_cluster(&mut nodes, 0);
     nodes
 }
@@ -1062,45 +1110,8 @@ fn a_partial_start_waits_for_the_arbitrator() {
 /// running one that way, and their distribution states parted).
 #[test]
 fn a_start_of_every_node_waits_for_the_arbitrator_too() {
-    let mut nodes: Vec<DataNode> = [1u16, 2]
-        .iter()
-        .map(|&node_id| {
-            DataNode::new(
-                KernelConfig {
-                    node_id,
-                    data_nodes: vec![1, 2],
-                    node_groups: vec![vec![1, 2]],
-                    arbitration_timeout_ms: 500,
-                    ..KernelConfig::default()
-                },
-                0,
-            )
-        })
-        .collect();
-    let mut now_ms = 0;
-    let mut out = Vec::new();
-    for (i, peer) in [(0usize, 2u16), (1, 1)] {
-        let mut o = Vec::new();
-        nodes[i].peer_linked(now_ms, peer, 1, &mut o);
-        let from = nodes[i].node_id();
-        out.extend(o.into_iter().map(|o| (from, o)));
-    }
-    crate::testkit::deliver(&mut nodes, now_ms, out);
-    let mut asked = Vec::new();
-    for _ in 0..100 {
-        now_ms += 10;
-        let mut out = Vec::new();
-        for n in nodes.iter_mut() {
-            let mut o = Vec::new();
-            n.tick(now_ms, &mut o);
-            out.extend(o.into_iter().map(|o| (n.node_id(), o)));
-        }
-        for o in crate::testkit::deliver(&mut nodes, now_ms, out) {
-            if let Output::Arbitrate { survivors, .. } = o {
-                asked.push(survivors);
-            }
-        }
-    }
+    let mut nodes = two_linked_nodes(None, crate::Faults::default());
+    let (now_ms, asked) = run_until_asked(&mut nodes, 0, 1000);
     assert_eq!(asked.first(), Some(&vec![1, 2]), "{asked:?}");
     assert!(
         nodes.iter().all(|n| n.role() == crate::NodeRole::Joining),
@@ -1123,54 +1134,12 @@ fn a_start_of_every_node_waits_for_the_arbitrator_too() {
 #[test]
 fn an_operation_that_reaches_a_node_before_its_first_view_runs_after_it() {
     use crate::signal::{BlockSignal, ClusterSignal};
-    use shoal_types::distribution::DistributionSpec;
-    let mut def = table();
-    def.distribution = Some(DistributionSpec {
-        version: 1,
-        node_groups: vec![vec![1, 2]],
-        fragments_per_group: 1,
-    });
-    let mut nodes: Vec<DataNode> = [1u16, 2]
-        .iter()
-        .map(|&node_id| {
-            let mut n = DataNode::new(
-                KernelConfig {
-                    node_id,
-                    data_nodes: vec![1, 2],
-                    node_groups: vec![vec![1, 2]],
-                    ..KernelConfig::default()
-                },
-                0,
-            );
-            n.create_table(&def);
-            n
-        })
-        .collect();
-    let mut now_ms = 0;
-    let mut out = Vec::new();
-    for (i, peer) in [(0usize, 2u16), (1, 1)] {
-        let mut o = Vec::new();
-        nodes[i].peer_linked(now_ms, peer, 1, &mut o);
-        let from = nodes[i].node_id();
-        out.extend(o.into_iter().map(|o| (from, o)));
-    }
-    crate::testkit::deliver(&mut nodes, now_ms, out);
-    // Run until node 1 asks the arbitrator, then let it form the view;
-    // its ViewCommit to node 2 is held back.
-    let mut asked = false;
-    while !asked {
-        now_ms += 10;
-        assert!(now_ms < 10_000, "node 1 never asked the arbitrator");
-        let mut out = Vec::new();
-        for n in nodes.iter_mut() {
-            let mut o = Vec::new();
-            n.tick(now_ms, &mut o);
-            out.extend(o.into_iter().map(|o| (n.node_id(), o)));
-        }
-        asked = crate::testkit::deliver(&mut nodes, now_ms, out)
-            .iter()
-            .any(|o| matches!(o, Output::Arbitrate { .. }));
-    }
+    let def = one_fragment_on_two_nodes(false);
+    let mut nodes = two_linked_nodes(Some(&def), crate::Faults::default());
+    // Node 1 asks the arbitrator, then forms the view; its ViewCommit to
+    // node 2 is held back.
+    let (now_ms, asked) = run_until_asked(&mut nodes, 0, 10_000);
+    assert!(!asked.is_empty(), "node 1 never asked the arbitrator");
     let mut formed = Vec::new();
     nodes[0].arbitration_result(now_ms, true, &mut formed);
     assert_eq!(nodes[0].role(), crate::NodeRole::Started);

@@ -2,7 +2,7 @@
 //! only once every replica knows of it, and shows it before the writer
 //! hears `Committed`.
 
-use super::{conf, table, Harness};
+use super::{conf, Harness};
 use crate::signal::BlockSignal;
 use crate::{DataNode, Faults, KernelConfig, Output};
 use shoal_types::{ErrorCode, TransId, Value};
@@ -19,31 +19,11 @@ fn two_replicas_read_backup(faults: Faults) -> Vec<DataNode> {
 /// The same with `fragments` fragments (their primaries alternate
 /// between the two nodes).
 fn two_replicas_read_backup_in(fragments: u32, faults: Faults) -> Vec<DataNode> {
-    use shoal_types::distribution::DistributionSpec;
-    let mut def = table();
-    def.options.read_backup = true;
-    def.distribution = Some(DistributionSpec {
-        version: 1,
-        node_groups: vec![vec![1, 2]],
-        fragments_per_group: fragments,
-    });
-    let mut nodes: Vec<DataNode> = [1u16, 2]
-        .iter()
-        .map(|&node_id| {
-            let mut n = DataNode::new(
-                KernelConfig {
-                    node_id,
-                    data_nodes: vec![1, 2],
-                    node_groups: vec![vec![1, 2]],
-                    faults: faults.clone(),
-                    ..KernelConfig::default()
-                },
-                0,
-            );
-            n.create_table(&def);
-            n
-        })
-        .collect();
+    let mut def = super::one_fragment_on_two_nodes(true);
+    if let Some(d) = def.distribution.as_mut() {
+        d.fragments_per_group = fragments;
+    }
+    let mut nodes = super::two_linked_nodes(Some(&def), faults);
     crate::testkit::form_cluster(&mut nodes, 0);
     nodes
 }
