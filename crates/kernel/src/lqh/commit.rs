@@ -68,9 +68,18 @@ impl Lqh {
             self.first_commits.push((txn, t.api_node, t.trans, t.epoch));
         }
         t.committed = true;
+        self.forget_if_done(txn);
+    }
+
+    /// A committed transaction that holds nothing more here (no row, no
+    /// wait, nothing queued) is done on this node: its record goes, its
+    /// outcome is remembered.
+    fn forget_if_done(&mut self, txn: TxnRef) {
+        let Some(t) = self.txns.get(&txn) else {
+            return;
+        };
+        debug_assert!(t.committed, "only a committed record is forgotten here");
         if t.rows.is_empty() && t.waiting.is_none() && t.queued.is_empty() {
-            // Nothing held here (its operations on this node failed):
-            // done, as a commit round would leave it.
             let (api_node, trans, epoch) = (t.api_node, t.trans, t.epoch);
             self.txns.remove(&txn);
             self.remember_finished(txn, api_node, trans, true, epoch);
@@ -135,11 +144,7 @@ impl Lqh {
             }
         });
         t.committed = true;
-        if t.rows.is_empty() && t.waiting.is_none() && t.queued.is_empty() {
-            let (api_node, trans) = (t.api_node, t.trans);
-            self.txns.remove(&txn);
-            self.remember_finished(txn, api_node, trans, true, epoch);
-        }
+        self.forget_if_done(txn);
         self.resume_granted(now_ms, dih, out);
     }
 

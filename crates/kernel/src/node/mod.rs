@@ -672,16 +672,11 @@ impl DataNode {
         out: &mut Vec<Output>,
     ) {
         self.run_held_first(now_ms, out);
-        let dest = self.route(&signal);
-        if dest.node != self.node_id {
+        let Some((block, signal)) = self.admit(now_ms, from, signal) else {
             return;
-        }
-        if !self.qmgr.accepts(from, &signal) {
-            return self.keep_early(from, signal);
-        }
-        self.qmgr.heard_from(from, now_ms);
+        };
         if !self.qmgr.is_stopped() {
-            self.deliver_here(now_ms, from, dest.block, signal, out);
+            self.deliver_here(now_ms, from, block, signal, out);
         }
         self.run(now_ms, out);
     }
@@ -705,21 +700,31 @@ impl DataNode {
         if self.held_requests {
             self.run_held(now_ms, out);
         }
-        let dest = self.route(&signal);
-        if dest.node != self.node_id {
-            return;
+        if let Some((_, signal)) = self.admit(now_ms, from, signal) {
+            self.held.push_back((from, signal));
         }
-        if !self.qmgr.accepts(from, &signal) {
-            return self.keep_early(from, signal);
-        }
-        self.qmgr.heard_from(from, now_ms);
-        self.held.push_back((from, signal));
     }
 
-    /// A signal this node does not take from `from` now: kept for later
-    /// if this node is still joining (see `early`), within bounds;
-    /// dropped otherwise.
-    fn keep_early(&mut self, from: u16, signal: BlockSignal) {
+    /// Whether a signal from data node `from` is taken here now: it is
+    /// for this node and membership accepts it (the sender is heard
+    /// from), giving the block it goes to. A signal membership does not
+    /// take is kept for later if this node is still joining (see
+    /// `early`), within bounds, and dropped otherwise.
+    #[inline]
+    fn admit(
+        &mut self,
+        now_ms: u64,
+        from: u16,
+        signal: BlockSignal,
+    ) -> Option<(Block, BlockSignal)> {
+        let dest = self.route(&signal);
+        if dest.node != self.node_id {
+            return None;
+        }
+        if self.qmgr.accepts(from, &signal) {
+            self.qmgr.heard_from(from, now_ms);
+            return Some((dest.block, signal));
+        }
         let bytes = signal.body_len();
         if self.qmgr.is_joining()
             && self.early.len() < EARLY_SIGNALS_MAX
@@ -728,6 +733,7 @@ impl DataNode {
             self.early_bytes += bytes;
             self.early.push_back((from, signal));
         }
+        None
     }
 
     /// Runs what [`DataNode::client_signal_held`] and
