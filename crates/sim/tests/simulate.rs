@@ -260,13 +260,14 @@ fn seeds_that_found_bugs_pass() {
             panic!("durable seed {seed} ({bug}) fails again: {failure}");
         }
     }
-    // Read from backups, with scans: (seed, nodes, replicas, durable,
-    // unique, what it found).
-    for (seed, data_nodes, replicas, durable, unique, bug) in [
+    // With scans: (seed, nodes, replicas, read backup, durable, unique,
+    // what it found).
+    for (seed, data_nodes, replicas, read_backup, durable, unique, bug) in [
         (
             5275,
             2,
             2,
+            true,
             false,
             false,
             "a coordinator cut off from the other replica showed a delete at its own backup, which the survivors then aborted",
@@ -275,6 +276,7 @@ fn seeds_that_found_bugs_pass() {
             5014,
             2,
             2,
+            true,
             false,
             false,
             "a replica whose operations all failed kept its record of a transaction whose commit round only recorded the decision",
@@ -284,6 +286,7 @@ fn seeds_that_found_bugs_pass() {
             3,
             3,
             true,
+            true,
             false,
             "a coordinator cut off from the others showed an update at its own backup, which the survivors then aborted",
         ),
@@ -291,9 +294,28 @@ fn seeds_that_found_bugs_pass() {
             30156,
             4,
             2,
+            true,
             false,
             true,
             "a unique index entry's delete went by a fragment's new route and ran before its insert, still on the old one: an internal error instead of 1204",
+        ),
+        (
+            100289,
+            4,
+            2,
+            true,
+            false,
+            true,
+            "a unique index being built kept an entry for a row the request moved onto the value and away again: the entry's delete looked before its queued insert",
+        ),
+        (
+            95091,
+            4,
+            2,
+            false,
+            true,
+            true,
+            "a unique index being built kept an entry for a row the request moved onto the value and away again, without read backup",
         ),
     ] {
         let opts = SimOptions {
@@ -301,7 +323,7 @@ fn seeds_that_found_bugs_pass() {
             transactions: 2000,
             data_nodes,
             replicas,
-            read_backup: true,
+            read_backup,
             wide: false,
             failures: true,
             durable,
@@ -310,7 +332,7 @@ fn seeds_that_found_bugs_pass() {
             faults: Faults::default(),
         };
         if let Err(failure) = run(&opts) {
-            panic!("read-backup seed {seed} ({bug}) fails again: {failure}");
+            panic!("scan seed {seed} ({bug}) fails again: {failure}");
         }
     }
 }

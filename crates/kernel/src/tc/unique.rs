@@ -47,18 +47,32 @@ pub(super) enum Derived {
     /// when it is sent).
     Lookup { of: u16, then: Option<KeyOp> },
     /// Looks up an entry of an index being built before deleting it: it
-    /// goes only if it names `base_key`. Inserts of the same entry by the
-    /// same request (a row deleted and inserted again, a value moved back)
-    /// wait in `then_insert` and follow the delete, in that order.
+    /// goes only if it names `base_key`. Later changes of the same entry
+    /// by the same request (a row deleted and inserted again, a value
+    /// moved to another row and away again) wait in `then` and follow the
+    /// delete in the order they were fired: sent before the look-up is
+    /// answered, an insert could land before the delete, and a second
+    /// look-up could miss the insert it must undo.
     CheckedDelete {
         of: u16,
         index_table: TableId,
         key: Vec<u8>,
         base_key: Vec<u8>,
-        then_insert: Vec<(u16, KeyOp)>,
+        then: Vec<Queued>,
     },
     /// The client's operation by unique key, on its base row.
     Base { of: u16 },
+}
+
+/// A change of an index entry waiting behind a checked delete of the same
+/// entry (see [`Derived::CheckedDelete`]); each is for client operation
+/// `of`.
+#[derive(Debug)]
+pub(super) enum Queued {
+    /// An insert or a delete of the entry.
+    Upkeep { of: u16, op: KeyOp },
+    /// Another checked delete, for the row `base_key`.
+    CheckedDelete { of: u16, base_key: Vec<u8> },
 }
 
 /// The unique indexes a TC keeps for table `def`, as `u32` table ids: sent
@@ -392,57 +406,94 @@ impl Tc {
             let (building, pk_col) = (u.building, u.columns.len() as u16);
             let version = table_version(dih, c.index_table);
             if let Some(old) = c.old {
-                if building {
-                    let lookup = entry_read(
-                        c.index_table,
-                        version,
-                        old.to_vec(),
-                        LockMode::Exclusive,
-                        pk_col,
-                    );
-                    let kind = Derived::CheckedDelete {
+                let queued = if building {
+                    Queued::CheckedDelete {
                         of,
-                        index_table: c.index_table,
-                        key: old.to_vec(),
                         base_key: base_key.to_vec(),
-                        then_insert: Vec::new(),
-                    };
-                    self.send_derived(txn, kind, lookup, dih, q)?;
+                    }
                 } else {
-                    self.send_upkeep(txn, of, c.index_table, version, old.to_vec(), None, dih, q)?;
-                }
+                    Queued::Upkeep {
+                        of,
+                        op: upkeep_op(c.index_table, version, old.to_vec(), None),
+                    }
+                };
+                self.queue_or_send(txn, c.index_table, old, queued, dih, q)?;
             }
             if let Some(new) = c.new {
                 let mut attrs = Vec::with_capacity(8 + base_key.len());
                 attrs.extend_from_slice(&1u16.to_le_bytes());
                 push_attr(&mut attrs, pk_col, Some(base_key));
                 let op = upkeep_op(c.index_table, version, new.to_vec(), Some(attrs));
-                match self.checked_delete_of(txn, c.index_table, new) {
-                    Some(waiting) => waiting.push((of, op)),
-                    None => self.send_upkeep_op(txn, of, op, dih, q)?,
+                self.queue_or_send(txn, c.index_table, new, Queued::Upkeep { of, op }, dih, q)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends a change of entry `key` of index `index_table`, or queues it
+    /// behind an unanswered checked delete of that entry.
+    fn queue_or_send(
+        &mut self,
+        txn: TxnRef,
+        index_table: TableId,
+        key: &[u8],
+        change: Queued,
+        dih: &Dih,
+        q: &mut VecDeque<BlockSignal>,
+    ) -> Result<(), ShoalError> {
+        match self.checked_delete_of(txn, index_table, key) {
+            Some(waiting) => {
+                waiting.push(change);
+                Ok(())
+            }
+            None => self.send_queued(txn, index_table, key.to_vec(), vec![change], dih, q),
+        }
+    }
+
+    /// Sends the changes `queue` of entry `key`, in order, up to and
+    /// including the first checked delete; the rest wait behind it.
+    fn send_queued(
+        &mut self,
+        txn: TxnRef,
+        index_table: TableId,
+        key: Vec<u8>,
+        queue: Vec<Queued>,
+        dih: &Dih,
+        q: &mut VecDeque<BlockSignal>,
+    ) -> Result<(), ShoalError> {
+        let mut queue = queue.into_iter();
+        while let Some(change) = queue.next() {
+            match change {
+                Queued::Upkeep { of, op } => self.send_upkeep_op(txn, of, op, dih, q)?,
+                Queued::CheckedDelete { of, base_key } => {
+                    let Some((_, u)) = index_of(dih, index_table) else {
+                        // Dropped meanwhile: nothing left to keep.
+                        return Ok(());
+                    };
+                    let pk_col = u.columns.len() as u16;
+                    let version = table_version(dih, index_table);
+                    let lookup = entry_read(
+                        index_table,
+                        version,
+                        key.clone(),
+                        LockMode::Exclusive,
+                        pk_col,
+                    );
+                    let kind = Derived::CheckedDelete {
+                        of,
+                        index_table,
+                        key,
+                        base_key,
+                        then: queue.collect(),
+                    };
+                    return self.send_derived(txn, kind, lookup, dih, q);
                 }
             }
         }
         Ok(())
     }
 
-    /// Inserts (with `attrs`) or deletes the entry `key` of an index.
-    #[allow(clippy::too_many_arguments)]
-    fn send_upkeep(
-        &mut self,
-        txn: TxnRef,
-        of: u16,
-        index_table: TableId,
-        version: shoal_types::SchemaVersion,
-        key: Vec<u8>,
-        attrs: Option<Vec<u8>>,
-        dih: &Dih,
-        q: &mut VecDeque<BlockSignal>,
-    ) -> Result<(), ShoalError> {
-        let op = upkeep_op(index_table, version, key, attrs);
-        self.send_upkeep_op(txn, of, op, dih, q)
-    }
-
+    /// Sends an insert or a delete of an index entry.
     fn send_upkeep_op(
         &mut self,
         txn: TxnRef,
@@ -459,14 +510,14 @@ impl Tc {
         self.send_derived(txn, kind, op, dih, q)
     }
 
-    /// The inserts waiting behind an unanswered checked delete of entry
+    /// The changes waiting behind an unanswered checked delete of entry
     /// `key` of index `index_table` in the request, if there is one.
     fn checked_delete_of(
         &mut self,
         txn: TxnRef,
         index_table: TableId,
         key: &[u8],
-    ) -> Option<&mut Vec<(u16, KeyOp)>> {
+    ) -> Option<&mut Vec<Queued>> {
         let t = self.txns.get_mut(&txn).expect("present");
         let first = t.results.len();
         let answered = &t.answered;
@@ -474,9 +525,9 @@ impl Tc {
             Derived::CheckedDelete {
                 index_table: i,
                 key: entry,
-                then_insert,
+                then,
                 ..
-            } if *i == index_table && entry == key && !answered[first + k] => Some(then_insert),
+            } if *i == index_table && entry == key && !answered[first + k] => Some(then),
             _ => None,
         })
     }
@@ -515,11 +566,11 @@ impl Tc {
                 index_table,
                 key,
                 base_key,
-                then_insert,
+                then,
             } => {
                 let (of, index_table) = (*of, *index_table);
                 let (key, base_key) = (std::mem::take(key), std::mem::take(base_key));
-                let then_insert = std::mem::take(then_insert);
+                let then = std::mem::take(then);
                 let delete = match answer {
                     Answer::Failed(e) if e.code == ErrorCode::TupleNotFound => Ok(false),
                     Answer::Failed(e) => Err((of, upkeep_error(e, dih, index_table, false))),
@@ -531,17 +582,16 @@ impl Tc {
                     }
                 };
                 delete.and_then(|delete| {
+                    let mut queue = Vec::with_capacity(then.len() + 1);
                     if delete {
                         let version = table_version(dih, index_table);
-                        self.send_upkeep(txn, of, index_table, version, key, None, dih, q)
-                            .map_err(|e| (of, e))?;
+                        let op = upkeep_op(index_table, version, key.clone(), None);
+                        queue.push(Queued::Upkeep { of, op });
                     }
                     // Behind the delete, on the same link: it runs first.
-                    for (of, op) in then_insert {
-                        self.send_upkeep_op(txn, of, op, dih, q)
-                            .map_err(|e| (of, e))?;
-                    }
-                    Ok(())
+                    queue.extend(then);
+                    self.send_queued(txn, index_table, key, queue, dih, q)
+                        .map_err(|e| (of, e))
                 })
             }
             Derived::Lookup { of, then } => {

@@ -366,3 +366,36 @@ fn while_building_an_entry_goes_only_with_its_own_row() {
     let s = u.h.node.stats();
     assert_eq!((s.transactions, s.operations, s.lqh_records), (0, 0, 0));
 }
+
+#[test]
+fn while_building_a_value_moved_onto_a_row_and_away_leaves_no_entry() {
+    // Sim seed 100289: one request deletes row 1 (v 10), inserts row 2
+    // with v 10 (queued behind the checked delete of row 1's entry), then
+    // moves row 2 to v 11. The entry 10 → row 2 must not outlive the
+    // request.
+    let mut u = Unique::with(true);
+    let op = u.insert(1, 10, Some("a"));
+    u.h.commit(vec![op]);
+    let ops = vec![
+        u.h.op(OpType::Delete, 1, 0, ""),
+        u.insert(2, 10, Some("b")),
+        u.h.op(OpType::Update, 2, 11, "b"),
+    ];
+    u.h.commit(ops);
+    assert_eq!(u.entry(BY_V, u.v_key(10)), None, "no row holds 10");
+    assert_eq!(u.entry(BY_V, u.v_key(11)), Some(u.h.key(2)));
+    // And the same with a delete of the row that took the value.
+    let ops = vec![
+        u.h.op(OpType::Delete, 2, 0, ""),
+        u.insert(3, 11, Some("c")),
+        u.h.op(OpType::Delete, 3, 0, ""),
+    ];
+    u.h.commit(ops);
+    assert_eq!(u.entry(BY_V, u.v_key(11)), None, "no row holds 11");
+    // The value can be taken again.
+    let op = u.insert(4, 11, Some("d"));
+    u.h.commit(vec![op]);
+    assert_eq!(u.entry(BY_V, u.v_key(11)), Some(u.h.key(4)));
+    let s = u.h.node.stats();
+    assert_eq!((s.transactions, s.operations, s.lqh_records), (0, 0, 0));
+}
