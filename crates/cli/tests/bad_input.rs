@@ -420,14 +420,16 @@ fn unknown_table_wrong_type_and_overlong_value_over_the_wire() {
     });
     let mut raw = Raw::handshake(&f.cluster);
     let key = 5u64.to_le_bytes().to_vec();
-    let op = |table: TableId, version: SchemaVersion, attrs: Vec<u8>| KeyOp {
-        op: OpType::Update,
-        lock: WireLock::CommittedRead,
-        flags: 0,
-        table,
-        version,
-        key: key.clone(),
-        attrs,
+    let op = |table: TableId, version: SchemaVersion, attrs: Vec<u8>| {
+        KeyOp::new(
+            OpType::Update,
+            WireLock::CommittedRead,
+            0,
+            table,
+            version,
+            &key,
+            &attrs,
+        )
     };
     // Attribute list: count, then (column, length, bytes).
     let attrs = |col: u16, bytes: &[u8]| {

@@ -265,7 +265,7 @@ fn cluster_failure(detail: String) -> ShoalError {
 /// Bytes a `TcKeyReq` of these operations may take at most.
 fn request_bytes(ops: &[KeyOp]) -> usize {
     ops.iter()
-        .map(|op| OP_OVERHEAD_BYTES + op.key.len() + op.attrs.len())
+        .map(|op| OP_OVERHEAD_BYTES + op.key().len() + op.attrs().len())
         .sum::<usize>()
         + REQUEST_OVERHEAD_BYTES
 }
@@ -1200,15 +1200,15 @@ pub(crate) mod tests {
     /// Sends a one-read request of a new transaction.
     fn submit(conn: &Connection, exec: ExecType) -> (TransId, ReplySlot) {
         let mut trans = None;
-        let mut ops = vec![KeyOp {
-            op: OpType::Read,
-            lock: LockMode::CommittedRead,
-            flags: 0,
-            table: TableId(1),
-            version: SchemaVersion(1),
-            key: vec![1, 2, 3, 4],
-            attrs: vec![0xFF, 0xFF],
-        }];
+        let mut ops = vec![KeyOp::new(
+            OpType::Read,
+            LockMode::CommittedRead,
+            0,
+            TableId(1),
+            SchemaVersion(1),
+            &[1, 2, 3, 4],
+            &[0xFF, 0xFF],
+        )];
         let slot = conn.submit(&mut trans, 0, exec, false, &mut ops).unwrap();
         assert!(ops.is_empty(), "the operations were taken");
         (trans.unwrap(), slot)

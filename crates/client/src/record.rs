@@ -371,7 +371,8 @@ impl Record {
                 values.len()
             )));
         }
-        let mut key = Vec::with_capacity(16);
+        // The key, then the attributes, in the operation's one buffer.
+        let mut key = Vec::with_capacity(16 + 2 + spec.attrs.len() * 12);
         match spec.key_run {
             Some(p) => self
                 .table
@@ -405,24 +406,31 @@ impl Record {
                 ));
             }
         }
-        let attrs = self.encode_attrs(values)?;
-        Ok(KeyOp {
+        let key_len = key.len();
+        self.encode_attrs_into(values, &mut key)?;
+        Ok(KeyOp::from_buf(
             op,
-            lock: LockMode::Exclusive,
-            flags: 0,
-            table: def.id,
-            version: def.version,
+            LockMode::Exclusive,
+            0,
+            def.id,
+            def.version,
             key,
-            attrs,
-        })
+            key_len,
+        ))
     }
 
     /// The attribute list of a write: the record's non-key columns, in
     /// record order (`values` has one value per record column).
     fn encode_attrs(&self, values: &[Value]) -> Result<Vec<u8>, ShoalError> {
+        let mut attrs = Vec::with_capacity(2 + self.spec.attrs.len() * 12);
+        self.encode_attrs_into(values, &mut attrs)?;
+        Ok(attrs)
+    }
+
+    /// [`Record::encode_attrs`], appended to `attrs`.
+    fn encode_attrs_into(&self, values: &[Value], attrs: &mut Vec<u8>) -> Result<(), ShoalError> {
         let spec = &*self.spec;
         let def = self.table.def();
-        let mut attrs = Vec::with_capacity(2 + spec.attrs.len() * 12);
         attrs.extend_from_slice(&(spec.attrs.len() as u16).to_le_bytes());
         for &(pos, col) in &spec.attrs {
             let cdef = &def.columns[col as usize];
@@ -439,7 +447,7 @@ impl Record {
             } else {
                 let len_at = attrs.len();
                 attrs.extend_from_slice(&[0, 0]);
-                encode_value(cdef, v, &mut attrs)?;
+                encode_value(cdef, v, attrs)?;
                 let len = attrs.len() - len_at - 2;
                 // Column sizes are capped far below the NULL marker by
                 // `TableDef::validate`.
@@ -447,7 +455,7 @@ impl Record {
                 attrs[len_at..len_at + 2].copy_from_slice(&(len as u16).to_le_bytes());
             }
         }
-        Ok(attrs)
+        Ok(())
     }
 
     /// Encodes an update by unique key of this record's columns, all set
@@ -509,17 +517,20 @@ impl Record {
     /// Encodes a primary-key read of this record's columns.
     pub(crate) fn encode_read(&self, key: &[Value], lock: LockMode) -> Result<KeyOp, ShoalError> {
         let def = self.table.def();
-        let mut k = Vec::with_capacity(16);
+        let read_list = &self.spec.read_list;
+        let mut k = Vec::with_capacity(16 + read_list.len());
         self.table.layout().encode_key(key, &mut k)?;
-        Ok(KeyOp {
-            op: OpType::Read,
+        let key_len = k.len();
+        k.extend_from_slice(read_list);
+        Ok(KeyOp::from_buf(
+            OpType::Read,
             lock,
-            flags: 0,
-            table: def.id,
-            version: def.version,
-            key: k,
-            attrs: self.spec.read_list.clone(),
-        })
+            0,
+            def.id,
+            def.version,
+            k,
+            key_len,
+        ))
     }
 }
 
@@ -528,15 +539,16 @@ pub(crate) fn encode_delete(table: &Table, key: &[Value]) -> Result<KeyOp, Shoal
     let def = table.def();
     let mut k = Vec::with_capacity(16);
     table.layout().encode_key(key, &mut k)?;
-    Ok(KeyOp {
-        op: OpType::Delete,
-        lock: LockMode::Exclusive,
-        flags: 0,
-        table: def.id,
-        version: def.version,
-        key: k,
-        attrs: Vec::new(),
-    })
+    let key_len = k.len();
+    Ok(KeyOp::from_buf(
+        OpType::Delete,
+        LockMode::Exclusive,
+        0,
+        def.id,
+        def.version,
+        k,
+        key_len,
+    ))
 }
 
 #[cfg(test)]
@@ -692,8 +704,8 @@ pub(crate) mod tests {
             assert_eq!(kop.op, op);
             assert_eq!(kop.table, TableId(7));
             assert_eq!(kop.version, SchemaVersion(3));
-            assert_eq!(kop.key, key_bytes(&t, &[Value::UInt(42), "key".into()]));
-            let (attrs, rest) = AttrSlice::parse(&kop.attrs).unwrap();
+            assert_eq!(kop.key(), key_bytes(&t, &[Value::UInt(42), "key".into()]));
+            let (attrs, rest) = AttrSlice::parse(kop.attrs()).unwrap();
             assert!(rest.is_empty());
             let got: Vec<(u16, Option<Value>)> = attrs
                 .iter()
@@ -719,8 +731,8 @@ pub(crate) mod tests {
         let kop = rec
             .encode_write(OpType::Insert, &[Value::Int(1), Value::UInt(9), "z".into()])
             .unwrap();
-        assert_eq!(kop.key, key_bytes(&t, &[Value::UInt(9), "z".into()]));
-        let (attrs, _) = AttrSlice::parse(&kop.attrs).unwrap();
+        assert_eq!(kop.key(), key_bytes(&t, &[Value::UInt(9), "z".into()]));
+        let (attrs, _) = AttrSlice::parse(kop.attrs()).unwrap();
         assert_eq!(attrs.iter().map(|(c, _)| c).collect::<Vec<_>>(), vec![5]);
     }
 
@@ -732,17 +744,17 @@ pub(crate) mod tests {
         let kop = rec.encode_read(&key, LockMode::Shared).unwrap();
         assert_eq!(kop.op, OpType::Read);
         assert_eq!(kop.lock, LockMode::Shared);
-        assert_eq!(kop.key, key_bytes(&t, &key));
-        assert_eq!(kop.attrs, vec![2, 0, 2, 0, 3, 0]);
+        assert_eq!(kop.key(), key_bytes(&t, &key));
+        assert_eq!(kop.attrs(), vec![2, 0, 2, 0, 3, 0]);
         let full = t
             .full_record()
             .encode_read(&key, LockMode::CommittedRead)
             .unwrap();
-        assert_eq!(full.attrs, vec![0xFF, 0xFF]);
+        assert_eq!(full.attrs(), vec![0xFF, 0xFF]);
         let del = encode_delete(&t, &key).unwrap();
         assert_eq!(del.op, OpType::Delete);
-        assert_eq!(del.key, key_bytes(&t, &key));
-        assert!(del.attrs.is_empty());
+        assert_eq!(del.key(), key_bytes(&t, &key));
+        assert!(del.attrs().is_empty());
     }
 
     #[test]

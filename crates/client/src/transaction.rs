@@ -564,7 +564,7 @@ impl Transaction {
                         .as_ref()
                         .map_or(slot.table(), |i| Some(i.index_table()))?;
                     table
-                        .replica_nodes(&op.key)?
+                        .replica_nodes(op.key())?
                         .iter()
                         .find_map(|&n| self.cluster.connection_to(n))
                 });

@@ -205,15 +205,15 @@ impl UniqueIndex {
         attrs: Vec<u8>,
         version: SchemaVersion,
     ) -> Result<KeyOp, ShoalError> {
-        Ok(KeyOp {
+        Ok(KeyOp::new(
             op,
             lock,
-            flags: OP_BY_UNIQUE_KEY,
-            table: self.index_table().id(),
+            OP_BY_UNIQUE_KEY,
+            self.index_table().id(),
             version,
-            key: self.encode_key(key)?,
-            attrs,
-        })
+            &self.encode_key(key)?,
+            &attrs,
+        ))
     }
 
     /// A delete by unique key.
@@ -665,8 +665,8 @@ mod tests {
         assert_eq!(read.flags, OP_BY_UNIQUE_KEY);
         assert_eq!(read.table, TableId(9));
         assert_eq!(read.version, SchemaVersion(3), "the table's version");
-        assert_eq!(read.key, want_key);
-        assert_eq!(read.attrs, vec![2, 0, 4, 0, 2, 0]);
+        assert_eq!(read.key(), want_key);
+        assert_eq!(read.attrs(), vec![2, 0, 4, 0, 2, 0]);
 
         let update = rec
             .encode_update_unique(&ix, &key, &[Value::Int(7), Value::Null])
@@ -675,8 +675,8 @@ mod tests {
             (update.op, update.flags),
             (OpType::Update, OP_BY_UNIQUE_KEY)
         );
-        assert_eq!(update.key, want_key);
-        let (attrs, _) = shoal_types::layout::AttrSlice::parse(&update.attrs).unwrap();
+        assert_eq!(update.key(), want_key);
+        let (attrs, _) = shoal_types::layout::AttrSlice::parse(update.attrs()).unwrap();
         assert_eq!(attrs.iter().map(|(c, _)| c).collect::<Vec<_>>(), vec![4, 2]);
 
         let delete = ix.encode_delete(&key).unwrap();
@@ -684,7 +684,7 @@ mod tests {
             (delete.op, delete.flags, delete.table),
             (OpType::Delete, OP_BY_UNIQUE_KEY, TableId(9))
         );
-        assert!(delete.attrs.is_empty());
+        assert!(delete.attrs().is_empty());
     }
 
     #[test]

@@ -118,15 +118,15 @@ fn main() {
                     request: 0,
                     exec: ExecType::Commit,
                     durable: false,
-                    ops: vec![KeyOp {
+                    ops: vec![KeyOp::new(
                         op,
-                        lock: LockMode::Exclusive,
-                        flags: 0,
-                        table: def.id,
-                        version: def.version,
-                        key: kb,
-                        attrs,
-                    }],
+                        LockMode::Exclusive,
+                        0,
+                        def.id,
+                        def.version,
+                        &kb,
+                        &attrs,
+                    )],
                 };
                 next_trans[n] += 1;
                 nodes[n]

@@ -472,7 +472,7 @@ impl Dih {
                             }
                             FragReplicaState::Ready => 0,
                         };
-                        q.push_back(BlockSignal::Cluster(ClusterSignal::FragStateConf {
+                        q.push_back(BlockSignal::from(ClusterSignal::FragStateConf {
                             to: from,
                             dist_version,
                             since,
@@ -502,7 +502,7 @@ impl Dih {
                 // On the same link as the state change, after it: the
                 // primary refuses routes without the copying replica
                 // before it starts copying.
-                q.push_back(BlockSignal::Cluster(ClusterSignal::CopyFragReq {
+                q.push_back(BlockSignal::from(ClusterSignal::CopyFragReq {
                     to: primary,
                     table,
                     frag,
@@ -581,7 +581,7 @@ impl Dih {
     ) {
         let v = self.dist_version + 1;
         for m in &self.view.members {
-            q.push_back(BlockSignal::Cluster(ClusterSignal::FragState {
+            q.push_back(BlockSignal::from(ClusterSignal::FragState {
                 to: m.node,
                 dist_version: v,
                 table,
@@ -681,7 +681,7 @@ impl Dih {
             // refused for its route). Everyone else hears once it confirms.
             let v = self.dist_version + 1;
             self.dist_version = v;
-            q.push_back(BlockSignal::Cluster(ClusterSignal::FragState {
+            q.push_back(BlockSignal::from(ClusterSignal::FragState {
                 to: node,
                 dist_version: v,
                 table,
@@ -765,13 +765,13 @@ mod tests {
         // Node 2 hears first that fragment 0 is to be copied; nobody routes
         // writes to it before it confirms.
         assert!(matches!(
-            q.pop_front(),
-            Some(BlockSignal::Cluster(ClusterSignal::FragState {
+            q.pop_front().as_ref().and_then(BlockSignal::as_cluster),
+            Some(ClusterSignal::FragState {
                 to: 2,
                 frag: 0,
                 node: 2,
                 ..
-            }))
+            })
         ));
         assert!(q.is_empty());
         assert!(!d.is_copying(2, TableId(1), 0));
@@ -793,8 +793,8 @@ mod tests {
         assert_eq!(&*d.frag(TableId(1), 0).unwrap().write.unwrap(), &[1, 2]);
         assert_eq!(d.frag(TableId(1), 0).unwrap().read.unwrap()[0], 1);
         assert!(q.iter().any(|s| matches!(
-            s,
-            BlockSignal::Cluster(ClusterSignal::CopyFragReq {
+            s.as_cluster(),
+            Some(ClusterSignal::CopyFragReq {
                 to: 1,
                 target: 2,
                 frag: 0,
@@ -858,7 +858,7 @@ mod tests {
             let mut back = VecDeque::new();
             while let Some(BlockSignal::Cluster(c)) = q.pop_front() {
                 if c.to() == to.own {
-                    to.handle(from, c, &mut back, &mut Vec::new());
+                    to.handle(from, *c, &mut back, &mut Vec::new());
                 }
             }
             back
@@ -868,7 +868,7 @@ mod tests {
         assert!(starting.is_copying(2, TableId(1), 0));
         let mut events = Vec::new();
         while let Some(BlockSignal::Cluster(c)) = confs.pop_front() {
-            president.handle(2, c, &mut q, &mut events);
+            president.handle(2, *c, &mut q, &mut events);
         }
         // Now everyone hears, node 2 again at the newer version.
         let _ = deliver(&mut starting, 1, &mut q);

@@ -108,7 +108,7 @@ pub struct Gcp {
 }
 
 fn send(q: &mut VecDeque<BlockSignal>, sig: EpochSignal) {
-    q.push_back(BlockSignal::Cluster(ClusterSignal::Epoch(sig)));
+    q.push_back(BlockSignal::from(ClusterSignal::Epoch(sig)));
 }
 
 impl Gcp {

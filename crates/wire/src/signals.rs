@@ -147,19 +147,118 @@ pub const OP_FLAGS_KNOWN: u8 = OP_IGNORE_ERROR | OP_BY_UNIQUE_KEY;
 /// Read column list value meaning "all columns".
 pub const ALL_COLUMNS: u16 = 0xFFFF;
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One operation on a row by its key.
+///
+/// The key and the attributes share one buffer: one allocation per
+/// operation instead of two, and a `KeyOp` of 40 bytes keeps the signals
+/// that carry one (`LqhKeyReq`) small enough to move with inline copies.
+#[derive(Clone, PartialEq, Eq)]
 pub struct KeyOp {
     pub op: OpType,
     pub lock: LockMode,
     pub flags: u8,
     pub table: TableId,
     pub version: SchemaVersion,
-    /// Encoded primary key (`shoal_types::layout`).
-    pub key: Vec<u8>,
-    /// Insert/update/write: an encoded attribute list. Read: a column list,
-    /// `u16 count` then `count` × `u16 column id` (count `0xFFFF`: all
-    /// columns, no ids follow). Delete: empty.
-    pub attrs: Vec<u8>,
+    /// Bytes of `buf` that are the key.
+    key_len: u32,
+    /// The encoded primary key (`shoal_types::layout`), then the
+    /// attributes: for insert/update/write an encoded attribute list; for
+    /// a read a column list, `u16 count` then `count` × `u16 column id`
+    /// (count `0xFFFF`: all columns, no ids follow); for a delete nothing.
+    buf: Vec<u8>,
+}
+
+impl KeyOp {
+    /// An operation with `key` and `attrs` (copied into one buffer).
+    pub fn new(
+        op: OpType,
+        lock: LockMode,
+        flags: u8,
+        table: TableId,
+        version: SchemaVersion,
+        key: &[u8],
+        attrs: &[u8],
+    ) -> KeyOp {
+        let mut buf = Vec::with_capacity(key.len() + attrs.len());
+        buf.extend_from_slice(key);
+        buf.extend_from_slice(attrs);
+        KeyOp::from_buf(op, lock, flags, table, version, buf, key.len())
+    }
+
+    /// An operation whose `buf` holds the key's `key_len` bytes, then the
+    /// attributes. Panics if `key_len` exceeds `buf`.
+    pub fn from_buf(
+        op: OpType,
+        lock: LockMode,
+        flags: u8,
+        table: TableId,
+        version: SchemaVersion,
+        buf: Vec<u8>,
+        key_len: usize,
+    ) -> KeyOp {
+        assert!(
+            key_len <= buf.len(),
+            "a key of {key_len} bytes in a buffer of {}",
+            buf.len()
+        );
+        let key_len =
+            u32::try_from(key_len).expect("a key's length fits u32 (it is under the buffer's)");
+        KeyOp {
+            op,
+            lock,
+            flags,
+            table,
+            version,
+            key_len,
+            buf,
+        }
+    }
+
+    /// The encoded primary key.
+    #[inline]
+    pub fn key(&self) -> &[u8] {
+        &self.buf[..self.key_len as usize]
+    }
+
+    /// The attribute list (writes), column list (reads) or nothing
+    /// (deletes).
+    #[inline]
+    pub fn attrs(&self) -> &[u8] {
+        &self.buf[self.key_len as usize..]
+    }
+
+    /// Replaces the key, keeping the attributes.
+    pub fn set_key(&mut self, key: &[u8]) {
+        self.buf
+            .splice(..self.key_len as usize, key.iter().copied());
+        self.key_len = u32::try_from(key.len()).expect("a key's length fits u32");
+    }
+
+    /// Empties the attributes and hands out the buffer to append new ones
+    /// to (everything pushed after the key is the attributes).
+    pub fn attrs_cleared(&mut self) -> &mut Vec<u8> {
+        self.buf.truncate(self.key_len as usize);
+        &mut self.buf
+    }
+
+    /// Replaces the attributes.
+    pub fn set_attrs(&mut self, attrs: &[u8]) {
+        self.attrs_cleared().extend_from_slice(attrs);
+    }
+}
+
+impl std::fmt::Debug for KeyOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyOp")
+            .field("op", &self.op)
+            .field("lock", &self.lock)
+            .field("flags", &self.flags)
+            .field("table", &self.table)
+            .field("version", &self.version)
+            .field("key", &self.key())
+            .field("attrs", &self.attrs())
+            .finish()
+    }
 }
 
 /// `TcKeyReq` flags: answer a commit once it is durable.
@@ -322,7 +421,7 @@ impl Signal {
                     + req
                         .ops
                         .iter()
-                        .map(|op| KEY_OP_FIXED_BYTES + op.key.len() + op.attrs.len())
+                        .map(|op| KEY_OP_FIXED_BYTES + op.buf.len())
                         .sum::<usize>()
             }
             Signal::TcKeyConf(conf) => {
@@ -570,22 +669,23 @@ pub(crate) fn encode_key_op(op: &KeyOp, i: usize, out: &mut Vec<u8>) {
         "op {i}: unknown flag bits {:#04x}",
         op.flags
     );
-    let key_len = u16::try_from(op.key.len())
-        .unwrap_or_else(|_| panic!("op {i}: key of {} bytes exceeds u16::MAX", op.key.len()));
-    let attrs_len = u32::try_from(op.attrs.len())
-        .unwrap_or_else(|_| panic!("op {i}: attrs of {} bytes exceed u32::MAX", op.attrs.len()));
+    let (key, attrs) = (op.key(), op.attrs());
+    let key_len = u16::try_from(key.len())
+        .unwrap_or_else(|_| panic!("op {i}: key of {} bytes exceeds u16::MAX", key.len()));
+    let attrs_len = u32::try_from(attrs.len())
+        .unwrap_or_else(|_| panic!("op {i}: attrs of {} bytes exceed u32::MAX", attrs.len()));
     out.extend_from_slice(&[op.op as u8, op.lock as u8, op.flags, 0]);
     put_u32(out, op.table.0);
     put_u32(out, op.version.0);
     put_u16(out, key_len);
-    out.extend_from_slice(&op.key);
+    out.extend_from_slice(key);
     put_u32(out, attrs_len);
-    out.extend_from_slice(&op.attrs);
+    out.extend_from_slice(attrs);
 }
 
 /// Bytes of an encoded [`KeyOp`].
 pub(crate) fn key_op_len(op: &KeyOp) -> usize {
-    KEY_OP_FIXED_BYTES + op.key.len() + op.attrs.len()
+    KEY_OP_FIXED_BYTES + op.buf.len()
 }
 
 pub(crate) fn decode_key_op(r: &mut Reader<'_>) -> Result<KeyOp, WireError> {
@@ -600,18 +700,10 @@ pub(crate) fn decode_key_op(r: &mut Reader<'_>) -> Result<KeyOp, WireError> {
     let table = TableId(r.u32("table")?);
     let version = SchemaVersion(r.u32("version")?);
     let key_len = usize::from(r.u16("key_len")?);
-    let key = r.bytes(key_len, "key")?.to_vec();
+    let key = r.bytes(key_len, "key")?;
     let attrs_len = r.u32("attrs_len")? as usize;
-    let attrs = r.bytes(attrs_len, "attrs")?.to_vec();
-    Ok(KeyOp {
-        op,
-        lock,
-        flags,
-        table,
-        version,
-        key,
-        attrs,
-    })
+    let attrs = r.bytes(attrs_len, "attrs")?;
+    Ok(KeyOp::new(op, lock, flags, table, version, key, attrs))
 }
 
 fn encode_tc_key_conf(conf: &TcKeyConf, out: &mut Vec<u8>) {
@@ -957,24 +1049,24 @@ mod tests {
             exec: ExecType::Commit,
             durable: false,
             ops: vec![
-                KeyOp {
-                    op: OpType::Insert,
-                    lock: LockMode::Exclusive,
-                    flags: OP_IGNORE_ERROR,
-                    table: TableId(7),
-                    version: SchemaVersion(3),
-                    key: vec![1, 2, 3],
-                    attrs: vec![9; 5],
-                },
-                KeyOp {
-                    op: OpType::Read,
-                    lock: LockMode::CommittedRead,
-                    flags: 0,
-                    table: TableId(8),
-                    version: SchemaVersion(1),
-                    key: vec![4],
-                    attrs: ALL_COLUMNS.to_le_bytes().to_vec(),
-                },
+                KeyOp::new(
+                    OpType::Insert,
+                    LockMode::Exclusive,
+                    OP_IGNORE_ERROR,
+                    TableId(7),
+                    SchemaVersion(3),
+                    &[1, 2, 3],
+                    &[9; 5],
+                ),
+                KeyOp::new(
+                    OpType::Read,
+                    LockMode::CommittedRead,
+                    0,
+                    TableId(8),
+                    SchemaVersion(1),
+                    &[4],
+                    ALL_COLUMNS.to_le_bytes().as_ref(),
+                ),
             ],
         }
     }

@@ -40,14 +40,16 @@ fn key_op() -> impl Strategy<Value = KeyOp> {
         small_bytes(),
         small_bytes(),
     )
-        .prop_map(|(op, lock, flags, table, version, key, attrs)| KeyOp {
-            op,
-            lock,
-            flags,
-            table: TableId(table),
-            version: SchemaVersion(version),
-            key,
-            attrs,
+        .prop_map(|(op, lock, flags, table, version, key, attrs)| {
+            KeyOp::new(
+                op,
+                lock,
+                flags,
+                TableId(table),
+                SchemaVersion(version),
+                &key,
+                &attrs,
+            )
         })
 }
 
@@ -469,18 +471,18 @@ mod node_signals {
             ],
         };
         vec![
-            BlockSignal::Cluster(ClusterSignal::ViewPrepare {
+            BlockSignal::from(ClusterSignal::ViewPrepare {
                 to: 3,
                 view: view.clone(),
             }),
-            BlockSignal::Cluster(ClusterSignal::ViewPrepareConf {
+            BlockSignal::from(ClusterSignal::ViewPrepareConf {
                 to: 1,
                 number: 4,
                 committed: view.clone(),
                 dist_version: 8,
                 prepared: Some(view),
             }),
-            BlockSignal::Cluster(ClusterSignal::TakeoverTxn {
+            BlockSignal::from(ClusterSignal::TakeoverTxn {
                 to: 1,
                 reporter: 3,
                 txn,
@@ -490,7 +492,7 @@ mod node_signals {
                 epoch: 0,
                 frags: vec![(TableId(4), 1)],
             }),
-            BlockSignal::Cluster(ClusterSignal::CopyRows {
+            BlockSignal::from(ClusterSignal::CopyRows {
                 to: 3,
                 table: TableId(4),
                 frag: 1,
@@ -518,19 +520,19 @@ mod node_signals {
                 copied: false,
                 api_node: 60,
                 trans: TransId(9),
-                op: KeyOp {
-                    op: OpType::Write,
-                    lock: LockMode::Exclusive,
-                    flags: 0,
-                    table: TableId(4),
-                    version: SchemaVersion(1),
-                    key,
-                    attrs: data.clone(),
-                },
+                op: KeyOp::new(
+                    OpType::Write,
+                    LockMode::Exclusive,
+                    0,
+                    TableId(4),
+                    SchemaVersion(1),
+                    &key,
+                    &data,
+                ),
                 chain: Chain::new(&[2, 3]),
                 hop: 0,
                 commit_at_last: false,
-                fired: vec![1, 0, 5, 9, 0, 0, 0, 2, 1, 0, 7],
+                fired: vec![1, 0, 5, 9, 0, 0, 0, 2, 1, 0, 7].into(),
             },
             BlockSignal::LqhKeyConf {
                 txn,
@@ -538,7 +540,7 @@ mod node_signals {
                 epoch: 0,
                 op_no: 0,
                 result: OpResult { code: 0, data },
-                fired: vec![1, 0, 5, 9, 0, 0, 0, 1, 1, 0, 7],
+                fired: vec![1, 0, 5, 9, 0, 0, 0, 1, 1, 0, 7].into(),
             },
             BlockSignal::CommitReq {
                 txn,
@@ -548,7 +550,7 @@ mod node_signals {
                 visible_at_complete: false,
                 epoch: 5,
             },
-            BlockSignal::Cluster(ClusterSignal::Epoch(EpochSignal::Progress {
+            BlockSignal::from(ClusterSignal::Epoch(EpochSignal::Progress {
                 to: 1,
                 completed: 4,
                 saved: 3,

@@ -71,16 +71,16 @@ pub(super) enum Body<'a> {
 pub(super) fn parse_body<'a>(layout: &RowLayout, op: &'a KeyOp) -> Result<Body<'a>, ShoalError> {
     match op.op {
         OpType::Read => {
-            let list = read_list(&op.attrs)?;
+            let list = read_list(op.attrs())?;
             if let ReadList::Columns(ids) = list {
                 layout.check_column_ids(ReadList::Columns(ids).ids(layout))?;
             }
             Ok(Body::Read(list))
         }
-        OpType::Delete if op.attrs.is_empty() => Ok(Body::Delete),
+        OpType::Delete if op.attrs().is_empty() => Ok(Body::Delete),
         OpType::Delete => Err(err(ErrorCode::BadRequest, "a delete carries no attributes")),
         OpType::Insert | OpType::Update | OpType::Write => {
-            let (attrs, rest) = AttrSlice::parse(&op.attrs)?;
+            let (attrs, rest) = AttrSlice::parse(op.attrs())?;
             if rest.is_empty() {
                 Ok(Body::Write(attrs))
             } else {
@@ -182,15 +182,15 @@ mod tests {
     }
 
     fn op(op: OpType, attrs: Vec<u8>) -> KeyOp {
-        KeyOp {
+        KeyOp::new(
             op,
-            lock: LockMode::CommittedRead,
-            flags: 0,
-            table: TableId(1),
-            version: shoal_types::SchemaVersion(1),
-            key: 7u32.to_le_bytes().to_vec(),
-            attrs,
-        }
+            LockMode::CommittedRead,
+            0,
+            TableId(1),
+            shoal_types::SchemaVersion(1),
+            7u32.to_le_bytes().as_ref(),
+            &attrs,
+        )
     }
 
     fn list(ids: &[u16]) -> Vec<u8> {

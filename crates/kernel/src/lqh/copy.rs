@@ -120,7 +120,7 @@ impl Lqh {
     ) {
         let key = (table, frag);
         if !self.frags.contains_key(&key) {
-            out.push_back(BlockSignal::Cluster(ClusterSignal::CopyFragRef {
+            out.push_back(BlockSignal::from(ClusterSignal::CopyFragRef {
                 to: from,
                 table,
                 frag,
@@ -194,7 +194,7 @@ impl Lqh {
         scan.unconfirmed -= 1;
         if scan.done_sending && scan.unconfirmed == 0 {
             let scan = self.copies.remove(&(key, target)).expect("present");
-            out.push_back(BlockSignal::Cluster(ClusterSignal::CopyFragConf {
+            out.push_back(BlockSignal::from(ClusterSignal::CopyFragConf {
                 to: scan.requester,
                 table,
                 frag,
@@ -387,13 +387,13 @@ impl Lqh {
                     .map(|f| (f.txn, f.api_node, f.trans, f.epoch))
                     .collect();
                 for chunk in markers.chunks(COPY_MARKERS_PER_SIGNAL) {
-                    out.push_back(BlockSignal::Cluster(ClusterSignal::CopyMarkers {
+                    out.push_back(BlockSignal::from(ClusterSignal::CopyMarkers {
                         to: target,
                         markers: chunk.to_vec(),
                     }));
                 }
             }
-            out.push_back(BlockSignal::Cluster(ClusterSignal::CopyRows {
+            out.push_back(BlockSignal::from(ClusterSignal::CopyRows {
                 to: target,
                 table: key.0,
                 frag: key.1,

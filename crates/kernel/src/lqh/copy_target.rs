@@ -44,7 +44,7 @@ impl Lqh {
         // hears it and fails this node, which starts over.
         let refuse = |out: &mut VecDeque<BlockSignal>, detail: String| {
             if let Some(president) = president {
-                out.push_back(BlockSignal::Cluster(ClusterSignal::CopyFragRef {
+                out.push_back(BlockSignal::from(ClusterSignal::CopyFragRef {
                     to: president,
                     table,
                     frag,
@@ -59,7 +59,7 @@ impl Lqh {
         };
         if seq < entry.copy_seq {
             // A repeat: confirm again, change nothing.
-            out.push_back(BlockSignal::Cluster(ClusterSignal::CopyRowsConf {
+            out.push_back(BlockSignal::from(ClusterSignal::CopyRowsConf {
                 to: source,
                 table,
                 frag,
@@ -164,7 +164,7 @@ impl Lqh {
             }
             !passed
         });
-        out.push_back(BlockSignal::Cluster(ClusterSignal::CopyRowsConf {
+        out.push_back(BlockSignal::from(ClusterSignal::CopyRowsConf {
             to: source,
             table,
             frag,

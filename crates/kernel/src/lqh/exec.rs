@@ -138,7 +138,7 @@ impl Lqh {
                         commit_at_last: at.commit_at_last,
                         // The primary's changes go down the chain.
                         fired: if at.hop == 0 {
-                            fired
+                            fired.into()
                         } else {
                             std::mem::take(&mut at.fired)
                         },
@@ -161,7 +161,7 @@ impl Lqh {
                         epoch: if committed { epoch } else { 0 },
                         result,
                         fired: if at.hop == 0 {
-                            fired
+                            fired.into()
                         } else {
                             std::mem::take(&mut at.fired)
                         },
@@ -219,7 +219,7 @@ impl Lqh {
             let Some(w) = self.waiting.remove(&token) else {
                 continue;
             };
-            let hash = hash_key(&w.op.key);
+            let hash = hash_key(w.op.key());
             let t = self.txns.get_or_insert(w.txn);
             t.waiting = None;
             if w.counted {

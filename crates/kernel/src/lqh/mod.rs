@@ -103,7 +103,7 @@ struct OpAt {
     hop: u8,
     /// The unique-index changes the primary found (see
     /// `BlockSignal::LqhKeyReq::fired`); empty at the primary itself.
-    fired: Vec<u8>,
+    fired: Box<[u8]>,
 }
 
 impl OpAt {
@@ -829,7 +829,7 @@ impl Lqh {
                     committed,
                 });
             }
-            BlockSignal::Cluster(c) => match c {
+            BlockSignal::Cluster(c) => match *c {
                 ClusterSignal::Scan(req @ ScanSignal::FragReq { .. }) => {
                     self.scan_frag(req, dih, out)
                 }

@@ -228,17 +228,17 @@ impl Lqh {
         }
         let layout = entry.layout.clone();
         let body = parse_body(&layout, op)?;
-        let hash = hash_key(&op.key);
+        let hash = hash_key(op.key());
         // A row this replica restored and its copy has not confirmed is
         // not the cluster's row yet: as if missing (the copy brings it if
         // it changed; see `copy_target.rs`).
         let found = entry
             .frag
-            .lookup(hash, &op.key)
+            .lookup(hash, op.key())
             .filter(|&r| !entry.is_unverified(r));
         if let Body::Read(cols) = body {
             if op.lock == LockMode::CommittedRead {
-                return committed_read(entry, &layout, txn, found, &op.key, cols);
+                return committed_read(entry, &layout, txn, found, op.key(), cols);
             }
         }
         // Rows vanish only in `finish`, which restarts their waiters instead
@@ -259,7 +259,7 @@ impl Lqh {
             if let Step::Done { row, fired, .. } = &mut step {
                 if fires && *row != ROW_NONE {
                     let before = unique::keys_seen(entry, &layout, txn, None);
-                    *fired = unique::fired(entry, &layout, txn, *row, &op.key, &before);
+                    *fired = unique::fired(entry, &layout, txn, *row, op.key(), &before);
                 }
             }
             return Ok(step);
@@ -274,10 +274,18 @@ impl Lqh {
         let commit_now = super::last_replica_decides(at, dih, cfg) && at.next_hop().is_none();
         let before = fires.then(|| unique::keys_seen(entry, &layout, txn, Some(row)));
         let result = apply_locked(
-            entry, &layout, ctx.mem, txn, row, commit_now, op.op, &op.key, &body,
+            entry,
+            &layout,
+            ctx.mem,
+            txn,
+            row,
+            commit_now,
+            op.op,
+            op.key(),
+            &body,
         )?;
         let fired = match &before {
-            Some(before) => unique::fired(entry, &layout, txn, row, &op.key, before),
+            Some(before) => unique::fired(entry, &layout, txn, row, op.key(), before),
             None => Vec::new(),
         };
         Ok(Step::Done {
@@ -361,10 +369,10 @@ impl OpCtx<'_> {
         }
         let attrs = match (op.op, body) {
             (OpType::Insert | OpType::Write, Body::Write(attrs)) => *attrs,
-            _ => return Err(missing_row(layout, &op.key)),
+            _ => return Err(missing_row(layout, op.key())),
         };
         self.room_for_op()?;
-        let (fixed, var) = layout.build_row(&op.key, attrs)?;
+        let (fixed, var) = layout.build_row(op.key(), attrs)?;
         let row = if at.hop == 0 {
             entry
                 .frag
@@ -388,7 +396,7 @@ impl OpCtx<'_> {
             if entry.is_unverified(r) {
                 evict(entry, self.mem, r);
             }
-            if let Some(stale) = entry.frag.lookup(hash, &op.key) {
+            if let Some(stale) = entry.frag.lookup(hash, op.key()) {
                 debug_assert!(entry.is_unverified(stale), "the key was not found");
                 evict(entry, self.mem, stale);
             }

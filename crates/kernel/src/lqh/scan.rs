@@ -149,7 +149,7 @@ impl Lqh {
                 detail: e.detail,
             },
         };
-        out.push_back(BlockSignal::Cluster(ClusterSignal::Scan(answer)));
+        out.push_back(BlockSignal::from(ClusterSignal::Scan(answer)));
     }
 
     /// Checks the request against this replica, then walks it: (rows,

@@ -53,7 +53,7 @@ impl Lqh {
                     frags.push(f);
                 }
             }
-            out.push_back(BlockSignal::Cluster(ClusterSignal::TakeoverTxn {
+            out.push_back(BlockSignal::from(ClusterSignal::TakeoverTxn {
                 to: takeover,
                 reporter: own,
                 txn,
@@ -71,7 +71,7 @@ impl Lqh {
                 if tc_incarnation_of(f.txn) != inc8 || self.txns.contains_key(&f.txn) {
                     continue;
                 }
-                out.push_back(BlockSignal::Cluster(ClusterSignal::TakeoverTxn {
+                out.push_back(BlockSignal::from(ClusterSignal::TakeoverTxn {
                     to: takeover,
                     reporter: own,
                     txn: f.txn,
@@ -84,7 +84,7 @@ impl Lqh {
                 reported += 1;
             }
         }
-        out.push_back(BlockSignal::Cluster(ClusterSignal::TakeoverConf {
+        out.push_back(BlockSignal::from(ClusterSignal::TakeoverConf {
             to: takeover,
             reporter: own,
             failed,

@@ -32,7 +32,7 @@ impl Lqh {
             if let BlockSignal::LqhKeyReq { op, frag, .. } = sig {
                 if let Some(entry) = self.frags.get(&(op.table, *frag)) {
                     frags[n] = Some(&entry.frag);
-                    hashes[n] = hash_key(&op.key);
+                    hashes[n] = hash_key(op.key());
                     n += 1;
                 }
             }
@@ -72,19 +72,19 @@ mod tests {
             copied: false,
             api_node: 1,
             trans: TransId(1),
-            op: KeyOp {
-                op: OpType::Read,
-                lock: LockMode::CommittedRead,
-                flags: 0,
+            op: KeyOp::new(
+                OpType::Read,
+                LockMode::CommittedRead,
+                0,
                 table,
-                version: shoal_types::SchemaVersion(1),
-                key: key.to_le_bytes().to_vec(),
-                attrs: Vec::new(),
-            },
+                shoal_types::SchemaVersion(1),
+                key.to_le_bytes().as_ref(),
+                &[],
+            ),
             chain: Chain::new(&[1]),
             hop: 0,
             commit_at_last: false,
-            fired: Vec::new(),
+            fired: Box::default(),
         }
     }
 

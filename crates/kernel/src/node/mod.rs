@@ -862,13 +862,19 @@ impl DataNode {
                 .tc
                 .handle(now_ms, from, sig, &self.dih, &mut self.queue, out),
             Block::Lqh => {
-                if let BlockSignal::Cluster(ClusterSignal::TakeoverReq {
-                    failed,
-                    incarnation,
-                    takeover,
-                    ..
-                }) = &sig
-                {
+                let takeover_req = match &sig {
+                    BlockSignal::Cluster(c) => match &**c {
+                        ClusterSignal::TakeoverReq {
+                            failed,
+                            incarnation,
+                            takeover,
+                            ..
+                        } => Some((failed, incarnation, takeover)),
+                        _ => None,
+                    },
+                    _ => None,
+                };
+                if let Some((failed, incarnation, takeover)) = takeover_req {
                     // Not once a later start of the failed node joined (a
                     // repeated request may arrive after it): that start's
                     // answers go to it.
@@ -888,6 +894,7 @@ impl DataNode {
                 let BlockSignal::Cluster(c) = sig else {
                     unreachable!("only cluster signals go to QMGR")
                 };
+                let c = *c;
                 if let ClusterSignal::TakeoverDone {
                     failed,
                     incarnation,
@@ -921,6 +928,7 @@ impl DataNode {
                 let BlockSignal::Cluster(c) = sig else {
                     unreachable!("only cluster signals go to DIH")
                 };
+                let c = *c;
                 if let ClusterSignal::Epoch(e) = c {
                     return self.epoch_signal(now_ms, from, e, out);
                 }

@@ -248,7 +248,7 @@ fn empty_view() -> View {
 }
 
 fn send(q: &mut VecDeque<BlockSignal>, sig: ClusterSignal) {
-    q.push_back(BlockSignal::Cluster(sig));
+    q.push_back(BlockSignal::from(sig));
 }
 
 impl Qmgr {
@@ -383,15 +383,16 @@ impl Qmgr {
             // start, and stopping is always safe): a node that no longer
             // listens to the cluster, or is still joining, must still
             // learn that the cluster declared it failed.
-            _ => matches!(
-                sig,
-                BlockSignal::Cluster(
+            _ => match sig {
+                BlockSignal::Cluster(c) => matches!(
+                    **c,
                     ClusterSignal::JoinReq { .. }
                         | ClusterSignal::JoinRef { .. }
                         | ClusterSignal::ViewCommit { .. }
                         | ClusterSignal::ClusterShutdown { .. }
-                )
-            ),
+                ),
+                _ => false,
+            },
         }
     }
 

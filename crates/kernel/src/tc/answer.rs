@@ -13,7 +13,7 @@ use std::collections::VecDeque;
 /// An operation's answer from LQH.
 pub(super) enum Answer {
     /// Done; with the unique-index changes its primary found.
-    Done(OpResult, Vec<u8>),
+    Done(OpResult, Box<[u8]>),
     /// Done, and the last replica committed its copy (`commit_at_last`)
     /// in this epoch.
     CommittedAtLast(OpResult, u64),
@@ -104,7 +104,7 @@ impl Tc {
                     self.aborted(txn, q, out);
                 }
             }
-            BlockSignal::Cluster(c) => self.cluster_signal(from, c, dih, q, out),
+            BlockSignal::Cluster(c) => self.cluster_signal(from, *c, dih, q, out),
             other => panic!("TC got a signal meant for another block: {other:?}"),
         }
     }

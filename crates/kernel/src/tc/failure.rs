@@ -182,7 +182,7 @@ impl Tc {
         }
         let own = self.cfg.node_id;
         for &m in &self.members {
-            q.push_back(BlockSignal::Cluster(ClusterSignal::TakeoverReq {
+            q.push_back(BlockSignal::from(ClusterSignal::TakeoverReq {
                 to: m,
                 failed,
                 incarnation,
@@ -469,7 +469,7 @@ impl Tc {
             });
         }
         for &m in &self.members {
-            q.push_back(BlockSignal::Cluster(ClusterSignal::TakeoverDone {
+            q.push_back(BlockSignal::from(ClusterSignal::TakeoverDone {
                 to: m,
                 failed,
                 incarnation,

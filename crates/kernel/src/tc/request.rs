@@ -24,40 +24,42 @@ const READ_LIST_BYTES_MAX: usize = 2 + 2 * COLUMNS_MAX;
 /// shape of a read's column list. The LQH that runs it checks the rest.
 fn check_op(op: &KeyOp) -> Result<(), ShoalError> {
     let bad = |code, detail: String| Err(ShoalError::with_detail(code, detail));
-    if op.key.len() > KEY_BYTES_MAX {
+    if op.key().len() > KEY_BYTES_MAX {
         return bad(
             ErrorCode::BadPrimaryKey,
             format!(
                 "a key of {} bytes; keys are at most {KEY_BYTES_MAX}",
-                op.key.len()
+                op.key().len()
             ),
         );
     }
     match op.op {
         OpType::Read => {
-            if op.attrs.len() > READ_LIST_BYTES_MAX {
+            if op.attrs().len() > READ_LIST_BYTES_MAX {
                 return bad(
                     ErrorCode::BadRequest,
                     format!(
                         "a read column list of {} bytes; it names each column at most once",
-                        op.attrs.len()
+                        op.attrs().len()
                     ),
                 );
             }
-            read_list_has_no_repeats(&op.attrs)
+            read_list_has_no_repeats(op.attrs())
         }
-        OpType::Delete if !op.attrs.is_empty() => bad(
+        OpType::Delete if !op.attrs().is_empty() => bad(
             ErrorCode::BadRequest,
             "a delete carries no attributes".into(),
         ),
         OpType::Delete => Ok(()),
-        OpType::Insert | OpType::Update | OpType::Write if op.attrs.len() > ATTRS_BYTES_MAX => bad(
-            ErrorCode::RequestTooLarge,
-            format!(
-                "an attribute list of {} bytes; a row holds at most {ROW_BYTES_MAX}",
-                op.attrs.len()
-            ),
-        ),
+        OpType::Insert | OpType::Update | OpType::Write if op.attrs().len() > ATTRS_BYTES_MAX => {
+            bad(
+                ErrorCode::RequestTooLarge,
+                format!(
+                    "an attribute list of {} bytes; a row holds at most {ROW_BYTES_MAX}",
+                    op.attrs().len()
+                ),
+            )
+        }
         OpType::Insert | OpType::Update | OpType::Write => Ok(()),
     }
 }
@@ -128,7 +130,7 @@ pub(super) fn route_op(
             expected_uniques: Vec::new(),
         });
     };
-    let frag = route.fragment_of(&op.key);
+    let frag = route.fragment_of(op.key());
     let f = &route.frags[frag as usize];
     if !read && route.read_backup {
         // Readers may use any replica: answer the commit only once every
@@ -508,7 +510,7 @@ impl Tc {
                 chain,
                 hop: 0,
                 commit_at_last,
-                fired: routed.expected_uniques,
+                fired: routed.expected_uniques.into(),
             });
         }
         if let Some((i, e)) = refused {
@@ -552,15 +554,15 @@ mod tests {
         for c in list {
             attrs.extend_from_slice(&c.to_le_bytes());
         }
-        KeyOp {
-            op: OpType::Read,
-            lock: LockMode::CommittedRead,
-            flags: 0,
-            table: shoal_types::TableId(1),
-            version: shoal_types::SchemaVersion(1),
-            key: vec![1, 0, 0, 0],
-            attrs,
-        }
+        KeyOp::new(
+            OpType::Read,
+            LockMode::CommittedRead,
+            0,
+            shoal_types::TableId(1),
+            shoal_types::SchemaVersion(1),
+            &[1, 0, 0, 0],
+            &attrs,
+        )
     }
 
     #[test]
@@ -572,19 +574,19 @@ mod tests {
         let many: Vec<u16> = (0..COLUMNS_MAX as u16 + 1).collect();
         assert!(check_op(&read(&many)).is_err());
         let mut long_key = read(&[0]);
-        long_key.key = vec![0; KEY_BYTES_MAX + 1];
+        long_key.set_key(&vec![0; KEY_BYTES_MAX + 1]);
         assert_eq!(
             check_op(&long_key).unwrap_err().code,
             ErrorCode::BadPrimaryKey
         );
         let mut big = read(&[]);
         big.op = OpType::Update;
-        big.attrs = vec![0; ATTRS_BYTES_MAX + 1];
+        big.set_attrs(&vec![0; ATTRS_BYTES_MAX + 1]);
         assert_eq!(check_op(&big).unwrap_err().code, ErrorCode::RequestTooLarge);
         let mut del = read(&[]);
         del.op = OpType::Delete;
         assert_eq!(check_op(&del).unwrap_err().code, ErrorCode::BadRequest);
-        del.attrs.clear();
+        del.attrs_cleared();
         assert!(check_op(&del).is_ok());
     }
 }

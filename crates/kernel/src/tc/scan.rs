@@ -651,7 +651,7 @@ fn ask_batch(own: u16, scan: TxnRef, rec: &mut ScanRec, i: usize, q: &mut VecDeq
     debug_assert!(!f.asked && !f.done, "fragment {} asked twice", f.frag);
     f.asked = true;
     f.batch = f.batch.wrapping_add(1);
-    q.push_back(BlockSignal::Cluster(ClusterSignal::Scan(
+    q.push_back(BlockSignal::from(ClusterSignal::Scan(
         ScanSignal::FragReq {
             to: f.node,
             scan,

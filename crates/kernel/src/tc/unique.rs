@@ -175,15 +175,7 @@ fn entry_read(
     let mut attrs = Vec::with_capacity(4);
     attrs.extend_from_slice(&1u16.to_le_bytes());
     attrs.extend_from_slice(&pk_col.to_le_bytes());
-    KeyOp {
-        op: OpType::Read,
-        lock,
-        flags: 0,
-        table: index_table,
-        version,
-        key,
-        attrs,
-    }
+    KeyOp::new(OpType::Read, lock, 0, index_table, version, &key, &attrs)
 }
 
 /// An insert (with `attrs`) or a delete of entry `key` of an index.
@@ -193,19 +185,19 @@ fn upkeep_op(
     key: Vec<u8>,
     attrs: Option<Vec<u8>>,
 ) -> KeyOp {
-    KeyOp {
-        op: if attrs.is_some() {
+    KeyOp::new(
+        if attrs.is_some() {
             OpType::Insert
         } else {
             OpType::Delete
         },
-        lock: LockMode::Exclusive,
-        flags: 0,
-        table: index_table,
+        LockMode::Exclusive,
+        0,
+        index_table,
         version,
-        key,
-        attrs: attrs.unwrap_or_default(),
-    }
+        &key,
+        &attrs.unwrap_or_default(),
+    )
 }
 
 /// The base row's key an entry read by [`entry_read`] holds.
@@ -316,7 +308,7 @@ impl Tc {
             chain: routed.chain,
             hop: 0,
             commit_at_last: false,
-            fired: routed.expected_uniques,
+            fired: routed.expected_uniques.into(),
         });
         Ok(())
     }
@@ -346,19 +338,19 @@ impl Tc {
         let lookup = entry_read(
             op.table,
             hidden_version,
-            op.key.clone(),
+            op.key().to_vec(),
             lock,
             u.columns.len() as u16,
         );
-        let then = Some(KeyOp {
-            op: op.op,
-            lock: op.lock,
-            flags: op.flags & !OP_BY_UNIQUE_KEY,
-            table: base.id,
-            version: op.version,
-            key: Vec::new(),
-            attrs: op.attrs,
-        });
+        let then = Some(KeyOp::new(
+            op.op,
+            op.lock,
+            op.flags & !OP_BY_UNIQUE_KEY,
+            base.id,
+            op.version,
+            &[],
+            op.attrs(),
+        ));
         self.send_derived(txn, Derived::Lookup { of, then }, lookup, dih, q)
     }
 
@@ -601,7 +593,7 @@ impl Tc {
                     Answer::Done(result, ..) | Answer::CommittedAtLast(result, ..) => {
                         match (entry_base_key(&result), then.take()) {
                             (Ok(key), Some(mut op)) => {
-                                op.key = key;
+                                op.set_key(&key);
                                 self.send_derived(txn, Derived::Base { of }, op, dih, q)
                                     .map_err(|e| (of, e))
                             }

@@ -105,22 +105,13 @@ impl Harness {
         } else if op == OpType::Read {
             attrs.extend_from_slice(&ALL_COLUMNS.to_le_bytes());
         }
-        KeyOp {
-            op,
-            lock: LockMode::CommittedRead,
-            flags: 0,
-            table: T,
-            version: V,
-            key: self.key(k),
-            attrs,
-        }
+        KeyOp::new(op, LockMode::CommittedRead, 0, T, V, &self.key(k), &attrs)
     }
 
     fn read(&self, k: u32, lock: LockMode) -> KeyOp {
-        KeyOp {
-            lock,
-            ..self.op(OpType::Read, k, 0, "")
-        }
+        let mut op = self.op(OpType::Read, k, 0, "");
+        op.lock = lock;
+        op
     }
 
     fn send(&mut self, conn: ConnId, trans: u64, exec: ExecType, ops: Vec<KeyOp>) -> Vec<Output> {
@@ -223,6 +214,15 @@ fn refused(out: &[Output]) -> (u16, u16) {
         }] => (r.code, r.op_index),
         other => panic!("expected one TcKeyRef, got {other:?}"),
     }
+}
+
+/// An output carries a signal out of the node by value; within 128 bytes
+/// its moves stay inline copies (see `per_operation_signals_stay_small`
+/// in the wire crate).
+#[test]
+#[cfg(target_pointer_width = "64")]
+fn outputs_stay_small() {
+    assert!(std::mem::size_of::<Output>() <= 128);
 }
 
 #[test]
@@ -543,15 +543,15 @@ fn rows_spread_over_fragments_and_a_key_prefix_keeps_them_together() {
         } else {
             attrs.extend_from_slice(&ALL_COLUMNS.to_le_bytes());
         }
-        KeyOp {
+        KeyOp::new(
             op,
-            lock: LockMode::CommittedRead,
-            flags: 0,
-            table: def.id,
-            version: def.version,
-            key,
-            attrs,
-        }
+            LockMode::CommittedRead,
+            0,
+            def.id,
+            def.version,
+            &key,
+            &attrs,
+        )
     };
     // Customer c has c+1 orders, one customer per transaction.
     let mut out = Vec::new();
@@ -598,7 +598,7 @@ fn rows_spread_over_fragments_and_a_key_prefix_keeps_them_together() {
     let route = node.dih().table(def.id).unwrap();
     for cust in 0..40u64 {
         let frags: std::collections::BTreeSet<_> = (0..=cust)
-            .map(|o| route.fragment_of(&op(cust, o, OpType::Read).key))
+            .map(|o| route.fragment_of(op(cust, o, OpType::Read).key()))
             .collect();
         assert_eq!(frags.len(), 1, "customer {cust} spread over {frags:?}");
     }
@@ -1133,7 +1133,7 @@ fn a_start_of_every_node_waits_for_the_arbitrator_too() {
 /// there (sim seed 90711 hung a transaction forever when it was dropped).
 #[test]
 fn an_operation_that_reaches_a_node_before_its_first_view_runs_after_it() {
-    use crate::signal::{BlockSignal, ClusterSignal};
+    use crate::signal::ClusterSignal;
     let def = one_fragment_on_two_nodes(false);
     let mut nodes = two_linked_nodes(Some(&def), crate::Faults::default());
     // Node 1 asks the arbitrator, then forms the view; its ViewCommit to
@@ -1147,10 +1147,11 @@ fn an_operation_that_reaches_a_node_before_its_first_view_runs_after_it() {
     let commit = formed
         .into_iter()
         .find_map(|o| match o {
-            Output::ToNode {
-                signal: signal @ BlockSignal::Cluster(ClusterSignal::ViewCommit { .. }),
-                ..
-            } => Some(signal),
+            Output::ToNode { signal, .. }
+                if matches!(signal.as_cluster(), Some(ClusterSignal::ViewCommit { .. })) =>
+            {
+                Some(signal)
+            }
             _ => None,
         })
         .expect("the first view's commit to node 2");

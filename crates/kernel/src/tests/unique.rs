@@ -71,15 +71,15 @@ impl Unique {
     fn entry(&mut self, table: TableId, key: Vec<u8>) -> Option<Vec<u8>> {
         let mut attrs = 1u16.to_le_bytes().to_vec();
         attrs.extend_from_slice(&1u16.to_le_bytes()); // `$pk`, after one column
-        let op = KeyOp {
-            op: OpType::Read,
-            lock: LockMode::CommittedRead,
-            flags: OP_IGNORE_ERROR,
+        let op = KeyOp::new(
+            OpType::Read,
+            LockMode::CommittedRead,
+            OP_IGNORE_ERROR,
             table,
-            version: SchemaVersion(1),
-            key,
-            attrs,
-        };
+            SchemaVersion(1),
+            &key,
+            &attrs,
+        );
         let c = self.h.commit(vec![op]);
         if c.results[0].code == ErrorCode::TupleNotFound as u16 {
             return None;
@@ -93,12 +93,11 @@ impl Unique {
     fn insert(&self, k: u32, v: i64, s: Option<&str>) -> KeyOp {
         let mut op = self.h.op(OpType::Insert, k, v, s.unwrap_or(""));
         if s.is_none() {
-            op.attrs.clear();
             let vv = Value::Int(v);
             shoal_types::layout::encode_attrs(
                 &self.h.def,
                 &[(1, &vv), (2, &Value::Null)],
-                &mut op.attrs,
+                op.attrs_cleared(),
             )
             .unwrap();
         }
@@ -109,7 +108,7 @@ impl Unique {
     fn by_v(&self, mut op: KeyOp, v: i64) -> KeyOp {
         op.flags |= OP_BY_UNIQUE_KEY;
         op.table = BY_V;
-        op.key = self.v_key(v);
+        op.set_key(&self.v_key(v));
         op
     }
 }
@@ -206,8 +205,8 @@ fn nulls_have_no_entry_and_may_repeat() {
     let op = u.insert(4, 4, None);
     u.h.commit(vec![op]);
     let mut to_null = u.h.op(OpType::Update, 2, 2, "");
-    to_null.attrs.clear();
-    shoal_types::layout::encode_attrs(&u.h.def, &[(2, &Value::Null)], &mut to_null.attrs).unwrap();
+    shoal_types::layout::encode_attrs(&u.h.def, &[(2, &Value::Null)], to_null.attrs_cleared())
+        .unwrap();
     u.h.commit(vec![to_null]);
     assert_eq!(u.entry(BY_S, u.s_key("x")), None);
 }
@@ -282,15 +281,15 @@ fn an_index_table_takes_no_writes_of_its_own() {
     let mut u = Unique::new();
     let mut attrs = 1u16.to_le_bytes().to_vec();
     shoal_types::layout::push_attr(&mut attrs, 1, Some(&u.h.key(1)));
-    let op = KeyOp {
-        op: OpType::Insert,
-        lock: LockMode::Exclusive,
-        flags: 0,
-        table: BY_V,
-        version: SchemaVersion(1),
-        key: u.v_key(10),
-        attrs,
-    };
+    let op = KeyOp::new(
+        OpType::Insert,
+        LockMode::Exclusive,
+        0,
+        BY_V,
+        SchemaVersion(1),
+        &u.v_key(10),
+        &attrs,
+    );
     let out = u.h.send(1, 11, ExecType::Commit, vec![op]);
     assert_eq!(refused(&out).0, ErrorCode::BadRequest as u16);
     assert_eq!(u.entry(BY_V, u.v_key(10)), None);
@@ -300,15 +299,15 @@ fn an_index_table_takes_no_writes_of_its_own() {
 fn put_entry(u: &mut Unique, v: i64, k: u32) {
     let mut attrs = 1u16.to_le_bytes().to_vec();
     shoal_types::layout::push_attr(&mut attrs, 1, Some(&u.h.key(k)));
-    let op = KeyOp {
-        op: OpType::Insert,
-        lock: LockMode::Exclusive,
-        flags: 0,
-        table: BY_V,
-        version: SchemaVersion(1),
-        key: u.v_key(v),
-        attrs,
-    };
+    let op = KeyOp::new(
+        OpType::Insert,
+        LockMode::Exclusive,
+        0,
+        BY_V,
+        SchemaVersion(1),
+        &u.v_key(v),
+        &attrs,
+    );
     u.h.commit(vec![op]);
 }
 
@@ -325,15 +324,15 @@ fn while_building_an_entry_goes_only_with_its_own_row() {
         "writes keep it already"
     );
     let del = u.h.op(OpType::Delete, 1, 0, "");
-    let del_entry = KeyOp {
-        op: OpType::Delete,
-        lock: LockMode::Exclusive,
-        flags: 0,
-        table: BY_V,
-        version: SchemaVersion(1),
-        key: u.v_key(20),
-        attrs: Vec::new(),
-    };
+    let del_entry = KeyOp::new(
+        OpType::Delete,
+        LockMode::Exclusive,
+        0,
+        BY_V,
+        SchemaVersion(1),
+        &u.v_key(20),
+        &[],
+    );
     u.h.commit(vec![del_entry]);
     // Row 2 lost its entry (as if the build had not reached it); row 3
     // takes its value meanwhile (the build will find the clash).

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use shoal_kernel::signal::{BlockSignal, ClusterSignal};
+use shoal_kernel::signal::ClusterSignal;
 use shoal_kernel::{ConnId, NodeRole, Output};
 use shoal_types::{AttrSlice, TransId, Value};
 use shoal_wire::{ExecType, LockMode, OpResult, Signal, TcKeyReq};
@@ -133,8 +133,8 @@ impl World {
             // between the nodes is work in progress.
             let in_flight = self.events.iter().any(|e| match &e.event {
                 Event::NodeMsg { signal, .. } => !matches!(
-                    signal,
-                    BlockSignal::Cluster(ClusterSignal::Heartbeat { .. } | ClusterSignal::Epoch(_))
+                    signal.as_cluster(),
+                    Some(ClusterSignal::Heartbeat { .. } | ClusterSignal::Epoch(_))
                 ),
                 _ => false,
             });

@@ -427,15 +427,15 @@ impl World {
                     .encode_key(&[Value::Str(op.row.s.clone().expect("a value"))], &mut key)
                     .expect("value fits");
                 attrs.extend_from_slice(&ALL_COLUMNS.to_le_bytes());
-                return KeyOp {
-                    op: OpType::Read,
+                return KeyOp::new(
+                    OpType::Read,
                     lock,
-                    flags: OP_BY_UNIQUE_KEY | if op.ignore { OP_IGNORE_ERROR } else { 0 },
-                    table: super::unique::UNIQUE_TABLE,
-                    version: VERSION,
-                    key,
-                    attrs,
-                };
+                    OP_BY_UNIQUE_KEY | if op.ignore { OP_IGNORE_ERROR } else { 0 },
+                    super::unique::UNIQUE_TABLE,
+                    VERSION,
+                    &key,
+                    &attrs,
+                );
             }
             OpKind::Insert | OpKind::Write | OpKind::Update { only_v: false } => {
                 encode_attrs(&self.def, &[(V_COL, &v), (S_COL, &s)], &mut attrs)
@@ -453,15 +453,15 @@ impl World {
             }
             OpKind::Delete => (OpType::Delete, LockMode::Exclusive),
         };
-        KeyOp {
-            op: op_type,
+        KeyOp::new(
+            op_type,
             lock,
-            flags: if op.ignore { OP_IGNORE_ERROR } else { 0 },
-            table: TABLE,
-            version: VERSION,
-            key,
-            attrs,
-        }
+            if op.ignore { OP_IGNORE_ERROR } else { 0 },
+            TABLE,
+            VERSION,
+            &key,
+            &attrs,
+        )
     }
 
     fn send_request(&mut self, client: usize, slot: usize) -> Result<(), String> {

@@ -165,8 +165,8 @@ impl World {
         // guards is then wide open.
         let late = self.opts.durable
             && matches!(
-                signal,
-                BlockSignal::Cluster(ClusterSignal::Epoch(EpochSignal::Commit { .. }))
+                signal.as_cluster(),
+                Some(ClusterSignal::Epoch(EpochSignal::Commit { .. }))
             )
             && self.rng.random_bool(P_LATE_EPOCH_COMMIT);
         let extra = if late {
@@ -226,8 +226,8 @@ impl World {
         if self.trace {
             eprintln!("{:>8} ms {from} -> {to}: {signal:?}", self.now);
         }
-        match &signal {
-            BlockSignal::Cluster(ClusterSignal::CopyRows {
+        match signal.as_cluster() {
+            Some(ClusterSignal::CopyRows {
                 last,
                 rows,
                 occupied,
@@ -242,7 +242,7 @@ impl World {
                     self.report.since_rows_kept += marked.saturating_sub(rows.len() as u64);
                 }
             }
-            BlockSignal::Cluster(ClusterSignal::CopyFragReq { since, .. }) if *since != 0 => {
+            Some(ClusterSignal::CopyFragReq { since, .. }) if *since != 0 => {
                 self.report.since_copies += 1;
             }
             _ => {}

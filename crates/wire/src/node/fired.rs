@@ -106,16 +106,16 @@ pub(crate) fn put_fired(out: &mut Vec<u8>, fired: &[u8]) {
     }
 }
 
-pub(crate) fn read_fired(r: &mut Reader<'_>, present: bool) -> Result<Vec<u8>, WireError> {
+pub(crate) fn read_fired(r: &mut Reader<'_>, present: bool) -> Result<Box<[u8]>, WireError> {
     if !present {
-        return Ok(Vec::new());
+        return Ok(Box::default());
     }
     let at = r.pos;
     let len = r.u32("fired_len")? as usize;
     if len == 0 {
         return Err(r.malformed_at(at, format_args!("fired changes flagged but empty")));
     }
-    Ok(r.bytes(len, "fired")?.to_vec())
+    Ok(r.bytes(len, "fired")?.into())
 }
 
 #[cfg(test)]
