@@ -8,6 +8,9 @@
 #   (CHECKPOINT_RATE=0: checkpoints unthrottled, for loads that outrun 64M)
 #   PERF=1 PARTS=restart ...   # the restarted data node under perf record
 #   RESTARTS=3 PARTS=restart ... # kill and restart the loaded node 3 times
+#   RESTART_BINS="a/shoal b/shoal" RESTARTS=4 PARTS=restart ...
+#                                # restarts alternate between these binaries
+#                                # (same files: an A/B of the restore path)
 #   SHOAL_BIN=path/to/shoal ...  # measure that binary (no build)
 #
 # One data node pinned to core 0, the client (and mgmd) on core 1, redo
@@ -205,7 +208,9 @@ if [[ " $PARTS " == *" restart "* ]]; then
     # Until a checkpoint covers most rows: the restart reads it and a
     # short log (as a node does some time after a load).
     sleep "${SETTLE_SECS:-10}"
+    read -r -a restart_bins <<<"${RESTART_BINS:-$BIN}"
     for restart in $(seq "$RESTARTS"); do
+        RBIN=$(realpath -e "${restart_bins[$(( (restart - 1) % ${#restart_bins[@]} ))]}")
         log "restart $restart: killing the data node (kill -9) and starting it again"
         kill -KILL "$DN"
         wait "$DN" 2>/dev/null || true
@@ -217,11 +222,11 @@ if [[ " $PARTS " == *" restart "* ]]; then
         started=$(date +%s.%N)
         if [[ ${PERF:-0} == 1 ]]; then
             # Where a restart spends its time: `perf report -i $OUT/restart.perf.data`.
-            perf record -g -o "$OUT/restart.perf.data" -- "$BIN" datanode --connect 127.0.0.1:$MGM_PORT --node-id 1 >"$OUT/restart-datanode.log" 2>&1 &
+            perf record -g -o "$OUT/restart.perf.data" -- "$RBIN" datanode --connect 127.0.0.1:$MGM_PORT --node-id 1 >"$OUT/restart-datanode.log" 2>&1 &
         else
             # Nothing else runs during a restart: the node may use both cores
             # (its checkpoint reader thread beside the thread applying).
-            "$BIN" datanode --connect 127.0.0.1:$MGM_PORT --node-id 1 >"$OUT/restart-datanode.log" 2>&1 &
+            "$RBIN" datanode --connect 127.0.0.1:$MGM_PORT --node-id 1 >"$OUT/restart-datanode.log" 2>&1 &
         fi
         DN=$!
         PIDS+=($DN)
@@ -232,6 +237,7 @@ if [[ " $PARTS " == *" restart "* ]]; then
         cache=warm
         [[ $COLD == 1 ]] && cache="cold (page cache dropped)"
         echo "== restart (kill -9) of 1 data node with $((rounds * 4 * 512)) rows ($SHAPE), $size bytes of redo log and checkpoints, $cache"
+        [[ -n "${RESTART_BINS:-}" ]] && echo "binary: $RBIN"
         grep -h "restoring from\|restored .* row changes" "$OUT/restart-datanode.log" | sed 's/^data node 1: //'
         python3 -c "
 rows = $((rounds * 4 * 512)); secs = $ended - $started; size = $size

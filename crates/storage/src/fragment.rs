@@ -140,6 +140,9 @@ impl Fragment {
         );
         let charge = self.rows.insert_charge(var.len())?;
         self.charge_with_index_growth(mem, charge)?;
+        for _ in 0..self.rows.pages_wanted(None) {
+            self.rows.push_page(mem.new_page());
+        }
         let id = self.rows.insert_charged(fixed, var, true);
         self.index.insert(hash, id);
         Ok(id)
@@ -195,6 +198,9 @@ impl Fragment {
         );
         let charge = self.rows.insert_charge_at(row, var.len())?;
         self.charge_with_index_growth(mem, charge)?;
+        for _ in 0..self.rows.pages_wanted(Some(row)) {
+            self.rows.push_page(mem.new_page());
+        }
         self.rows.insert_charged_at(row, fixed, var, true);
         self.index.insert(hash, row);
         Ok(())
@@ -548,6 +554,45 @@ mod tests {
         }
         assert_eq!(f.lookup(hash_key(&key), &key), None);
         assert_eq!(f.row_count(), 1999);
+    }
+
+    #[test]
+    fn new_pages_come_from_the_spare_ones_first() {
+        let mut mem = Memory::new(1 << 22);
+        mem.give_zeroed_pages(vec![vec![0u8; PAGE_BYTES].into_boxed_slice(); 3]);
+        let mut f = Fragment::new(int_layout());
+        // The first insert takes a page: a spare one, charged as any.
+        let (key, fixed) = int_row(1, 10);
+        let id = f
+            .insert_tentative(&mut mem, hash_key(&key), &fixed, &[])
+            .unwrap();
+        assert_eq!(mem.spare_pages(), 2);
+        assert!(mem.used_bytes() >= PAGE_BYTES);
+        // At a row id two pages further, both pages up to it.
+        assert_eq!(
+            f.rows.pages_wanted(Some(id)),
+            0,
+            "the row's own page is there"
+        );
+        let far = (PAGE_BYTES / (fixed.len() + 1) * 2) as RowId;
+        let (key2, fixed2) = int_row(2, 20);
+        f.insert_tentative_at(&mut mem, hash_key(&key2), far, &fixed2, &[])
+            .unwrap();
+        assert_eq!(mem.spare_pages(), 0);
+        assert_eq!(f.lookup(hash_key(&key2), &key2), Some(far));
+        // None left: fresh pages, as before.
+        let (key3, fixed3) = int_row(3, 30);
+        f.insert_tentative_at(&mut mem, hash_key(&key3), far * 2, &fixed3, &[])
+            .unwrap();
+        assert_eq!(f.row(far * 2).0, &fixed3[..]);
+        assert!(
+            f.is_free(far + 1),
+            "untouched slots of spare pages read as free"
+        );
+        mem.give_zeroed_pages(vec![vec![0u8; PAGE_BYTES].into_boxed_slice(); 600]);
+        assert_eq!(mem.spare_pages(), crate::memory::SPARE_PAGES_MAX);
+        mem.drop_spare_pages();
+        assert_eq!(mem.spare_pages(), 0);
     }
 
     #[test]

@@ -288,6 +288,24 @@ impl RowStore {
         self.live_slot_mut(id)[0] = FLAG_COMMITTED;
     }
 
+    /// New pages an insert at row id `at` (`None`: wherever the store
+    /// puts it) adds; [`RowStore::push_page`] may supply them first.
+    #[inline]
+    pub(crate) fn pages_wanted(&self, at: Option<RowId>) -> usize {
+        match at {
+            None => usize::from(self.needs_page()),
+            Some(id) => (self.page_div.div_rem(id).0 as usize + 1).saturating_sub(self.pages.len()),
+        }
+    }
+
+    /// Appends a zeroed page of [`PAGE_BYTES`] for the next insert (which
+    /// charges it as a new page).
+    #[inline]
+    pub(crate) fn push_page(&mut self, page: Box<[u8]>) {
+        assert_eq!(page.len(), PAGE_BYTES, "a page of another size");
+        self.pages.push(page);
+    }
+
     /// Whether the next insert needs a new page.
     #[inline]
     fn needs_page(&self) -> bool {

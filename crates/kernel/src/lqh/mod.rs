@@ -79,7 +79,7 @@ use commit::last_replica_decides;
 pub use copy::CopyStats;
 pub use index_build::IndexBuildDone;
 pub use lcp::{check_lcp_file, LcpCounts, LcpFileError};
-pub use redo::{whole_lcp_files, LcpPieces, RestoreError, RestoreStats};
+pub use redo::{whole_lcp_files, LcpPiece, LcpPieces, RestoreError, RestoreStats};
 pub use snapshot::VOID_SNAPSHOT_EPOCH;
 
 /// Which operation of its transaction an operation is, its fragment, and
@@ -337,6 +337,8 @@ pub struct Lqh {
     index_builds: std::collections::BTreeSet<TableId>,
     /// The key of the row a restore is putting back (one buffer for all).
     restore_key: Vec<u8>,
+    /// The keys of a window of checkpoint rows being put back together.
+    restore_keys: Vec<Vec<u8>>,
     /// The epoch restored rows stamped 0 stand for (a checkpoint's or a
     /// snapshot's): they changed last in it or before.
     restore_floor: u64,
@@ -405,6 +407,7 @@ impl Lqh {
             redo_full: None,
             index_builds: Default::default(),
             restore_key: Vec::new(),
+            restore_keys: Vec::new(),
             restore_floor: 0,
             snapshot: None,
         }

@@ -18,6 +18,7 @@
 //! Sans-IO: the node hands the bytes out ([`crate::Output::RedoWrite`])
 //! and the driver says when they are synced.
 
+use super::warm::WARM_MAX;
 use super::{FragEntry, Lqh};
 use crate::signal::FragKey;
 use shoal_storage::redo::{Lsn, RedoEntry, RedoKind, RedoRecord, RedoWriter};
@@ -28,22 +29,36 @@ use std::collections::BTreeMap;
 /// Log records between two progress reports of a restore.
 const RESTORE_PROGRESS_EVERY: u64 = 1 << 20;
 
+/// One piece of a node's checkpoint files: its records, the file bytes
+/// they came from, and zeroed row-store pages the driver made ready for
+/// them ([`shoal_storage::Memory::give_zeroed_pages`]; may be none).
+#[derive(Debug, Default)]
+pub struct LcpPiece {
+    pub records: Vec<RedoEntry>,
+    pub bytes: u64,
+    pub zeroed_pages: Vec<Box<[u8]>>,
+}
+
 /// The records of a node's chain of checkpoint files, oldest file first,
 /// handed over in pieces as they are read (so a restart holds a few
-/// pieces in memory, not every checkpoint): `Ok(Some((records, bytes)))`
-/// the next piece and the file bytes it came from, `Ok(None)` the end,
-/// `Err(why)` a file is damaged or missing (pieces before it may have
-/// been applied already).
-pub type LcpPieces<'a> = dyn FnMut() -> Result<Option<(Vec<RedoEntry>, u64)>, String> + 'a;
+/// pieces in memory, not every checkpoint): `Ok(Some(piece))` the next
+/// piece, `Ok(None)` the end, `Err(why)` a file is damaged or missing
+/// (pieces before it may have been applied already).
+pub type LcpPieces<'a> = dyn FnMut() -> Result<Option<LcpPiece>, String> + 'a;
 
 /// Checkpoint files read whole and checked ([`super::check_lcp_file`]),
 /// handed over one file a piece (for drivers that keep them in memory:
 /// the simulator, tests).
 pub fn whole_lcp_files(
     files: &[Vec<RedoEntry>],
-) -> impl FnMut() -> Result<Option<(Vec<RedoEntry>, u64)>, String> + '_ {
+) -> impl FnMut() -> Result<Option<LcpPiece>, String> + '_ {
     let mut next = files.iter();
-    move || Ok(next.next().map(|f| (f.clone(), 0)))
+    move || {
+        Ok(next.next().map(|f| LcpPiece {
+            records: f.clone(),
+            ..LcpPiece::default()
+        }))
+    }
 }
 
 /// Why a restore from a node's own files failed.
@@ -308,16 +323,27 @@ impl Lqh {
         let mut done = 0u64;
         progress(0, total);
         if use_lcp {
-            while let Some((piece, bytes)) = lcp().map_err(RestoreError::FilesDamaged)? {
-                for e in piece.iter().filter(|e| !e.kind().is_marker()) {
-                    if apply_now {
-                        if self
-                            .apply_record(&e.record())
-                            .map_err(RestoreError::Failed)?
-                        {
-                            stats.applied += 1;
+            while let Some(piece) = lcp().map_err(RestoreError::FilesDamaged)? {
+                let LcpPiece {
+                    records: piece,
+                    bytes,
+                    zeroed_pages,
+                } = piece;
+                self.mem.give_zeroed_pages(zeroed_pages);
+                let mut rows = piece.iter().filter(|e| !e.kind().is_marker());
+                if apply_now {
+                    let mut window = Vec::with_capacity(WARM_MAX);
+                    loop {
+                        window.clear();
+                        window.extend(rows.by_ref().take(WARM_MAX).map(RedoEntry::record));
+                        if window.is_empty() {
+                            break;
                         }
-                    } else {
+                        stats.applied +=
+                            self.apply_window(&window).map_err(RestoreError::Failed)?;
+                    }
+                } else {
+                    for e in rows {
                         tail.push(e.to_owned_entry());
                         stats.tail += 1;
                     }
@@ -325,6 +351,7 @@ impl Lqh {
                 done += bytes;
                 progress(done.min(lcp_bytes), total);
             }
+            self.mem.drop_spare_pages();
         }
         let per_record = log_bytes / (entries.len() as u64).max(1);
         // A snapshot not followed by an end-of-epoch marker yet leaves an
@@ -434,8 +461,72 @@ impl Lqh {
 
     /// One row change from the log; false if its fragment is not here.
     pub(super) fn apply_record(&mut self, r: &RedoRecord) -> Result<bool, String> {
-        let key = (TableId(r.table), r.frag);
-        let Some(entry) = self.frags.get_mut(&key) else {
+        let mut key = std::mem::take(&mut self.restore_key);
+        let hash = self.restore_key_of(r, &mut key);
+        let applied = self.apply_keyed(r, &key, hash);
+        self.restore_key = key;
+        applied
+    }
+
+    /// Applies checkpoint records (at most [`WARM_MAX`]) after bringing
+    /// every one's index slot into the cache: a restore into a fragment of
+    /// millions of rows misses the cache on each key's slot, and the
+    /// misses of a window overlap instead of coming one after another.
+    /// Returns how many were applied.
+    fn apply_window(&mut self, window: &[RedoRecord<'_>]) -> Result<u64, String> {
+        debug_assert!(window.len() <= WARM_MAX);
+        let mut keys = std::mem::take(&mut self.restore_keys);
+        keys.resize_with(window.len().max(keys.len()), Vec::new);
+        let mut hashes = [0u64; WARM_MAX];
+        for (i, r) in window.iter().enumerate() {
+            hashes[i] = self.restore_key_of(r, &mut keys[i]);
+        }
+        let mut seen = 0u8;
+        for (i, r) in window.iter().enumerate() {
+            if let Some(entry) = self.frags.get(&(TableId(r.table), r.frag)) {
+                if let Some(row) = entry.frag.guess(hashes[i]) {
+                    seen ^= entry.frag.touch(row);
+                }
+            }
+        }
+        std::hint::black_box(seen);
+        let mut applied = 0;
+        let mut result = Ok(());
+        for (i, r) in window.iter().enumerate() {
+            match self.apply_keyed(r, &keys[i], hashes[i]) {
+                Ok(true) => applied += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        self.restore_keys = keys;
+        result.map(|()| applied)
+    }
+
+    /// The key a write record puts back, into `key`, and its hash (empty
+    /// and 0 for a delete, or a record whose fragment is not here or whose
+    /// image has the wrong shape: [`put_row`] reports that).
+    fn restore_key_of(&self, r: &RedoRecord, key: &mut Vec<u8>) -> u64 {
+        key.clear();
+        if r.kind != RedoKind::Write {
+            return 0;
+        }
+        match self.frags.get(&(TableId(r.table), r.frag)) {
+            Some(entry) if r.key.len() == entry.layout.fixed_size => {
+                entry.layout.key_of_row(r.key, r.attrs, key);
+                hash_key(key)
+            }
+            _ => 0,
+        }
+    }
+
+    /// [`Lqh::apply_record`] with the record's key and hash at hand.
+    fn apply_keyed(&mut self, r: &RedoRecord, key: &[u8], hash: u64) -> Result<bool, String> {
+        let frag_key = (TableId(r.table), r.frag);
+        let Some(entry) = self.frags.get_mut(&frag_key) else {
             return Ok(false);
         };
         let change = match r.kind {
@@ -446,7 +537,7 @@ impl Lqh {
             _ => Change::Delete,
         };
         let write = r.kind == RedoKind::Write;
-        put_row(entry, &mut self.mem, r.row, change, &mut self.restore_key)?;
+        put_row(entry, &mut self.mem, r.row, change, key, hash)?;
         if write {
             // Checkpoint and snapshot rows are stamped 0: they changed
             // last in the epoch they stand for, or before.
@@ -463,16 +554,17 @@ impl Lqh {
 
 /// Makes row id `row` of `entry` hold `change`: the image (replacing
 /// what is there, and moving the key from another id should it sit
-/// elsewhere), or nothing.
+/// elsewhere), or nothing. `key` and `hash` are the image's key and its
+/// hash ([`Lqh::restore_key_of`]).
 fn put_row(
     entry: &mut FragEntry,
     mem: &mut Memory,
     row: RowId,
     change: Change<'_>,
-    key: &mut Vec<u8>,
+    key: &[u8],
+    hash: u64,
 ) -> Result<(), String> {
-    key.clear();
-    let image_key = match change {
+    let image = match change {
         Change::Write { fixed, var } => {
             if fixed.len() != entry.layout.fixed_size {
                 return Err(format!(
@@ -481,7 +573,6 @@ fn put_row(
                     entry.layout.fixed_size
                 ));
             }
-            entry.layout.key_of_row(fixed, var, key);
             Some((fixed, var))
         }
         Change::Delete => None,
@@ -489,7 +580,7 @@ fn put_row(
     if !entry.frag.is_free(row) {
         let mut held = Vec::new();
         entry.frag.key_of(row, &mut held);
-        if let Some((fixed, var)) = image_key.filter(|_| held == *key) {
+        if let Some((fixed, var)) = image.filter(|_| held == key) {
             return entry
                 .frag
                 .replace(mem, row, fixed, Some(var))
@@ -497,10 +588,9 @@ fn put_row(
         }
         entry.frag.remove(mem, hash_key(&held), row);
     }
-    let Some((fixed, var)) = image_key else {
+    let Some((fixed, var)) = image else {
         return Ok(());
     };
-    let hash = hash_key(key);
     if let Some(other) = entry.frag.lookup(hash, key) {
         entry.frag.remove(mem, hash, other);
     }

@@ -16,9 +16,11 @@
 //! then restores nothing from its files (pieces before may have been
 //! applied: the caller builds the node again).
 
+use shoal_kernel::lqh::LcpPiece;
 use shoal_storage::redo::{
     read_log_shared_from, LogEnd, Lsn, RedoEntry, RedoKind, REDO_BLOCK_BYTES,
 };
+use shoal_storage::PAGE_BYTES;
 use std::io::Read;
 use std::path::PathBuf;
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender};
@@ -32,9 +34,28 @@ pub const PIECES_IN_FLIGHT: usize = 2;
 /// Room for what a piece keeps of the one before (a record cut in two).
 const CARRY_ROOM: usize = 256 * 1024;
 
-/// A piece (its records, the file bytes read for it, and the buffer they
-/// point into) or why a file cannot be used.
-type Piece = Result<(Vec<RedoEntry>, u64, Arc<Vec<u8>>), String>;
+/// A piece (its records, the file bytes read for it, the buffer they
+/// point into, and zeroed pages for its rows) or why a file cannot be
+/// used.
+type Piece = Result<(Vec<RedoEntry>, u64, Arc<Vec<u8>>, Vec<Box<[u8]>>), String>;
+
+/// Zeroed row-store pages for about `bytes` of row images, each written
+/// to once per 4 KiB so the kernel maps (faults in and zeroes) its memory
+/// here, on the reader's thread, not on the thread applying the rows
+/// (see [`shoal_storage::Memory::give_zeroed_pages`]).
+fn faulted_pages(bytes: usize) -> Vec<Box<[u8]>> {
+    (0..bytes.div_ceil(PAGE_BYTES))
+        .map(|_| {
+            let mut page = vec![0u8; PAGE_BYTES].into_boxed_slice();
+            for at in (0..PAGE_BYTES).step_by(4096) {
+                // An opaque zero: a store the compiler cannot drop as
+                // writing what a zeroed allocation holds already.
+                page[at] = std::hint::black_box(0);
+            }
+            page
+        })
+        .collect()
+}
 
 /// What the reading thread sends: a piece, or (`None`) that every file
 /// was read — so a thread that died early is not taken for the end.
@@ -92,7 +113,7 @@ impl LcpReader {
     }
 
     /// The next piece; `Ok(None)` once every file is read.
-    pub fn next(&mut self) -> Result<Option<(Vec<RedoEntry>, u64)>, String> {
+    pub fn next(&mut self) -> Result<Option<LcpPiece>, String> {
         if self.failed {
             return Ok(None);
         }
@@ -101,9 +122,13 @@ impl LcpReader {
             let _ = self.free.send(buf);
         }
         match self.rx.recv() {
-            Ok(Some(Ok((entries, bytes, buf)))) => {
+            Ok(Some(Ok((records, bytes, buf, zeroed_pages)))) => {
                 self.lent = Some(buf);
-                Ok(Some((entries, bytes)))
+                Ok(Some(LcpPiece {
+                    records,
+                    bytes,
+                    zeroed_pages,
+                }))
             }
             Ok(Some(Err(why))) => {
                 self.failed = true;
@@ -211,9 +236,11 @@ fn read_file(
                     "it does not end with its end record (written only in part)".into(),
                 );
             }
-            return send(Ok((entries, fresh as u64, buf)));
+            let pages = faulted_pages(fresh);
+            return send(Ok((entries, fresh as u64, buf, pages)));
         }
-        if !send(Ok((entries, fresh as u64, Arc::clone(&buf)))) {
+        let pages = faulted_pages(fresh);
+        if !send(Ok((entries, fresh as u64, Arc::clone(&buf), pages))) {
             return false;
         }
         // Parse again from where the records not handed out yet begin
@@ -271,7 +298,10 @@ mod tests {
         let mut pieces = 0;
         let mut err = None;
         read_file(id, path, &mut Vec::new, &mut |p| match p {
-            Ok((e, b, _)) => {
+            Ok((e, b, _, pages)) => {
+                // Pages for about as many bytes of rows as were read.
+                assert_eq!(pages.len(), (b as usize).div_ceil(PAGE_BYTES));
+                assert!(pages.iter().all(|p| p.iter().all(|&x| x == 0)));
                 got.extend(e);
                 bytes += b;
                 pieces += 1;
@@ -312,9 +342,10 @@ mod tests {
         // back and read into again), one piece at a time.
         let mut reader = LcpReader::start(vec![(5, path.clone()), (5, path.clone())]);
         let mut rows = Vec::new();
-        while let Some((piece, _)) = reader.next().expect("whole") {
+        while let Some(piece) = reader.next().expect("whole") {
             rows.extend(
                 piece
+                    .records
                     .iter()
                     .map(|e| (e.lsn, e.record().row, e.record().attrs.to_vec())),
             );
