@@ -34,6 +34,17 @@ set -euo pipefail
 if [[ -n "${SHOAL_BIN:-}" ]]; then
     SHOAL_BIN=$(realpath -e "$SHOAL_BIN")
 fi
+restart_bins=()
+if [[ -n "${RESTART_BINS:-}" ]]; then
+    read -r -a named <<<"$RESTART_BINS"
+    for b in "${named[@]}"; do
+        restart_bins+=("$(realpath -e "$b")")
+    done
+    if [[ ${#restart_bins[@]} == 0 ]]; then
+        echo "RESTART_BINS names no binary" >&2
+        exit 2
+    fi
+fi
 cd "$(dirname "$0")/.."
 
 OUT=target/bench-durability
@@ -208,9 +219,11 @@ if [[ " $PARTS " == *" restart "* ]]; then
     # Until a checkpoint covers most rows: the restart reads it and a
     # short log (as a node does some time after a load).
     sleep "${SETTLE_SECS:-10}"
-    read -r -a restart_bins <<<"${RESTART_BINS:-$BIN}"
+    if [[ ${#restart_bins[@]} == 0 ]]; then
+        restart_bins=("$BIN")
+    fi
     for restart in $(seq "$RESTARTS"); do
-        RBIN=$(realpath -e "${restart_bins[$(( (restart - 1) % ${#restart_bins[@]} ))]}")
+        RBIN=${restart_bins[$(( (restart - 1) % ${#restart_bins[@]} ))]}
         log "restart $restart: killing the data node (kill -9) and starting it again"
         kill -KILL "$DN"
         wait "$DN" 2>/dev/null || true

@@ -234,16 +234,22 @@ impl KeyOp {
         self.key_len = u32::try_from(key.len()).expect("a key's length fits u32");
     }
 
-    /// Empties the attributes and hands out the buffer to append new ones
-    /// to (everything pushed after the key is the attributes).
-    pub fn attrs_cleared(&mut self) -> &mut Vec<u8> {
-        self.buf.truncate(self.key_len as usize);
-        &mut self.buf
+    /// Replaces the attributes with what `encode` appends to the buffer
+    /// (which then holds the key alone); `encode` must only append.
+    pub fn encode_attrs<R>(&mut self, encode: impl FnOnce(&mut Vec<u8>) -> R) -> R {
+        let key_len = self.key_len as usize;
+        self.buf.truncate(key_len);
+        let out = encode(&mut self.buf);
+        assert!(
+            self.buf.len() >= key_len,
+            "an attribute encoder removed bytes of the key"
+        );
+        out
     }
 
     /// Replaces the attributes.
     pub fn set_attrs(&mut self, attrs: &[u8]) {
-        self.attrs_cleared().extend_from_slice(attrs);
+        self.encode_attrs(|buf| buf.extend_from_slice(attrs));
     }
 }
 

@@ -323,35 +323,13 @@ impl Lqh {
         let mut done = 0u64;
         progress(0, total);
         if use_lcp {
-            while let Some(piece) = lcp().map_err(RestoreError::FilesDamaged)? {
-                let LcpPiece {
-                    records: piece,
-                    bytes,
-                    zeroed_pages,
-                } = piece;
-                self.mem.give_zeroed_pages(zeroed_pages);
-                let mut rows = piece.iter().filter(|e| !e.kind().is_marker());
-                if apply_now {
-                    let mut window = Vec::with_capacity(WARM_MAX);
-                    loop {
-                        window.clear();
-                        window.extend(rows.by_ref().take(WARM_MAX).map(RedoEntry::record));
-                        if window.is_empty() {
-                            break;
-                        }
-                        stats.applied +=
-                            self.apply_window(&window).map_err(RestoreError::Failed)?;
-                    }
-                } else {
-                    for e in rows {
-                        tail.push(e.to_owned_entry());
-                        stats.tail += 1;
-                    }
-                }
+            let read = self.restore_lcp(lcp, apply_now, &mut stats, &mut tail, &mut |bytes| {
                 done += bytes;
                 progress(done.min(lcp_bytes), total);
-            }
+            });
+            // Spare pages the rows did not take go, whatever happened.
             self.mem.drop_spare_pages();
+            read?;
         }
         let per_record = log_bytes / (entries.len() as u64).max(1);
         // A snapshot not followed by an end-of-epoch marker yet leaves an
@@ -457,6 +435,46 @@ impl Lqh {
             }
         }
         (tables, kept)
+    }
+
+    /// The checkpoints' rows, piece by piece: applied now (`apply_now`)
+    /// or kept in `tail` for the cluster's restart epoch. `read` hears the
+    /// file bytes of each piece done.
+    fn restore_lcp(
+        &mut self,
+        lcp: &mut LcpPieces<'_>,
+        apply_now: bool,
+        stats: &mut RestoreStats,
+        tail: &mut Vec<RedoEntry>,
+        read: &mut dyn FnMut(u64),
+    ) -> Result<(), RestoreError> {
+        while let Some(piece) = lcp().map_err(RestoreError::FilesDamaged)? {
+            let LcpPiece {
+                records,
+                bytes,
+                zeroed_pages,
+            } = piece;
+            let mut rows = records.iter().filter(|e| !e.kind().is_marker());
+            if apply_now {
+                self.mem.give_zeroed_pages(zeroed_pages);
+                let mut window = Vec::with_capacity(WARM_MAX);
+                loop {
+                    window.clear();
+                    window.extend(rows.by_ref().take(WARM_MAX).map(RedoEntry::record));
+                    if window.is_empty() {
+                        break;
+                    }
+                    stats.applied += self.apply_window(&window).map_err(RestoreError::Failed)?;
+                }
+            } else {
+                for e in rows {
+                    tail.push(e.to_owned_entry());
+                    stats.tail += 1;
+                }
+            }
+            read(bytes);
+        }
+        Ok(())
     }
 
     /// One row change from the log; false if its fragment is not here.

@@ -586,7 +586,7 @@ mod tests {
         let mut del = read(&[]);
         del.op = OpType::Delete;
         assert_eq!(check_op(&del).unwrap_err().code, ErrorCode::BadRequest);
-        del.attrs_cleared();
+        del.set_attrs(&[]);
         assert!(check_op(&del).is_ok());
     }
 }

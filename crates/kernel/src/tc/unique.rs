@@ -438,47 +438,56 @@ impl Tc {
                 waiting.push(change);
                 Ok(())
             }
-            None => self.send_queued(txn, index_table, key.to_vec(), vec![change], dih, q),
+            // Every change here is the firing operation's.
+            None => self
+                .send_queued(txn, index_table, key, std::iter::once(change), dih, q)
+                .map_err(|(_, e)| e),
         }
     }
 
     /// Sends the changes `queue` of entry `key`, in order, up to and
-    /// including the first checked delete; the rest wait behind it.
+    /// including the first checked delete; the rest wait behind it. An
+    /// error names the client operation whose change could not be sent.
     fn send_queued(
         &mut self,
         txn: TxnRef,
         index_table: TableId,
-        key: Vec<u8>,
-        queue: Vec<Queued>,
+        key: &[u8],
+        queue: impl IntoIterator<Item = Queued>,
         dih: &Dih,
         q: &mut VecDeque<BlockSignal>,
-    ) -> Result<(), ShoalError> {
+    ) -> Result<(), (u16, ShoalError)> {
+        // An index dropped since the changes were fired needs none of
+        // them (as `fire` skips it).
+        let Some((_, u)) = index_of(dih, index_table) else {
+            return Ok(());
+        };
+        let pk_col = u.columns.len() as u16;
         let mut queue = queue.into_iter();
         while let Some(change) = queue.next() {
             match change {
-                Queued::Upkeep { of, op } => self.send_upkeep_op(txn, of, op, dih, q)?,
+                Queued::Upkeep { of, op } => self
+                    .send_upkeep_op(txn, of, op, dih, q)
+                    .map_err(|e| (of, e))?,
                 Queued::CheckedDelete { of, base_key } => {
-                    let Some((_, u)) = index_of(dih, index_table) else {
-                        // Dropped meanwhile: nothing left to keep.
-                        return Ok(());
-                    };
-                    let pk_col = u.columns.len() as u16;
                     let version = table_version(dih, index_table);
                     let lookup = entry_read(
                         index_table,
                         version,
-                        key.clone(),
+                        key.to_vec(),
                         LockMode::Exclusive,
                         pk_col,
                     );
                     let kind = Derived::CheckedDelete {
                         of,
                         index_table,
-                        key,
+                        key: key.to_vec(),
                         base_key,
                         then: queue.collect(),
                     };
-                    return self.send_derived(txn, kind, lookup, dih, q);
+                    return self
+                        .send_derived(txn, kind, lookup, dih, q)
+                        .map_err(|e| (of, e));
                 }
             }
         }
@@ -582,8 +591,7 @@ impl Tc {
                     }
                     // Behind the delete, on the same link: it runs first.
                     queue.extend(then);
-                    self.send_queued(txn, index_table, key, queue, dih, q)
-                        .map_err(|e| (of, e))
+                    self.send_queued(txn, index_table, &key, queue, dih, q)
                 })
             }
             Derived::Lookup { of, then } => {

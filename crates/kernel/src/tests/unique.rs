@@ -94,11 +94,9 @@ impl Unique {
         let mut op = self.h.op(OpType::Insert, k, v, s.unwrap_or(""));
         if s.is_none() {
             let vv = Value::Int(v);
-            shoal_types::layout::encode_attrs(
-                &self.h.def,
-                &[(1, &vv), (2, &Value::Null)],
-                op.attrs_cleared(),
-            )
+            op.encode_attrs(|buf| {
+                shoal_types::layout::encode_attrs(&self.h.def, &[(1, &vv), (2, &Value::Null)], buf)
+            })
             .unwrap();
         }
         op
@@ -205,7 +203,8 @@ fn nulls_have_no_entry_and_may_repeat() {
     let op = u.insert(4, 4, None);
     u.h.commit(vec![op]);
     let mut to_null = u.h.op(OpType::Update, 2, 2, "");
-    shoal_types::layout::encode_attrs(&u.h.def, &[(2, &Value::Null)], to_null.attrs_cleared())
+    to_null
+        .encode_attrs(|buf| shoal_types::layout::encode_attrs(&u.h.def, &[(2, &Value::Null)], buf))
         .unwrap();
     u.h.commit(vec![to_null]);
     assert_eq!(u.entry(BY_S, u.s_key("x")), None);
@@ -395,6 +394,16 @@ fn while_building_a_value_moved_onto_a_row_and_away_leaves_no_entry() {
     let op = u.insert(4, 11, Some("d"));
     u.h.commit(vec![op]);
     assert_eq!(u.entry(BY_V, u.v_key(11)), Some(u.h.key(4)));
+    // Passed on twice: the changes behind the second checked delete wait
+    // for it in turn.
+    let ops = vec![
+        u.h.op(OpType::Delete, 4, 0, ""),
+        u.insert(5, 11, Some("e")),
+        u.h.op(OpType::Delete, 5, 0, ""),
+        u.insert(6, 11, Some("f")),
+    ];
+    u.h.commit(ops);
+    assert_eq!(u.entry(BY_V, u.v_key(11)), Some(u.h.key(6)));
     let s = u.h.node.stats();
     assert_eq!((s.transactions, s.operations, s.lqh_records), (0, 0, 0));
 }

@@ -8,6 +8,16 @@
 //! into again: fresh memory costs a page fault per 4 KiB, and giving it
 //! back costs every core a TLB flush.
 //!
+//! With each piece go zeroed row-store pages for about as many bytes of
+//! rows, faulted in here ([`faulted_pages`]), so the thread applying the
+//! rows does not stop for the kernel's faults and zeroing. Memory outside
+//! `data_memory` while restoring: the piece buffers (up to
+//! `PIECES_IN_FLIGHT + 1` of ~8 MiB), the pages travelling with them (as
+//! many bytes again), and at most 16 MiB of spare pages kept by the node
+//! (`shoal_storage::Memory::give_zeroed_pages`): about 70 MiB. Pages a
+//! piece does not use (rows with var parts, rows replaced by a later
+//! checkpoint, past the 16 MiB kept) are freed.
+//!
 //! A piece ends at any byte; a record cut by it is read again with the
 //! next piece (parsing starts over at the block holding its beginning,
 //! records already handed over are skipped). A file is whole when its
