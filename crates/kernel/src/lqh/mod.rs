@@ -335,9 +335,8 @@ pub struct Lqh {
     redo_full: Option<String>,
     /// Tables with an ordered index being built here (`index_build`).
     index_builds: std::collections::BTreeSet<TableId>,
-    /// The key of the row a restore is putting back (one buffer for all).
-    restore_key: Vec<u8>,
-    /// The keys of a window of checkpoint rows being put back together.
+    /// The keys of the rows a restore is putting back together (buffers
+    /// reused for all).
     restore_keys: Vec<Vec<u8>>,
     /// The epoch restored rows stamped 0 stand for (a checkpoint's or a
     /// snapshot's): they changed last in it or before.
@@ -406,7 +405,6 @@ impl Lqh {
             lcp: None,
             redo_full: None,
             index_builds: Default::default(),
-            restore_key: Vec::new(),
             restore_keys: Vec::new(),
             restore_floor: 0,
             snapshot: None,

@@ -479,17 +479,14 @@ impl Lqh {
 
     /// One row change from the log; false if its fragment is not here.
     pub(super) fn apply_record(&mut self, r: &RedoRecord) -> Result<bool, String> {
-        let mut key = std::mem::take(&mut self.restore_key);
-        let hash = self.restore_key_of(r, &mut key);
-        let applied = self.apply_keyed(r, &key, hash);
-        self.restore_key = key;
-        applied
+        self.apply_window(std::slice::from_ref(r)).map(|n| n == 1)
     }
 
-    /// Applies checkpoint records (at most [`WARM_MAX`]) after bringing
-    /// every one's index slot into the cache: a restore into a fragment of
-    /// millions of rows misses the cache on each key's slot, and the
-    /// misses of a window overlap instead of coming one after another.
+    /// Applies records (a window of checkpoint rows, or one log record; at
+    /// most [`WARM_MAX`]) after bringing every one's index slot into the
+    /// cache: a restore into a fragment of millions of rows misses the
+    /// cache on each key's slot, and the misses of a window overlap
+    /// instead of coming one after another.
     /// Returns how many were applied.
     fn apply_window(&mut self, window: &[RedoRecord<'_>]) -> Result<u64, String> {
         debug_assert!(window.len() <= WARM_MAX);
