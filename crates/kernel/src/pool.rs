@@ -7,6 +7,11 @@
 //! cold bucket (a cache miss to fill it) and its vectors are allocated
 //! anew; here the next record takes the slot just freed — still in cache,
 //! its vectors' capacity kept — and the map holds only 16-byte entries.
+//!
+//! The handling of one signal looks its transaction up again and again
+//! (each step of a commit takes the record anew): the pool remembers the
+//! slot of the last transaction it found, so the repeats cost a compare,
+//! not a hash and a probe.
 
 use crate::detmap::{new_map, DetHashMap};
 use crate::signal::TxnRef;
@@ -34,7 +39,13 @@ pub struct Pool<V> {
     index: DetHashMap<TxnRef, u32>,
     slots: Vec<V>,
     free: Vec<u32>,
+    /// The last transaction found and its slot (`NO_TXN`: none); always
+    /// an entry of `index`.
+    last: (TxnRef, u32),
 }
+
+/// No transaction has this reference (each begins with a node id ≥ 1).
+const NO_TXN: TxnRef = 0;
 
 impl<V: Recycle> Pool<V> {
     /// An empty pool whose index hashes with `hash_seed`.
@@ -43,6 +54,27 @@ impl<V: Recycle> Pool<V> {
             index: new_map(hash_seed),
             slots: Vec::new(),
             free: Vec::new(),
+            last: (NO_TXN, 0),
+        }
+    }
+
+    /// `txn`'s slot, remembered for the next look-up.
+    #[inline]
+    fn slot_of(&mut self, txn: &TxnRef) -> Option<usize> {
+        if self.last.0 == *txn && *txn != NO_TXN {
+            debug_assert_eq!(self.index.get(txn), Some(&self.last.1));
+            return Some(self.last.1 as usize);
+        }
+        let &i = self.index.get(txn)?;
+        self.last = (*txn, i);
+        Some(i as usize)
+    }
+
+    /// Forgets the remembered slot if it is `txn`'s.
+    #[inline]
+    fn forget_last(&mut self, txn: &TxnRef) {
+        if self.last.0 == *txn {
+            self.last = (NO_TXN, 0);
         }
     }
 
@@ -60,17 +92,24 @@ impl<V: Recycle> Pool<V> {
 
     #[inline]
     pub fn get(&self, txn: &TxnRef) -> Option<&V> {
+        if self.last.0 == *txn && *txn != NO_TXN {
+            return Some(&self.slots[self.last.1 as usize]);
+        }
         self.index.get(txn).map(|&i| &self.slots[i as usize])
     }
 
     #[inline]
     pub fn get_mut(&mut self, txn: &TxnRef) -> Option<&mut V> {
-        self.index.get(txn).map(|&i| &mut self.slots[i as usize])
+        let i = self.slot_of(txn)?;
+        Some(&mut self.slots[i])
     }
 
     /// `txn`'s record, a fresh one if it has none.
     #[inline]
     pub fn get_or_insert(&mut self, txn: TxnRef) -> &mut V {
+        if self.last.0 == txn && txn != NO_TXN {
+            return &mut self.slots[self.last.1 as usize];
+        }
         let slots = &mut self.slots;
         let free = &mut self.free;
         let &mut i = self.index.entry(txn).or_insert_with(|| match free.pop() {
@@ -80,12 +119,14 @@ impl<V: Recycle> Pool<V> {
                 (slots.len() - 1) as u32
             }
         });
+        self.last = (txn, i);
         &mut self.slots[i as usize]
     }
 
     /// Frees `txn`'s record for reuse; false if it had none.
     #[inline]
     pub fn remove(&mut self, txn: &TxnRef) -> bool {
+        self.forget_last(txn);
         match self.index.remove(txn) {
             Some(i) => {
                 self.slots[i as usize].recycle();
@@ -100,6 +141,7 @@ impl<V: Recycle> Pool<V> {
     /// lookup, where `get` and `remove` take two); `None` if it had none.
     #[inline]
     pub fn take<R>(&mut self, txn: &TxnRef, read: impl FnOnce(&V) -> R) -> Option<R> {
+        self.forget_last(txn);
         let i = self.index.remove(txn)? as usize;
         let r = read(&self.slots[i]);
         self.slots[i].recycle();

@@ -19,7 +19,7 @@
 //! as `u16 length` (`0xFFFF` = NULL) + bytes.
 
 use crate::error::{ErrorCode, ShoalError};
-use crate::schema::{ColumnDef, TableDef};
+use crate::schema::{ColumnDef, TableDef, COLUMNS_MAX};
 use crate::value::{encode_value, validate_bytes, Value};
 
 /// Length marker of a NULL attribute.
@@ -164,6 +164,31 @@ impl<'a> Iterator for AttrIter<'a> {
 enum Slot {
     Fixed { offset: usize, len: usize },
     Var { index: usize },
+}
+
+/// A row's two parts as a data node builds them, kept between rows so
+/// their allocations are reused.
+#[derive(Default, Debug)]
+pub struct RowBuf {
+    pub fixed: Vec<u8>,
+    pub var: Vec<u8>,
+}
+
+/// Var columns whose values a row being built keeps on the stack.
+const VAR_INLINE: usize = 32;
+
+/// A set of column ids (below [`COLUMNS_MAX`]), on the stack.
+#[derive(Default)]
+struct ColumnSet([u64; COLUMNS_MAX / 64]);
+
+impl ColumnSet {
+    fn insert(&mut self, col: usize) {
+        self.0[col / 64] |= 1 << (col % 64);
+    }
+
+    fn contains(&self, col: usize) -> bool {
+        self.0[col / 64] & (1 << (col % 64)) != 0
+    }
 }
 
 /// Where each column of one table lives in a stored row, plus the encoded
@@ -398,7 +423,14 @@ impl RowLayout {
     }
 
     fn encode_var(vals: &[Option<&[u8]>]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(vals.iter().map(|v| 2 + v.map_or(0, <[u8]>::len)).sum());
+        let mut out = Vec::new();
+        Self::encode_var_into(vals, &mut out);
+        out
+    }
+
+    /// Appends the var part of `vals` to `out`.
+    fn encode_var_into(vals: &[Option<&[u8]>], out: &mut Vec<u8>) {
+        out.reserve(vals.iter().map(|v| 2 + v.map_or(0, <[u8]>::len)).sum());
         for v in vals {
             match v {
                 None => out.extend_from_slice(&NULL_LEN.to_le_bytes()),
@@ -408,7 +440,6 @@ impl RowLayout {
                 }
             }
         }
-        out
     }
 
     /// Checks one attribute of an insert or update.
@@ -437,12 +468,39 @@ impl RowLayout {
         key: &[u8],
         attrs: AttrSlice<'_>,
     ) -> Result<(Vec<u8>, Vec<u8>), ShoalError> {
+        let mut row = RowBuf::default();
+        self.build_row_into(key, attrs, &mut row)?;
+        Ok((row.fixed, row.var))
+    }
+
+    /// [`RowLayout::build_row`] into `row`'s buffers (their old content
+    /// replaced): a data node inserting row after row reuses one
+    /// `RowBuf` and allocates nothing per row. On an error `row` holds
+    /// nothing of use.
+    pub fn build_row_into(
+        &self,
+        key: &[u8],
+        attrs: AttrSlice<'_>,
+        row: &mut RowBuf,
+    ) -> Result<(), ShoalError> {
         let n = self.table.columns.len();
-        let mut fixed = vec![0u8; self.fixed_size];
-        let mut var: Vec<Option<&[u8]>> = vec![None; self.var_count];
-        let mut given = vec![false; n];
+        debug_assert!(n <= COLUMNS_MAX, "a table has at most COLUMNS_MAX columns");
+        let fixed = &mut row.fixed;
+        fixed.clear();
+        fixed.resize(self.fixed_size, 0);
+        // The var values by their index among the var columns, on the
+        // stack for the usual narrow table.
+        let mut inline_var: [Option<&[u8]>; VAR_INLINE] = [None; VAR_INLINE];
+        let mut heap_var: Vec<Option<&[u8]>>;
+        let var: &mut [Option<&[u8]>] = if self.var_count <= VAR_INLINE {
+            &mut inline_var[..self.var_count]
+        } else {
+            heap_var = vec![None; self.var_count];
+            &mut heap_var
+        };
+        let mut given = ColumnSet::default();
         self.split_key(key, |k, v| {
-            given[k as usize] = true;
+            given.insert(k as usize);
             match self.slots[k as usize] {
                 Slot::Fixed { offset, len } => fixed[offset..offset + len].copy_from_slice(v),
                 Slot::Var { index } => var[index] = Some(v),
@@ -451,22 +509,22 @@ impl RowLayout {
         for (col, val) in attrs.iter() {
             self.check_attr(col, val)?;
             let i = col as usize;
-            if given[i] {
+            if given.contains(i) {
                 return Err(bad_request(format!(
                     "column {:?} is given twice",
                     self.table.columns[i].name
                 )));
             }
-            given[i] = true;
-            self.store(&mut fixed, &mut var, i, val);
+            given.insert(i);
+            self.store(fixed, var, i, val);
         }
         for (i, c) in self.table.columns.iter().enumerate().take(n) {
-            if given[i] {
+            if given.contains(i) {
                 continue;
             }
             match &self.defaults[i] {
-                Some(d) => self.store(&mut fixed, &mut var, i, Some(d)),
-                None if c.nullable => self.store(&mut fixed, &mut var, i, None),
+                Some(d) => self.store(fixed, var, i, Some(d)),
+                None if c.nullable => self.store(fixed, var, i, None),
                 None => {
                     return Err(ShoalError::with_detail(
                         ErrorCode::IllegalNull,
@@ -478,7 +536,9 @@ impl RowLayout {
                 }
             }
         }
-        Ok((fixed, Self::encode_var(&var)))
+        row.var.clear();
+        Self::encode_var_into(var, &mut row.var);
+        Ok(())
     }
 
     fn store<'v>(

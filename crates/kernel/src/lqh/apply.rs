@@ -184,14 +184,7 @@ pub(super) fn apply_locked(
                     };
                 }
                 None => {
-                    entry.pending.insert(
-                        row,
-                        Pending {
-                            owner: txn,
-                            kind: PendingKind::Deleted,
-                            reserved_bytes: 0,
-                        },
-                    );
+                    entry.pending.insert(row, txn, PendingKind::Deleted, 0);
                 }
             }
             return Ok(ok());
@@ -248,8 +241,8 @@ pub(super) fn apply_locked(
                     if let Some(v) = &var {
                         reserve_growth(mem, &mut p, cvar.len(), v.len())?;
                     }
-                    p.kind = PendingKind::Updated { fixed, var };
-                    entry.pending.insert(row, p);
+                    let kind = PendingKind::Updated { fixed, var };
+                    entry.pending.insert(row, txn, kind, p.reserved_bytes);
                 }
                 Some(p) => match &mut p.kind {
                     PendingKind::Inserted => {

@@ -50,6 +50,7 @@ mod exec;
 mod index_build;
 mod lcp;
 mod op;
+mod pending;
 mod redo;
 mod scan;
 mod snapshot;
@@ -140,7 +141,7 @@ struct FragEntry {
     version: SchemaVersion,
     layout: Arc<RowLayout>,
     frag: Fragment,
-    pending: DetHashMap<RowId, Pending>,
+    pending: pending::PendingMap,
     /// While this node's replica is being copied: rows below this id are
     /// copied (an operation on a missing row at or above it waits for the
     /// copy instead of failing).
@@ -313,6 +314,9 @@ pub struct Lqh {
     ops_in_use: usize,
     /// Lock waits granted, to resume.
     granted: Vec<WaitToken>,
+    /// Where an insert builds its row before storing it (reused, so an
+    /// insert allocates nothing for it).
+    row_buf: shoal_types::layout::RowBuf,
     /// Lock waits on rows that vanished, to run again from the key lookup.
     restart: Vec<WaitToken>,
     /// Fragment copies this node sends to restarting replicas.
@@ -395,6 +399,7 @@ impl Lqh {
             next_token: 1,
             ops_in_use: 0,
             granted: Vec::new(),
+            row_buf: Default::default(),
             restart: Vec::new(),
             copies: BTreeMap::new(),
             copy_waits: BTreeMap::new(),
@@ -681,7 +686,7 @@ impl Lqh {
                         f
                     },
                     layout: layout.clone(),
-                    pending: new_map(self.cfg.hash_seed),
+                    pending: pending::PendingMap::new(self.cfg.hash_seed),
                     copy_cursor: 0,
                     copy_id_end: 0,
                     copy_seq: 0,

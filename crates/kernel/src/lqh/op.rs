@@ -5,13 +5,14 @@
 
 use super::apply::{apply_locked, not_found, out_of_memory, too_many_ops_err};
 use super::body::{parse_body, read_image, read_own, Body, ReadList};
-use super::{err, unique, FragEntry, Lqh, LqhTxn, OpAt, Pending, PendingKind, Step};
+use super::{err, unique, FragEntry, Lqh, LqhTxn, OpAt, PendingKind, Step};
 use crate::config::KernelConfig;
 use crate::dih::Dih;
 use crate::pool::Pool;
 use crate::signal::{FragKey, TxnRef, ROW_NONE};
 use shoal_storage::{LockMode as RowLock, LockOutcome, Memory, RowId, WaitToken};
 use shoal_types::distribution::FragmentId;
+use shoal_types::layout::RowBuf;
 use shoal_types::{hash_key, ErrorCode, RowLayout, ShoalError, TableId};
 use shoal_wire::{KeyOp, LockMode, OpResult, OpType};
 use std::collections::BTreeMap;
@@ -32,6 +33,7 @@ struct OpCtx<'a> {
     next_token: &'a mut WaitToken,
     ops_in_use: &'a mut usize,
     granted: &'a mut Vec<WaitToken>,
+    row_buf: &'a mut RowBuf,
 }
 
 impl OpCtx<'_> {
@@ -191,6 +193,7 @@ impl Lqh {
             ops_in_use,
             granted,
             redo_full,
+            row_buf,
             ..
         } = self;
         let Some(entry) = frags.get_mut(&fkey) else {
@@ -212,6 +215,7 @@ impl Lqh {
             next_token,
             ops_in_use,
             granted,
+            row_buf,
         };
         // The primary had sent this row to this (restarting) replica
         // before the operation ran, and the copy may still be on its way:
@@ -372,11 +376,12 @@ impl OpCtx<'_> {
             _ => return Err(missing_row(layout, op.key())),
         };
         self.room_for_op()?;
-        let (fixed, var) = layout.build_row(op.key(), attrs)?;
+        layout.build_row_into(op.key(), attrs, self.row_buf)?;
+        let RowBuf { fixed, var } = &*self.row_buf;
         let row = if at.hop == 0 {
             entry
                 .frag
-                .insert_tentative(self.mem, hash, &fixed, &var)
+                .insert_tentative(self.mem, hash, fixed, var)
                 .map_err(|e| out_of_memory(e.requested_bytes, e.free_bytes))?
         } else {
             // A backup keeps the row under the primary's row id.
@@ -405,7 +410,7 @@ impl OpCtx<'_> {
             }
             entry
                 .frag
-                .insert_tentative_at(self.mem, hash, r, &fixed, &var)
+                .insert_tentative_at(self.mem, hash, r, fixed, var)
                 .map_err(|e| out_of_memory(e.requested_bytes, e.free_bytes))?;
             r
         };
@@ -415,14 +420,7 @@ impl OpCtx<'_> {
             LockOutcome::Granted,
             "a fresh row id has no lock holders"
         );
-        entry.pending.insert(
-            row,
-            Pending {
-                owner: txn,
-                kind: PendingKind::Inserted,
-                reserved_bytes: 0,
-            },
-        );
+        entry.pending.insert(row, txn, PendingKind::Inserted, 0);
         self.locked(txn, (op.table, at.frag), row, hash);
         Ok(Step::Done {
             result: ok(),
