@@ -64,6 +64,11 @@ pub struct NodeStatus {
     /// While `starting`: how far its start has come (`show` prints it).
     #[serde(default)]
     pub start_phase: Option<StartPhase>,
+    /// A member of a formed cluster — started, or still restoring or
+    /// copying its rows. mgmd allows no new cluster to form beside it
+    /// (a node that took it for fresh may ask, after an mgmd restart).
+    #[serde(default)]
+    pub in_cluster: bool,
 }
 
 /// Progress of a starting data node: what it is doing and how much of it

@@ -359,6 +359,7 @@ async fn show_and_wait_follow_node_states() {
         client_connections: 2,
         listen_port: 40000,
         start_phase: None,
+        in_cluster: false,
     })
     .await
     .unwrap();
@@ -658,6 +659,7 @@ async fn a_partial_start_is_refused_while_another_data_node_is_started() {
         client_connections: 0,
         listen_port: 40000,
         start_phase: None,
+        in_cluster: state == NodeState::Started,
     };
     // Right after mgmd started, running data nodes may not have
     // reattached yet: no partial start for a lease.
@@ -696,6 +698,58 @@ async fn a_partial_start_is_refused_while_another_data_node_is_started() {
     // as the first of its split.
     assert!(n1.arbitrate(5, 5, vec![1]).await.unwrap());
     drop((n1, n2));
+    mgmd.stop().await;
+}
+
+/// After an mgmd restart every node has reattached, none started, but
+/// one is still restoring its rows in the cluster they formed before the
+/// restart: a node that took the others for fresh may not form a second
+/// cluster over it (PROTOCOL.md §7).
+#[tokio::test]
+async fn a_start_of_every_node_is_refused_while_one_restores_in_a_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    let mgmd = Mgmd::start_with(dir.path(), 3, |c| {
+        c.heartbeat_interval_ms = 50;
+        c.arbitration_timeout_ms = 100;
+    })
+    .await;
+    let mut n1 = data_node(&mgmd.addr, 1).await;
+    let mut n2 = data_node(&mgmd.addr, 2).await;
+    let _n3 = data_node(&mgmd.addr, 3).await;
+    let restoring = |in_cluster| NodeStatus {
+        state: NodeState::Starting,
+        data_memory_used_bytes: 0,
+        data_memory_total_bytes: 64 << 20,
+        rows: 0,
+        client_connections: 0,
+        listen_port: 40000,
+        start_phase: Some(StartPhase {
+            what: "restoring its rows to the cluster's restart epoch".into(),
+            done: 0,
+            total: 0,
+        }),
+        in_cluster,
+    };
+    n2.report_status(restoring(true)).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    // (Allowed until node 2's report has arrived.)
+    while n1.arbitrate(0, 0, vec![1, 2, 3]).await.unwrap() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "node 2's membership never counted"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // A node starting afresh (not in a cluster) holds nobody back.
+    n2.report_status(restoring(false)).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !n1.arbitrate(0, 0, vec![1, 2, 3]).await.unwrap() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "node 2 still counted in a cluster"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     mgmd.stop().await;
 }
 
@@ -862,6 +916,7 @@ fn show_prints_start_progress() {
             client_connections: 0,
             listen_port: 4000,
             start_phase: phase,
+            in_cluster: false,
         }),
         primaries: 0,
         node_group: Some(0),
@@ -997,6 +1052,7 @@ async fn reattach_keeps_the_start_and_refuses_stale_or_doubled_nodes() {
         client_connections: 0,
         listen_port: 40001,
         start_phase: None,
+        in_cluster: false,
     })
     .await
     .unwrap();

@@ -174,6 +174,8 @@ fn restore_files(
                 done,
                 total,
             }),
+            // Its own files, before it joins any cluster.
+            in_cluster: false,
         }));
     };
     let mut reader = node_files::LcpReader::start(recovered.lcp_files.clone());

@@ -20,7 +20,7 @@ use crate::node_files;
 use crate::peers::Peer;
 use mio::net::TcpListener;
 use mio::{Interest, Poll, Token};
-use shoal_kernel::{ConnId, DataNode, Output};
+use shoal_kernel::{ConnId, DataNode, NodeRole, Output};
 use shoal_mgmd::{NodeState, NodeStatus, StartPhase};
 use shoal_types::arbitration::FORM_VIEW;
 use shoal_types::{ErrorCode, ShoalError};
@@ -148,6 +148,10 @@ impl EventLoop {
             client_connections: self.client_count() as u32,
             listen_port: self.port,
             start_phase,
+            in_cluster: matches!(
+                self.node.role(),
+                NodeRole::Starting { .. } | NodeRole::Restoring | NodeRole::Started
+            ),
         }
     }
 

@@ -106,8 +106,9 @@ pub fn formation_lease_ms(heartbeat_interval_ms: u64, arbitration_timeout_ms: u6
 /// Why the arbitrator refused an initial start.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum FormRefusal {
-    /// These data nodes (outside it, for a partial start) are started: a
-    /// cluster runs there.
+    /// These data nodes (outside it, for a partial start) are in a formed
+    /// cluster (started, or restoring or copying their rows): a cluster
+    /// runs there.
     Started(Vec<u16>),
     /// Another start (these nodes) was allowed moments ago; the two
     /// groups may share nodes, and only one may form.
@@ -120,7 +121,10 @@ pub enum FormRefusal {
 impl std::fmt::Display for FormRefusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            FormRefusal::Started(n) => write!(f, "data nodes {n:?} are started: a cluster runs"),
+            FormRefusal::Started(n) => write!(
+                f,
+                "data nodes {n:?} are in a cluster (started, or restoring or copying their rows): a cluster runs"
+            ),
             FormRefusal::OtherForming(n) => {
                 write!(f, "a start of data nodes {n:?} was allowed just before")
             }
@@ -157,7 +161,8 @@ impl FormationGate {
     }
 
     /// Answers an initial start of `forming` (`started`: the data nodes
-    /// the arbitrator hears from that report they are started;
+    /// the arbitrator hears from that report they are in a formed cluster,
+    /// started or still restoring or copying;
     /// `registered`: those it hears from at all; `everyone`: `forming` is
     /// every configured data node). The group allowed last may ask again
     /// (a retry) while its lease runs.

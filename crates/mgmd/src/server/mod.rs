@@ -335,6 +335,14 @@ struct Session {
     supervises: BTreeSet<u16>,
 }
 
+impl Session {
+    /// A data node in a formed cluster, started or not yet (what it
+    /// reported last).
+    fn in_cluster(&self) -> bool {
+        self.state == NodeState::Started || self.status.as_ref().is_some_and(|s| s.in_cluster)
+    }
+}
+
 /// The API connection building a unique index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct BuildOwner {

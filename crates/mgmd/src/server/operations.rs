@@ -237,20 +237,25 @@ impl Shared {
 
     /// Data node `asker` asks whether `forming` may start a cluster: without
     /// the other data nodes, only if none of those is connected here and
-    /// reports itself started (it may run a cluster the forming nodes
+    /// reports itself in a cluster (it may run a cluster the forming nodes
     /// cannot see), no other group was allowed just before (two groups of
     /// a split may share nodes), and this mgmd did not just start (the
     /// nodes of a running cluster may not have reattached yet); with every
-    /// data node, only if none is started, no other group was allowed just
-    /// before, and, right after this mgmd started, every one of them has
-    /// registered here (see `FormationGate::request`).
+    /// data node, only if none is in a cluster, no other group was allowed
+    /// just before, and, right after this mgmd started, every one of them
+    /// has registered here (see `FormationGate::request`).
+    ///
+    /// In a cluster counts a node still restoring or copying its rows, not
+    /// only a started one: after an mgmd restart a node that took the
+    /// others for fresh may ask to form with them while the cluster they
+    /// formed (before the restart) is still restoring.
     fn may_form(&self, asker: u16, forming: &BTreeSet<u16>) -> bool {
         let now_ms = self.started.elapsed().as_millis() as u64;
         let mut st = self.lock();
         let started: BTreeSet<u16> = st
             .sessions
             .iter()
-            .filter(|(_, s)| s.kind == SessionKind::DataNode && s.state == NodeState::Started)
+            .filter(|(_, s)| s.kind == SessionKind::DataNode && s.in_cluster())
             .map(|(&id, _)| id)
             .collect();
         let registered: BTreeSet<u16> = st

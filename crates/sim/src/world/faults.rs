@@ -5,7 +5,9 @@
 //! from one side or neither) and heals. Faults also strike while a
 //! restarted node is still copying its fragments (the copying node itself
 //! may crash), and a crash may be followed within a few milliseconds by a
-//! second one, while the survivors still handle the first (a cascade). A
+//! second one, while the survivors still handle the first (a cascade).
+//! After the whole cluster crashed (with files to restart from), mgmd
+//! half the time restarts too while the nodes form and restore. A
 //! fault never takes the last started node of a node group on purpose; a
 //! split may, and the cluster must then stop rather than run on both
 //! sides.
@@ -351,10 +353,18 @@ impl World {
         }
         match active {
             Active::Crash(victims) => {
+                let whole_cluster = victims.len() == usize::from(self.opts.data_nodes);
                 for v in victims {
                     if matches!(self.nodes[v as usize - 1].state, NodeState::Down) {
                         self.restart(v)?;
                     }
+                }
+                // Half the time mgmd restarts too, while the nodes form
+                // and restore: it no longer knows what it allowed, and
+                // must still let no second cluster form over theirs.
+                if whole_cluster && self.rng.random_bool(0.5) {
+                    let at = self.now + self.rng.random_range(0..=3 * HEARTBEAT_TIMEOUT_MS);
+                    self.schedule(at, Event::MgmdRestart);
                 }
             }
             Active::Freeze(v) => self.thaw(v)?,

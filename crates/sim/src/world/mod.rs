@@ -244,6 +244,10 @@ enum Event {
     /// mgmd adds an ordered index to the table while it has rows
     /// (`--scans`).
     AddIndex,
+    /// mgmd restarts: it forgets which initial starts it allowed (its
+    /// survival grant is on disk and stays); the data nodes' sessions
+    /// come back at once.
+    MgmdRestart,
     /// A client begins a scan (`--scans`).
     ScanStart {
         client: usize,
@@ -766,6 +770,14 @@ impl World {
             Event::ReportToClient { conn, signal } => self.deliver_report(conn, signal),
             Event::ScanStart { client } => self.scan_start(client),
             Event::AddIndex => self.add_index(),
+            Event::MgmdRestart => {
+                self.report.mgmd_restarts += 1;
+                self.formation = FormationGate::new(
+                    self.now,
+                    formation_lease_ms(HEARTBEAT_MS, ARBITRATION_TIMEOUT_MS),
+                );
+                Ok(())
+            }
             Event::ScanToNode { conn, signal } => self.scan_to_node(conn, signal),
             Event::ScanToClient { conn, signal } => self.scan_to_client(conn, signal),
             Event::Connect { client, node } => self.connect(client, node),

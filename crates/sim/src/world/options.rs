@@ -155,6 +155,9 @@ pub struct SimReport {
     /// whole cluster from its files.
     pub whole_cluster_crashes: u64,
     pub durable_restarts: u64,
+    /// mgmd restarts (each soon after a whole-cluster crash healed, while
+    /// the nodes form and restore).
+    pub mgmd_restarts: u64,
     /// Commits answered as durable (checked durable when heard).
     pub durable_commits: u64,
     /// Local checkpoints recorded (a restart reads them and the log after).
@@ -220,9 +223,10 @@ impl fmt::Display for SimReport {
         if self.durable_restarts + self.whole_cluster_crashes + self.checkpoints > 0 {
             write!(
                 f,
-                "; {} whole-cluster crashes, {} restarts from files, {} durable commits, {} checkpoints, {} fragment copies since an epoch ({} rows sent, {} kept)",
+                "; {} whole-cluster crashes, {} restarts from files, {} mgmd restarts, {} durable commits, {} checkpoints, {} fragment copies since an epoch ({} rows sent, {} kept)",
                 self.whole_cluster_crashes,
                 self.durable_restarts,
+                self.mgmd_restarts,
                 self.durable_commits,
                 self.checkpoints,
                 self.since_copies,

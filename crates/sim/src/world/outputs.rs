@@ -772,11 +772,16 @@ impl World {
         let side: BTreeSet<u16> = survivors.into_iter().collect();
         let granted = if view == FORM_VIEW {
             // mgmd hears from every data node process that runs (a frozen
-            // one keeps its session): the started ones are in a cluster.
+            // one keeps its session), and which are in a formed cluster
+            // (started, or restoring or copying their rows).
             let started: BTreeSet<u16> = (1..=self.opts.data_nodes)
                 .filter(|&n| {
-                    self.node_ref(n)
-                        .is_some_and(|d| d.role() == NodeRole::Started)
+                    self.node_ref(n).is_some_and(|d| {
+                        matches!(
+                            d.role(),
+                            NodeRole::Started | NodeRole::Restoring | NodeRole::Starting { .. }
+                        )
+                    })
                 })
                 .collect();
             let running: BTreeSet<u16> = (1..=self.opts.data_nodes)
