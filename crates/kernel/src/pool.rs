@@ -191,6 +191,29 @@ mod tests {
         assert_eq!(keys, [2, 3]);
     }
 
+    /// The remembered slot follows removals and reuse: a look-up never
+    /// finds a freed record, nor another transaction's in its old slot.
+    #[test]
+    fn the_remembered_slot_never_outlives_its_record() {
+        let mut p: Pool<Rec> = Pool::new(7);
+        p.get_or_insert(1).items.push(1);
+        p.get_or_insert(2).items.push(2);
+        assert_eq!(p.get_mut(&1).unwrap().items, [1]);
+        assert_eq!(p.take(&1, |r| r.items.clone()), Some(vec![1]));
+        assert!(p.get(&1).is_none() && p.get_mut(&1).is_none());
+        // 3 takes 1's slot; 1 is still unknown, 3 is found, then 2.
+        p.get_or_insert(3).items.push(3);
+        assert!(p.get(&1).is_none());
+        assert_eq!(p.get(&3).unwrap().items, [3]);
+        assert_eq!(p.get_mut(&2).unwrap().items, [2]);
+        assert!(p.remove(&2));
+        assert!(p.get(&2).is_none() && p.get_mut(&2).is_none());
+        assert!(!p.remove(&2));
+        assert_eq!(p.get_or_insert(3).items, [3], "3 kept its record");
+        assert!(p.get_or_insert(2).items.is_empty(), "2 begins afresh");
+        assert_eq!(p.len(), 2);
+    }
+
     #[test]
     fn large_vectors_are_not_kept() {
         let mut p: Pool<Rec> = Pool::new(7);

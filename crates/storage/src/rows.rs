@@ -667,6 +667,61 @@ mod tests {
         ids
     }
 
+    /// Inserts that take the head, inserts at chosen ids and removes, in
+    /// a random mix against a model: the free list holds exactly the free
+    /// ids below the high water (its head's back link is not kept, every
+    /// other one is), and the store always says which ids are free.
+    #[test]
+    fn the_free_list_follows_a_random_mix_of_inserts_and_removes() {
+        let mut mem = Memory::new(64 * PAGE_BYTES);
+        let mut rows = RowStore::new(8, None);
+        let mut live = std::collections::BTreeSet::new();
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = |n: u32| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x % u64::from(n)) as u32
+        };
+        for step in 0..4000 {
+            match next(4) {
+                0 => {
+                    let charge = rows.insert_charge(0).unwrap();
+                    mem.try_charge(charge).unwrap();
+                    let id = rows.insert_charged(&[1; 8], &[], false);
+                    assert!(live.insert(id), "step {step}: {id} was live");
+                }
+                1 => {
+                    // A free id below the high water, or a little beyond.
+                    let id = next(rows.id_end() + 8);
+                    if !rows.is_free(id) {
+                        continue;
+                    }
+                    let charge = rows.insert_charge_at(id, 0).unwrap();
+                    mem.try_charge(charge).unwrap();
+                    rows.insert_charged_at(id, &[2; 8], &[], false);
+                    assert!(live.insert(id), "step {step}: {id} was live");
+                }
+                _ => {
+                    if live.is_empty() {
+                        continue;
+                    }
+                    let nth = next(live.len() as u32) as usize;
+                    let id = *live.iter().nth(nth).unwrap();
+                    rows.remove(&mut mem, id);
+                    live.remove(&id);
+                }
+            }
+            let mut free = free_list(&rows);
+            free.sort_unstable();
+            let want: Vec<RowId> = (0..rows.id_end()).filter(|i| !live.contains(i)).collect();
+            assert_eq!(free, want, "step {step}");
+            assert!(want.iter().all(|&i| rows.is_free(i)));
+            assert!(live.iter().all(|&i| !rows.is_free(i)));
+            assert_eq!(rows.live_rows(), live.len());
+        }
+    }
+
     #[test]
     fn insert_at_takes_any_free_id() {
         let mut mem = Memory::new(8 * PAGE_BYTES);

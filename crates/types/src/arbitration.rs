@@ -80,9 +80,9 @@ pub const FORM_VIEW: u64 = 0;
 /// The arbitrator's answer to a partial initial start of `forming`: it may
 /// go on only if no data node outside it is known to run in a cluster
 /// (`started`: the data nodes the arbitrator hears from that report they
-/// are started). Otherwise a cluster runs on the other side of a split,
-/// and a second one beside it would be a split brain. `Err` lists the
-/// started nodes outside.
+/// are in a formed cluster, started or still restoring or copying).
+/// Otherwise a cluster runs on the other side of a split, and a second
+/// one beside it would be a split brain. `Err` lists those nodes outside.
 pub fn may_form(forming: &BTreeSet<u16>, started: &BTreeSet<u16>) -> Result<(), Vec<u16>> {
     let outside: Vec<u16> = started.difference(forming).copied().collect();
     if outside.is_empty() {
@@ -95,10 +95,10 @@ pub fn may_form(forming: &BTreeSet<u16>, started: &BTreeSet<u16>) -> Result<(), 
 /// How long an initial start the arbitrator allowed keeps every other
 /// one out, and how long an arbitrator that just started refuses partial
 /// ones: long enough for granted nodes to form their cluster and
-/// report themselves started, and for the data nodes of a running cluster
+/// report themselves in it, and for the data nodes of a running cluster
 /// to reattach to a restarted arbitrator and say so (a failure-detection
-/// time plus an arbitration round). After it, the started nodes speak
-/// for themselves ([`may_form`]).
+/// time plus an arbitration round). After it, the nodes in a cluster
+/// speak for themselves ([`may_form`]).
 pub fn formation_lease_ms(heartbeat_interval_ms: u64, arbitration_timeout_ms: u64) -> u64 {
     4 * heartbeat_interval_ms + arbitration_timeout_ms
 }
@@ -170,8 +170,8 @@ impl FormationGate {
     /// A start of every node asks too: its former took the others for
     /// fresh from what they last said, and they may have formed a
     /// partial cluster since (its answers still on the way). So it is
-    /// refused while another group's lease runs or any node is started,
-    /// and its own lease keeps partial starts out. Right after the
+    /// refused while another group's lease runs or any node is in a
+    /// cluster, and its own lease keeps partial starts out. Right after the
     /// arbitrator started (when `shoal up` starts everything at once) it
     /// is allowed only if every node in it already registered here: a
     /// node of a cluster formed before the restart may not have

@@ -766,6 +766,60 @@ mod tests {
         out
     }
 
+    /// A wide table: more var columns than a row being built keeps on the
+    /// stack, up to the most columns a table may have, one buffer reused
+    /// for every row (what it held before leaves no trace).
+    #[test]
+    fn rows_of_wide_tables_build_into_a_reused_buffer() {
+        let mut row = RowBuf::default();
+        for n in [2, VAR_INLINE, VAR_INLINE + 1, COLUMNS_MAX - 1] {
+            let mut cols = vec![ColumnDef::new("id", ColumnType::Int { unsigned: false })];
+            for i in 0..n {
+                let c = ColumnDef::new(format!("v{i}"), ColumnType::VarChar(8));
+                // Every third one nullable, the rest with a default.
+                cols.push(if i % 3 == 0 {
+                    c.nullable()
+                } else {
+                    c.default_value("d")
+                });
+            }
+            let t = TableDef::new("w", cols, &["id"]).unwrap();
+            let l = RowLayout::new(&t);
+            let mut key = Vec::new();
+            l.encode_key(&[Value::Int(n as i64)], &mut key).unwrap();
+            // Every fifth column given, the last one too.
+            let given: Vec<(u16, Value)> = (1..=n as u16)
+                .filter(|c| c % 5 == 0 || *c == n as u16)
+                .map(|c| (c, Value::Str(format!("x{c}"))))
+                .collect();
+            let a = attrs(&t, &given);
+            let (a, _) = AttrSlice::parse(&a).unwrap();
+            l.build_row_into(&key, a, &mut row).unwrap();
+            let (fixed, var) = l.build_row(&key, a).unwrap();
+            assert_eq!((&row.fixed, &row.var), (&fixed, &var), "{n} columns");
+            assert!(l.key_matches(&row.fixed, &row.var, &key));
+            for c in 1..=n as u16 {
+                let want = if c % 5 == 0 || c == n as u16 {
+                    Some(format!("x{c}"))
+                } else if (c - 1) % 3 == 0 {
+                    None
+                } else {
+                    Some("d".to_string())
+                };
+                let got = l
+                    .column_bytes(&row.fixed, &row.var, c)
+                    .map(|b| String::from_utf8(b.to_vec()).unwrap());
+                assert_eq!(got, want, "column {c} of {n}");
+            }
+            // A column given twice is refused, past the stack's columns too.
+            let twice = [given.clone(), given.clone()].concat();
+            let a = attrs(&t, &twice);
+            let (a, _) = AttrSlice::parse(&a).unwrap();
+            let e = l.build_row_into(&key, a, &mut row).unwrap_err();
+            assert!(e.detail.contains("given twice"), "{e}");
+        }
+    }
+
     #[test]
     fn build_read_update_round_trip() {
         let t = table();

@@ -26,6 +26,7 @@ impl ConnHandle {
             close: self.close.clone(),
             pending_acks: HashMap::new(),
             incarnation: 0,
+            reattached: false,
             supervises: BTreeSet::new(),
         }
     }

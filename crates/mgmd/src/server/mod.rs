@@ -331,15 +331,24 @@ struct Session {
     pending_acks: HashMap<u64, oneshot::Sender<Result<(), ShoalError>>>,
     /// Data nodes: the incarnation handed out at registration.
     incarnation: u32,
+    /// Data nodes: a running node that reattached (mgmd restarted), not
+    /// a new registration.
+    reattached: bool,
     /// API nodes: the data nodes this connection supervises.
     supervises: BTreeSet<u16>,
 }
 
 impl Session {
-    /// A data node in a formed cluster, started or not yet (what it
-    /// reported last).
+    /// A data node in a formed cluster, started or still restoring or
+    /// copying (what it reported last). A node that reattached after an
+    /// mgmd restart counts as one until its first report says otherwise:
+    /// it runs, and may be restoring in a cluster formed just before.
     fn in_cluster(&self) -> bool {
-        self.state == NodeState::Started || self.status.as_ref().is_some_and(|s| s.in_cluster)
+        self.state == NodeState::Started
+            || match &self.status {
+                Some(status) => status.in_cluster,
+                None => self.reattached,
+            }
     }
 }
 

@@ -274,7 +274,7 @@ impl Shared {
             .request(now_ms, forming, &started, &registered, everyone)
         {
             Ok(()) => {
-                info!(asker, nodes = ?forming, everyone, "arbitration: initial start allowed (no other data node is started)");
+                info!(asker, nodes = ?forming, everyone, "arbitration: initial start allowed (no other data node is in a cluster)");
                 true
             }
             Err(why) => {

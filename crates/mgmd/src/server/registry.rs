@@ -165,6 +165,7 @@ impl Shared {
         tables.sort_by_key(|t| t.id);
         let mut session = conn.session(SessionKind::DataNode);
         session.incarnation = incarnation;
+        session.reattached = true;
         st.sessions.insert(node_id, session);
         Ok(Registered {
             node_id,
