@@ -278,27 +278,17 @@ fn reads_updates_and_deletes_by_unique_key() {
 #[test]
 fn an_index_table_takes_no_writes_of_its_own() {
     let mut u = Unique::new();
-    let mut attrs = 1u16.to_le_bytes().to_vec();
-    shoal_types::layout::push_attr(&mut attrs, 1, Some(&u.h.key(1)));
-    let op = KeyOp::new(
-        OpType::Insert,
-        LockMode::Exclusive,
-        0,
-        BY_V,
-        SchemaVersion(1),
-        &u.v_key(10),
-        &attrs,
-    );
+    let op = entry_insert(&u, 10, 1);
     let out = u.h.send(1, 11, ExecType::Commit, vec![op]);
     assert_eq!(refused(&out).0, ErrorCode::BadRequest as u16);
     assert_eq!(u.entry(BY_V, u.v_key(10)), None);
 }
 
-/// An entry of index `by_v` written directly (as a build does).
-fn put_entry(u: &mut Unique, v: i64, k: u32) {
+/// An insert of the entry `v` → row `k` straight into index `by_v`.
+fn entry_insert(u: &Unique, v: i64, k: u32) -> KeyOp {
     let mut attrs = 1u16.to_le_bytes().to_vec();
     shoal_types::layout::push_attr(&mut attrs, 1, Some(&u.h.key(k)));
-    let op = KeyOp::new(
+    KeyOp::new(
         OpType::Insert,
         LockMode::Exclusive,
         0,
@@ -306,7 +296,12 @@ fn put_entry(u: &mut Unique, v: i64, k: u32) {
         SchemaVersion(1),
         &u.v_key(v),
         &attrs,
-    );
+    )
+}
+
+/// An entry of index `by_v` written directly (as a build does).
+fn put_entry(u: &mut Unique, v: i64, k: u32) {
+    let op = entry_insert(u, v, k);
     u.h.commit(vec![op]);
 }
 

@@ -252,18 +252,16 @@ impl Shared {
     fn may_form(&self, asker: u16, forming: &BTreeSet<u16>) -> bool {
         let now_ms = self.started.elapsed().as_millis() as u64;
         let mut st = self.lock();
-        let started: BTreeSet<u16> = st
-            .sessions
-            .iter()
-            .filter(|(_, s)| s.kind == SessionKind::DataNode && s.in_cluster())
-            .map(|(&id, _)| id)
-            .collect();
-        let registered: BTreeSet<u16> = st
-            .sessions
-            .iter()
-            .filter(|(_, s)| s.kind == SessionKind::DataNode)
-            .map(|(&id, _)| id)
-            .collect();
+        let mut started = BTreeSet::new();
+        let mut registered = BTreeSet::new();
+        for (&id, s) in &st.sessions {
+            if s.kind == SessionKind::DataNode {
+                registered.insert(id);
+                if s.in_cluster() {
+                    started.insert(id);
+                }
+            }
+        }
         let everyone = self
             .config
             .data_node_ids()
