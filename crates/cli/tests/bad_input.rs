@@ -464,6 +464,20 @@ fn unknown_table_wrong_type_and_overlong_value_over_the_wire() {
             op(table, version, attrs(77, &[0; 4])),
             ErrorCode::NoSuchColumn,
         ),
+        // A read naming column 1 twice: refused, so no list can repeat a
+        // wide column into an answer of gigabytes.
+        (
+            KeyOp::new(
+                OpType::Read,
+                WireLock::CommittedRead,
+                0,
+                table,
+                version,
+                &key,
+                &[2, 0, 1, 0, 1, 0],
+            ),
+            ErrorCode::BadRequest,
+        ),
     ];
     for (i, (op, want)) in cases.into_iter().enumerate() {
         let frame = raw.frame(&[Signal::TcKeyReq(TcKeyReq {

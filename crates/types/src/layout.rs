@@ -43,6 +43,25 @@ pub fn push_attr(out: &mut Vec<u8>, col: u16, val: Option<&[u8]>) {
     }
 }
 
+/// [`push_attr`] of a non-NULL value, with the common widths written as
+/// whole words: a 4-byte value and its header are one 8-byte store, not
+/// three appends and a `memcpy` call.
+#[inline]
+fn push_value(out: &mut Vec<u8>, col: u16, val: &[u8]) {
+    debug_assert!(val.len() < NULL_LEN as usize);
+    let head = u32::from(col) | (val.len() as u32) << 16;
+    if let Ok(word) = <[u8; 4]>::try_from(val) {
+        let both = u64::from(head) | u64::from(u32::from_le_bytes(word)) << 32;
+        out.extend_from_slice(&both.to_le_bytes());
+    } else if let Ok(word) = <[u8; 8]>::try_from(val) {
+        out.extend_from_slice(&head.to_le_bytes());
+        out.extend_from_slice(&word);
+    } else {
+        out.extend_from_slice(&head.to_le_bytes());
+        out.extend_from_slice(val);
+    }
+}
+
 /// Builds an attribute list in place: reserves the count, then patches it.
 pub struct AttrListWriter {
     count_at: usize,
@@ -166,6 +185,140 @@ enum Slot {
     Var { index: usize },
 }
 
+/// A column as the read path sees it ([`RowLayout::read_attrs`]).
+#[derive(Clone, Copy, Debug)]
+struct ReadSlot {
+    /// A fixed column's offset in the fixed part; a var column's index
+    /// among the var values.
+    at: u32,
+    /// A fixed column's length; [`READ_VAR`] for a var column.
+    len: u16,
+    /// A fixed column's bit in the null bitmap; [`NOT_NULLABLE`] if it
+    /// has none. A var column has a bit too, but its NULL is also in its
+    /// var part, which is what the read path looks at.
+    null_bit: u16,
+}
+
+const READ_VAR: u16 = u16::MAX;
+const NOT_NULLABLE: u16 = u16::MAX;
+
+impl ReadSlot {
+    fn new(slot: &Slot, null_bit: Option<usize>) -> ReadSlot {
+        match *slot {
+            Slot::Fixed { offset, len } => ReadSlot {
+                at: u32::try_from(offset).expect("a row is far below 4 GiB"),
+                len: u16::try_from(len)
+                    .ok()
+                    .filter(|&l| l != READ_VAR)
+                    .expect("a fixed column is below 64 KiB"),
+                null_bit: null_bit.map_or(NOT_NULLABLE, |b| {
+                    u16::try_from(b).expect("at most COLUMNS_MAX columns")
+                }),
+            },
+            Slot::Var { index } => ReadSlot {
+                at: u32::try_from(index).expect("at most COLUMNS_MAX columns"),
+                len: READ_VAR,
+                null_bit: NOT_NULLABLE,
+            },
+        }
+    }
+}
+
+/// A read of every column of a row without var columns or NULLs: its
+/// answer has the same shape for every row (each header fixed, each
+/// value at a fixed place), so it is a copy of `answer` with the values
+/// copied in, not an attribute list built column by column.
+#[derive(Clone)]
+struct AllColumns {
+    /// The answer's bytes, headers in place, values zero.
+    answer: Vec<u8>,
+    /// Each value: where it is in the fixed part, where in the answer.
+    moves: Vec<ValueMove>,
+    /// Bytes of the row's null bitmap: the template holds only while all
+    /// of them are zero.
+    null_bytes: usize,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct ValueMove {
+    from: u32,
+    to: u32,
+    len: u32,
+}
+
+impl std::fmt::Debug for AllColumns {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AllColumns")
+            .field("answer_bytes", &self.answer.len())
+            .field("columns", &self.moves.len())
+            .finish()
+    }
+}
+
+impl AllColumns {
+    /// Templates are kept for answers up to this size: a wider row's
+    /// answer is mostly its values' bytes, so a template would save
+    /// little and hold much memory per table.
+    const ANSWER_MAX: usize = 4096;
+
+    /// `None` when the answer would be over [`Self::ANSWER_MAX`].
+    fn new(slots: &[Slot], null_bytes: usize) -> Option<AllColumns> {
+        let size = slots.iter().fold(2, |n, slot| match slot {
+            Slot::Fixed { len, .. } => n + 4 + len,
+            Slot::Var { .. } => n + 4,
+        });
+        if size > Self::ANSWER_MAX {
+            return None;
+        }
+        let mut answer = Vec::with_capacity(size);
+        let mut w = AttrListWriter::begin(&mut answer);
+        let mut moves = Vec::with_capacity(slots.len());
+        for (col, slot) in slots.iter().enumerate() {
+            let Slot::Fixed { offset, len } = *slot else {
+                unreachable!("a table with var columns has no all-columns template");
+            };
+            let to = answer.len() + 4;
+            w.count += 1;
+            answer.extend_from_slice(&(col as u16).to_le_bytes());
+            answer.extend_from_slice(&(len as u16).to_le_bytes());
+            answer.resize(to + len, 0);
+            let word = |n: usize| u32::try_from(n).expect("a row is far below 4 GiB");
+            moves.push(ValueMove {
+                from: word(offset),
+                to: word(to),
+                len: word(len),
+            });
+        }
+        w.finish(&mut answer);
+        debug_assert_eq!(answer.len(), size);
+        Some(AllColumns {
+            answer,
+            moves,
+            null_bytes,
+        })
+    }
+
+    /// Appends the answer for a row's fixed part (no NULLs in it).
+    fn read(&self, fixed: &[u8], out: &mut Vec<u8>) {
+        let start = out.len();
+        out.extend_from_slice(&self.answer);
+        let answer = &mut out[start..];
+        for m in &self.moves {
+            let (from, to) = (m.from as usize, m.to as usize);
+            // Lengths the compiler sees as constants: one load and one
+            // store each, not a `memcpy` call.
+            match m.len {
+                4 => answer[to..to + 4].copy_from_slice(&fixed[from..from + 4]),
+                8 => answer[to..to + 8].copy_from_slice(&fixed[from..from + 8]),
+                len => {
+                    let len = len as usize;
+                    answer[to..to + len].copy_from_slice(&fixed[from..from + len])
+                }
+            }
+        }
+    }
+}
+
 /// A row's two parts as a data node builds them, kept between rows so
 /// their allocations are reused.
 #[derive(Default, Debug)]
@@ -199,6 +352,12 @@ pub struct RowLayout {
     slots: Vec<Slot>,
     /// Bit index in the null bitmap, for nullable columns.
     null_bits: Vec<Option<usize>>,
+    /// `slots` and `null_bits` again, packed: one 8-byte load per column
+    /// read (the read path's whole view of a column).
+    read_slots: Vec<ReadSlot>,
+    /// The answer to a read of every column, for tables without var
+    /// columns; `None` for the others.
+    all_columns: Option<AllColumns>,
     null_offset: usize,
     /// Bytes of the fixed part.
     pub fixed_size: usize,
@@ -269,10 +428,22 @@ impl RowLayout {
                 })
             })
             .collect();
+        let read_slots = slots
+            .iter()
+            .zip(&null_bits)
+            .map(|(slot, bit)| ReadSlot::new(slot, *bit))
+            .collect();
+        let all_columns = if var_count == 0 {
+            AllColumns::new(&slots, nullable.div_ceil(8))
+        } else {
+            None
+        };
         RowLayout {
             table: table.clone(),
             slots,
             null_bits,
+            read_slots,
+            all_columns,
             null_offset,
             fixed_size: offset.max(1),
             var_handle_offset,
@@ -299,10 +470,20 @@ impl RowLayout {
         })
     }
 
-    /// Checks a column id list for a read.
+    /// Checks a column id list for a read: each id a column of the
+    /// table, none named twice (so an answer is at most a header per
+    /// column plus the row's bytes: a list repeating one wide column
+    /// thousands of times would otherwise ask for gigabytes).
     pub fn check_column_ids(&self, cols: impl Iterator<Item = u16>) -> Result<(), ShoalError> {
+        let mut seen = ColumnSet::default();
         for c in cols {
             self.column(c)?;
+            if seen.contains(c as usize) {
+                return Err(bad_request(format!(
+                    "column id {c} is named twice in the read's column list"
+                )));
+            }
+            seen.insert(c as usize);
         }
         Ok(())
     }
@@ -406,20 +587,25 @@ impl RowLayout {
     }
 
     fn var_values<'r>(&self, var: &'r [u8]) -> Vec<Option<&'r [u8]>> {
-        let mut vals = Vec::with_capacity(self.var_count);
+        let mut vals = vec![None; self.var_count];
+        self.var_values_into(var, &mut vals);
+        vals
+    }
+
+    /// The first `vals.len()` var values of a stored var part, in order.
+    fn var_values_into<'r>(&self, var: &'r [u8], vals: &mut [Option<&'r [u8]>]) {
         let mut rest = var;
-        for _ in 0..self.var_count {
+        for val in vals {
             let len = u16::from_le_bytes([rest[0], rest[1]]);
             rest = &rest[2..];
             if len == NULL_LEN {
-                vals.push(None);
+                *val = None;
             } else {
                 let (v, r) = rest.split_at(len as usize);
-                vals.push(Some(v));
+                *val = Some(v);
                 rest = r;
             }
         }
-        vals
     }
 
     fn encode_var(vals: &[Option<&[u8]>]) -> Vec<u8> {
@@ -617,8 +803,19 @@ impl RowLayout {
     /// Appends an attribute list of every column of a stored row, in
     /// column order.
     pub fn read_all_attrs(&self, fixed: &[u8], var: &[u8], out: &mut Vec<u8>) {
+        if let Some(all) = self.all_columns_template(fixed) {
+            return all.read(fixed, out);
+        }
         let n = self.table.columns.len();
         self.read_attrs(fixed, var, n, 0..n as u16, out)
+    }
+
+    /// The template an all-columns read of this row uses, if any: the
+    /// table has one and the row has no NULL.
+    fn all_columns_template(&self, fixed: &[u8]) -> Option<&AllColumns> {
+        let all = self.all_columns.as_ref()?;
+        let nulls = &fixed[self.null_offset..self.null_offset + all.null_bytes];
+        nulls.iter().all(|&b| b == 0).then_some(all)
     }
 
     /// Appends an attribute list of the `count` columns `cols` names of a
@@ -639,20 +836,33 @@ impl RowLayout {
             out.reserve(bound);
         }
         let mut w = AttrListWriter::begin(out);
-        let vars = if self.var_count > 0 {
-            self.var_values(var)
+        // The var values, found once per row: on the stack for most
+        // tables (a read allocates nothing but its answer).
+        let mut on_stack = [None; VAR_INLINE];
+        let on_heap;
+        let vars: &[Option<&[u8]>] = if self.var_count == 0 {
+            &[]
+        } else if self.var_count <= VAR_INLINE {
+            self.var_values_into(var, &mut on_stack[..self.var_count]);
+            &on_stack[..self.var_count]
         } else {
-            Vec::new()
+            on_heap = self.var_values(var);
+            &on_heap
         };
         for col in cols {
-            let i = col as usize;
-            let v = match self.slots[i] {
-                Slot::Fixed { offset, len } => {
-                    (!self.is_null(fixed, i)).then(|| &fixed[offset..offset + len])
-                }
-                Slot::Var { index } => vars[index],
-            };
-            w.push(out, col, v);
+            let s = self.read_slots[col as usize];
+            if s.len == READ_VAR {
+                push_attr(out, col, vars[s.at as usize]);
+            } else if s.null_bit != NOT_NULLABLE
+                && fixed[self.null_offset + usize::from(s.null_bit / 8)] & (1 << (s.null_bit % 8))
+                    != 0
+            {
+                push_attr(out, col, None);
+            } else {
+                let at = s.at as usize;
+                push_value(out, col, &fixed[at..at + usize::from(s.len)]);
+            }
+            w.count += 1;
         }
         w.finish(out);
     }
@@ -798,6 +1008,9 @@ mod tests {
             let (fixed, var) = l.build_row(&key, a).unwrap();
             assert_eq!((&row.fixed, &row.var), (&fixed, &var), "{n} columns");
             assert!(l.key_matches(&row.fixed, &row.var, &key));
+            // Reads find the var values on the stack or, past its
+            // columns, on the heap.
+            check_reads(&l, &fixed, &var);
             for c in 1..=n as u16 {
                 let want = if c % 5 == 0 || c == n as u16 {
                     Some(format!("x{c}"))
@@ -818,6 +1031,195 @@ mod tests {
             let e = l.build_row_into(&key, a, &mut row).unwrap_err();
             assert!(e.detail.contains("given twice"), "{e}");
         }
+    }
+
+    /// A column of a random table for [`reads_of_every_column_match_the_rows`]:
+    /// its type and a value for a row (by a seed).
+    fn random_column(kind: u8, seed: u64) -> (ColumnType, Value) {
+        let bytes = |n: u16| (0..n).map(|i| (seed >> (i % 8)) as u8 ^ i as u8).collect();
+        match kind % 8 {
+            0 => (
+                ColumnType::TinyInt { unsigned: false },
+                Value::Int((seed % 100) as i64),
+            ),
+            1 => (
+                ColumnType::SmallInt { unsigned: true },
+                Value::UInt(seed % 60_000),
+            ),
+            2 => (
+                ColumnType::Int { unsigned: true },
+                Value::UInt(seed % 4_000_000_000),
+            ),
+            3 => (
+                ColumnType::BigInt { unsigned: false },
+                Value::Int(seed as i64),
+            ),
+            4 => (ColumnType::Double, Value::Double(seed as f64 / 7.0)),
+            5 => (ColumnType::Binary(3), Value::Bytes(bytes(3))),
+            6 => (ColumnType::Binary(8), Value::Bytes(bytes(8))),
+            _ => {
+                let n = (seed % 6) as u16;
+                (ColumnType::VarBinary(12), Value::Bytes(bytes(n)))
+            }
+        }
+    }
+
+    /// The attribute list of `cols` of a stored row, one column at a time
+    /// (`column_bytes`: the path the fast reads must agree with).
+    fn read_one_by_one(l: &RowLayout, fixed: &[u8], var: &[u8], cols: &[u16]) -> Vec<u8> {
+        let mut want = Vec::new();
+        let mut w = AttrListWriter::begin(&mut want);
+        for &c in cols {
+            w.push(&mut want, c, l.column_bytes(fixed, var, c));
+        }
+        w.finish(&mut want);
+        want
+    }
+
+    /// Reads of a stored row: every column (after bytes already in the
+    /// buffer), every column by list, and some columns in another order
+    /// with one of them twice, each checked against [`read_one_by_one`].
+    fn check_reads(l: &RowLayout, fixed: &[u8], var: &[u8]) {
+        let n = l.columns().len();
+        let all: Vec<u16> = (0..n as u16).collect();
+        let want = read_one_by_one(l, fixed, var, &all);
+        let mut got = vec![9u8];
+        l.read_all_attrs(fixed, var, &mut got);
+        assert_eq!(&got[1..], &want[..]);
+        let mut listed = Vec::new();
+        l.read_attrs(fixed, var, n, all.iter().copied(), &mut listed);
+        assert_eq!(listed, want);
+        let mut some: Vec<u16> = (0..n as u16).rev().step_by(2).collect();
+        some.push(some[0]);
+        let want = read_one_by_one(l, fixed, var, &some);
+        let mut got = Vec::new();
+        l.read_attrs(fixed, var, some.len(), some.iter().copied(), &mut got);
+        assert_eq!(got, want);
+    }
+
+    /// A table of `cols` (type and value, nullable, NULL in the row) with
+    /// its key of type `key` at position `key_at`; the layout and a row.
+    fn random_table_row(
+        cols: &[((ColumnType, Value), bool, bool)],
+        key: (ColumnType, Value),
+        key_at: usize,
+    ) -> (RowLayout, Vec<u8>, Vec<u8>) {
+        let mut defs: Vec<ColumnDef> = cols
+            .iter()
+            .enumerate()
+            .map(|(i, ((ty, _), nullable, _))| {
+                let c = ColumnDef::new(format!("c{i}"), *ty);
+                if *nullable {
+                    c.nullable()
+                } else {
+                    c
+                }
+            })
+            .collect();
+        let key_at = key_at.min(defs.len());
+        defs.insert(key_at, ColumnDef::new("id", key.0));
+        let t = TableDef::new("r", defs, &["id"]).unwrap();
+        let l = RowLayout::new(&t);
+        let mut k = Vec::new();
+        l.encode_key(std::slice::from_ref(&key.1), &mut k).unwrap();
+        let vals: Vec<(u16, Value)> = cols
+            .iter()
+            .enumerate()
+            .map(|(i, ((_, v), nullable, null))| {
+                let id = if i < key_at { i } else { i + 1 };
+                let v = if *nullable && *null {
+                    Value::Null
+                } else {
+                    v.clone()
+                };
+                (id as u16, v)
+            })
+            .collect();
+        let a = attrs(&t, &vals);
+        let (a, _) = AttrSlice::parse(&a).unwrap();
+        let (fixed, var) = l.build_row(&k, a).unwrap();
+        (l, fixed, var)
+    }
+
+    proptest::proptest! {
+        /// Reads of random tables and rows (fixed-only tables through the
+        /// all-columns template, with and without NULLs; tables with var
+        /// columns or var keys column by column) equal the values read
+        /// one column at a time, and the template is used exactly when it
+        /// should be.
+        #[test]
+        fn reads_of_every_column_match_the_rows(
+            cols in proptest::collection::vec((0u8..8, proptest::bool::ANY, proptest::bool::ANY, proptest::num::u64::ANY), 0..40),
+            fixed_only in proptest::bool::ANY,
+            no_nulls in proptest::bool::ANY,
+            key_kind in 0u8..3,
+            key_at in 0usize..40,
+        ) {
+            let cols: Vec<_> = cols
+                .iter()
+                .map(|&(k, nullable, null, seed)| {
+                    let k = if fixed_only { k % 7 } else { k };
+                    (random_column(k, seed), nullable, null && !no_nulls)
+                })
+                .collect();
+            let key = match key_kind {
+                0 => (ColumnType::Int { unsigned: false }, Value::Int(7)),
+                1 => (ColumnType::Binary(4), Value::Bytes(vec![1, 2, 3, 4])),
+                _ => (ColumnType::VarBinary(6), Value::Bytes(vec![5, 6])),
+            };
+            let (l, fixed, var) = random_table_row(&cols, key, key_at);
+            let has_null = cols.iter().any(|(_, nullable, null)| *nullable && *null);
+            let answer_bytes: usize = 2 + l.columns().len() * 4 + fixed.len();
+            let templated = !l.has_var_part() && !has_null && answer_bytes <= AllColumns::ANSWER_MAX;
+            proptest::prop_assert_eq!(l.all_columns_template(&fixed).is_some(), templated);
+            check_reads(&l, &fixed, &var);
+        }
+    }
+
+    /// flexasynch's row (25 four-byte columns, none NULL), and rows with a
+    /// null bitmap of several bytes all zero (the template) or with one
+    /// NULL in its last byte (column by column).
+    #[test]
+    fn reads_of_wide_fixed_rows_use_the_template_when_no_column_is_null() {
+        let int = |seed| random_column(2, seed);
+        let key = (ColumnType::Int { unsigned: true }, Value::UInt(3));
+        let flex: Vec<_> = (0..24).map(|i| (int(i), false, false)).collect();
+        let (l, fixed, var) = random_table_row(&flex, key.clone(), 0);
+        assert!(l.all_columns_template(&fixed).is_some());
+        check_reads(&l, &fixed, &var);
+        for null_at in [None, Some(16)] {
+            let cols: Vec<_> = (0..17)
+                .map(|i| (int(i), true, Some(i as usize) == null_at))
+                .collect();
+            let (l, fixed, var) = random_table_row(&cols, key.clone(), 5);
+            assert_eq!(l.all_columns_template(&fixed).is_some(), null_at.is_none());
+            check_reads(&l, &fixed, &var);
+        }
+        // A row whose answer is past the template's size: column by column.
+        let wide: Vec<_> = (0..12)
+            .map(|i| {
+                (
+                    (ColumnType::Binary(400), Value::Bytes(vec![i; 400])),
+                    false,
+                    false,
+                )
+            })
+            .collect();
+        let (l, fixed, var) = random_table_row(&wide, key, 0);
+        assert!(l.all_columns.is_none());
+        check_reads(&l, &fixed, &var);
+    }
+
+    /// A read's column list may name each column of the table once.
+    #[test]
+    fn a_read_names_each_column_once() {
+        let l = RowLayout::new(&table());
+        assert!(l.check_column_ids([0, 1, 2].into_iter()).is_ok());
+        let e = l.check_column_ids([0, 2, 0].into_iter()).unwrap_err();
+        assert_eq!(e.code, ErrorCode::BadRequest);
+        assert!(e.detail.contains("named twice"), "{e}");
+        let e = l.check_column_ids([9].into_iter()).unwrap_err();
+        assert_eq!(e.code, ErrorCode::NoSuchColumn);
     }
 
     #[test]

@@ -131,7 +131,12 @@ pub(super) fn read_image_into(
     cols: ReadList,
     out: &mut Vec<u8>,
 ) {
-    layout.read_attrs(fixed, var, cols.count(layout), cols.ids(layout), out);
+    match cols {
+        ReadList::All => layout.read_all_attrs(fixed, var, out),
+        ReadList::Columns(_) => {
+            layout.read_attrs(fixed, var, cols.count(layout), cols.ids(layout), out)
+        }
+    }
 }
 
 /// A read by the transaction that has uncommitted changes to the row: it

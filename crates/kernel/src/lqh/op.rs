@@ -230,8 +230,7 @@ impl Lqh {
             entry.cursor_waits.push((at.row, token));
             return Ok(ctx.wait(txn, token, at.row, true));
         }
-        let layout = entry.layout.clone();
-        let body = parse_body(&layout, op)?;
+        let body = parse_body(&entry.layout, op)?;
         let hash = hash_key(op.key());
         // A row this replica restored and its copy has not confirmed is
         // not the cluster's row yet: as if missing (the copy brings it if
@@ -242,9 +241,14 @@ impl Lqh {
             .filter(|&r| !entry.is_unverified(r));
         if let Body::Read(cols) = body {
             if op.lock == LockMode::CommittedRead {
-                return committed_read(entry, &layout, txn, found, op.key(), cols);
+                // Reads only: the layout is borrowed, not cloned (an `Arc`
+                // clone and drop are two locked instructions, which also
+                // hold back the cache misses of the operations behind).
+                return committed_read(entry, &entry.layout, txn, found, op.key(), cols);
             }
         }
+        // Writes change `entry` while they use its layout.
+        let layout = entry.layout.clone();
         // Rows vanish only in `finish`, which restarts their waiters instead
         // of granting them: a granted wait always finds its row.
         if let Some(w) = waited_on {

@@ -181,10 +181,13 @@ pub const CHAIN_NODES_MAX: usize = 4;
 /// as `Chain`: an `Option<Chain>` read into a `Chain` (TC's routes) is a
 /// plain copy. With a separate tag the payload sat two bytes further in,
 /// and its copy through the stack read back across two narrower stores, a
-/// store-forwarding stall on every routed operation.
+/// store-forwarding stall on every routed operation. The length is a
+/// whole `u16`, like the ids, so the struct has no padding byte: with a
+/// `u8` length, the niche check read the length byte alone and the copy
+/// then read the length and the padding back as one `u16`, the same stall.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct Chain {
-    len: std::num::NonZeroU8,
+    len: std::num::NonZeroU16,
     nodes: [u16; CHAIN_NODES_MAX],
 }
 
@@ -196,7 +199,7 @@ impl Chain {
             "a chain of {} nodes",
             nodes.len()
         );
-        let Some(len) = std::num::NonZeroU8::new(nodes.len() as u8) else {
+        let Some(len) = std::num::NonZeroU16::new(nodes.len() as u16) else {
             unreachable!("checked above");
         };
         let mut chain = Chain {
