@@ -20,11 +20,13 @@
 //! AND, OR and NOT; a conjunct that cannot be translated is left out of a
 //! top-level AND (which only keeps more rows).
 //!
-//! Known gap: VARCHAR values are matched byte by byte by keys, index
-//! bounds and pushed filters, while SQL compares them ignoring trailing
-//! spaces (`utf8mb4_bin` pads): a stored value with trailing spaces is not
-//! found by `= 'value'` through them (NDB normalizes keys; Shoal does not
-//! yet).
+//! Pushed filters compare VARCHAR values with string constants ignoring
+//! trailing spaces, as the SQL node compares two strings (`utf8mb4_bin`
+//! pads); a byte-string constant, which SQL compares byte by byte, is not
+//! pushed against a VARCHAR ([`filter_constant`]). Known gap: keys and index bounds still match
+//! them byte by byte, so a stored value with trailing spaces is not found
+//! by `= 'value'` through a primary key, a unique key or an index range
+//! (NDB normalizes keys; Shoal does not yet).
 
 use super::expr::{truth, Cmp, Scalar};
 use crate::sqltypes::{exact_for_column, is_text};
@@ -395,7 +397,8 @@ fn cmp_op(c: Cmp) -> Option<CmpOp> {
 }
 
 /// Column families two columns may be compared in at the data nodes with
-/// SQL's result (text is left out: SQL pads, the data nodes do not).
+/// SQL's result (text pairs are left to the SQL node; both ignore
+/// trailing spaces now, so they could be pushed too).
 fn family(ty: ColumnType) -> Option<u8> {
     match ty {
         ColumnType::TinyInt { .. }
@@ -438,6 +441,19 @@ fn relaxed(def: &TableDef, s: &Scalar) -> Option<FilterExpr> {
 }
 
 /// A translation that agrees with SQL on every TRUE and FALSE.
+/// A constant a pushed comparison with a column of type `ty` may use:
+/// [`exact_for_column`]'s, except a byte string against a VARCHAR. The SQL
+/// node compares a byte string with a string byte by byte, every trailing
+/// space counting, while the filter compares VARCHAR values without their
+/// trailing spaces (as SQL compares two strings): pushed, `v <> X'78'`
+/// would drop a stored `'x '` that SQL keeps.
+fn filter_constant(v: &Value, ty: ColumnType) -> Option<Value> {
+    if let (ColumnType::VarChar(_), Value::Bytes(_)) = (ty, v) {
+        return None;
+    }
+    exact_for_column(v, ty)
+}
+
 fn exact(def: &TableDef, s: &Scalar) -> Option<FilterExpr> {
     let ty = |c: u16| def.columns.get(usize::from(c)).map(|c| c.ty);
     match s {
@@ -460,7 +476,7 @@ fn exact(def: &TableDef, s: &Scalar) -> Option<FilterExpr> {
                     Some(FilterExpr::Cmp {
                         col: c,
                         op: cmp_op(cmp)?,
-                        value: exact_for_column(v, ty(c)?)?,
+                        value: filter_constant(v, ty(c)?)?,
                     })
                 }
             }
@@ -487,9 +503,12 @@ fn exact(def: &TableDef, s: &Scalar) -> Option<FilterExpr> {
             if !is_text(t) && !binary {
                 return None;
             }
+            // A byte-string pattern on a text column is matched byte by
+            // byte in the SQL node, by characters in the filter: left to
+            // the SQL node.
             let pattern = match p {
                 Value::Str(s) => s.as_bytes().to_vec(),
-                Value::Bytes(b) if binary || std::str::from_utf8(b).is_ok() => b.clone(),
+                Value::Bytes(b) if binary => b.clone(),
                 _ => return None,
             };
             if pattern.len() > LIKE_PATTERN_MAX {
@@ -518,7 +537,7 @@ fn exact(def: &TableDef, s: &Scalar) -> Option<FilterExpr> {
                     // for that item: leaving it out agrees on TRUE/FALSE.
                     Scalar::Const(Value::Null) => {}
                     Scalar::Const(v) => {
-                        let value = exact_for_column(v, t)?;
+                        let value = filter_constant(v, t)?;
                         items.push(FilterExpr::Cmp {
                             col: *c,
                             op: if *negated { CmpOp::Ne } else { CmpOp::Eq },
@@ -546,7 +565,7 @@ fn exact(def: &TableDef, s: &Scalar) -> Option<FilterExpr> {
                 return None;
             };
             let t = ty(*c)?;
-            let (lo, hi) = (exact_for_column(lo, t)?, exact_for_column(hi, t)?);
+            let (lo, hi) = (filter_constant(lo, t)?, filter_constant(hi, t)?);
             Some(if *negated {
                 FilterExpr::Or(vec![
                     FilterExpr::Cmp {
@@ -702,5 +721,37 @@ mod tests {
             None,
             "text columns are compared in the SQL node"
         );
+    }
+
+    /// A VARCHAR against a string is pushed (both sides compared without
+    /// trailing spaces); against a byte string, which SQL compares byte by
+    /// byte, it is not, nor is a LIKE with a byte-string pattern.
+    #[test]
+    fn byte_strings_against_varchar_stay_in_the_sql_node() {
+        let d = def();
+        let bytes = || konst(Value::Bytes(b"x".to_vec()));
+        assert_eq!(
+            pushdown(&d, &Scalar::Cmp(Cmp::Ne, col(2), konst("x"))),
+            Some(FilterExpr::Cmp {
+                col: 2,
+                op: CmpOp::Ne,
+                value: Value::Str("x".into())
+            })
+        );
+        assert_eq!(pushdown(&d, &Scalar::Cmp(Cmp::Ne, col(2), bytes())), None);
+        let between = Scalar::Between {
+            expr: col(2),
+            low: bytes(),
+            high: bytes(),
+            negated: true,
+        };
+        assert_eq!(pushdown(&d, &between), None);
+        let like = Scalar::Like {
+            expr: col(2),
+            pattern: konst(Value::Bytes(b"x%".to_vec())),
+            escape: Some('\\'),
+            negated: true,
+        };
+        assert_eq!(pushdown(&d, &like), None);
     }
 }

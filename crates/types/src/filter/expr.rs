@@ -228,7 +228,8 @@ fn emit_chain(
 
 /// A value as the model compares it. Built from `Value`s the way
 /// [`encode_value`] would store them (FLOAT rounds to f32, CHAR loses its
-/// trailing spaces, BINARY is padded with zeros), without reading bytes.
+/// trailing spaces, BINARY is padded with zeros) and compared (VARCHAR
+/// without its trailing spaces), without reading bytes.
 #[derive(Clone, Debug, PartialEq, PartialOrd)]
 enum ModelScalar {
     Int(i128),
@@ -297,7 +298,10 @@ fn model_scalar(ty: ColumnType, v: &Value) -> Option<ModelScalar> {
         Family::Text | Family::Binary => {
             let mut b = v.as_bytes()?.to_vec();
             match ty {
-                ColumnType::Char(_) => b.truncate(trim_trailing_spaces(&b).len()),
+                // CHAR loses them when stored; VARCHAR compares PAD SPACE.
+                ColumnType::Char(_) | ColumnType::VarChar(_) => {
+                    b.truncate(trim_trailing_spaces(&b).len())
+                }
                 ColumnType::Binary(n) if b.len() < n as usize => b.resize(n as usize, 0),
                 _ => {}
             }
@@ -311,8 +315,14 @@ fn model_like((ty, v): (ColumnType, &Value), pattern: &[u8]) -> Option<bool> {
     if family != Family::Text && family != Family::Binary {
         return None;
     }
-    let ModelScalar::Bytes(value) = model_scalar(ty, v)? else {
-        return None;
+    let value = if let ColumnType::VarChar(_) = ty {
+        // LIKE counts a VARCHAR's trailing spaces: its bytes as stored.
+        v.as_bytes()?.to_vec()
+    } else {
+        let ModelScalar::Bytes(value) = model_scalar(ty, v)? else {
+            return None;
+        };
+        value
     };
     Some(like_by_sets(&value, pattern, family == Family::Text))
 }

@@ -30,8 +30,13 @@
 //! Integers compare by value whatever their widths and signedness, FLOAT
 //! and DOUBLE as IEEE-754 f64, TIMESTAMP and DATETIME as seconds, DATE as
 //! days, TIME as microseconds, DECIMAL by numeric value whatever the two
-//! scales, CHAR without its trailing spaces (they are padding), VARCHAR,
-//! BINARY and VARBINARY byte by byte. CMP_COLS pairs only columns of one
+//! scales, CHAR and VARCHAR byte by byte without their trailing spaces
+//! (CHAR's are padding; VARCHAR's are ignored as the SQL node compares
+//! two strings, for `utf8mb4_bin`'s PAD SPACE: `'a '` equals `'a'`; like
+//! CHAR in index keys, a value followed by a byte below 0x20 then sorts
+//! after the value alone, where PAD SPACE puts it before), BINARY and
+//! VARBINARY byte by byte, every byte counting. LIKE counts trailing
+//! spaces of a VARCHAR (as SQL's LIKE does). CMP_COLS pairs only columns of one
 //! of those eight families. In LIKE, `%` matches any run, `_` one character (one byte on
 //! binary columns) and `\` makes the next byte literal.
 
@@ -213,9 +218,10 @@ enum Kind {
     F64,
     /// DECIMAL with this scale.
     Dec(u8),
-    /// CHAR: trailing spaces are padding, not data.
-    Char,
-    /// VARCHAR, BINARY, VARBINARY: every byte counts.
+    /// CHAR and VARCHAR: trailing spaces do not count (CHAR's are
+    /// padding; VARCHAR's are ignored, as the SQL node compares strings).
+    Text,
+    /// BINARY, VARBINARY: every byte counts.
     Raw,
 }
 
@@ -235,8 +241,8 @@ impl Kind {
             ColumnType::BigInt { unsigned: true } => Kind::U64,
             ColumnType::Float => Kind::F32,
             ColumnType::Double => Kind::F64,
-            ColumnType::Char(_) => Kind::Char,
-            ColumnType::VarChar(_) | ColumnType::Binary(_) | ColumnType::VarBinary(_) => Kind::Raw,
+            ColumnType::Char(_) | ColumnType::VarChar(_) => Kind::Text,
+            ColumnType::Binary(_) | ColumnType::VarBinary(_) => Kind::Raw,
         }
     }
 
@@ -257,7 +263,7 @@ impl Kind {
             Kind::Dec(scale) => {
                 Scalar::Dec(Decimal::new(i128::from_le_bytes(b.try_into().ok()?), scale))
             }
-            Kind::Char => Scalar::Bytes(crate::value::trim_trailing_spaces(b)),
+            Kind::Text => Scalar::Bytes(crate::value::trim_trailing_spaces(b)),
             Kind::Raw => Scalar::Bytes(b),
         })
     }
@@ -462,7 +468,9 @@ fn decode_one<'p>(cur: &mut Cursor<'p>, table: &TableDef) -> Result<Insn<'p>, St
                 col,
                 pattern,
                 text: family == Family::Text,
-                trim: Kind::of(def.ty) == Kind::Char,
+                // CHAR's trailing spaces are padding; a VARCHAR's count
+                // in LIKE (SQL's LIKE does not pad).
+                trim: matches!(def.ty, ColumnType::Char(_)),
                 negated: code == opcode::NOT_LIKE,
             }
         }
