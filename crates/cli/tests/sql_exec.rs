@@ -1183,6 +1183,36 @@ fn joins_agree_with_a_model() {
             column(&mut s, "SELECT name AS n FROM b UNION SELECT 'zz' ORDER BY n DESC LIMIT 1").await,
             vec!["zz"]
         );
+        // Typed by every SELECT, values converted before duplicates go.
+        let kinds = |o: Outcome| match o {
+            Outcome::Rows { columns, .. } => columns.iter().map(|c| c.kind).collect::<Vec<_>>(),
+            other => panic!("{other:?}"),
+        };
+        use shoal_sql::ColumnKind as K;
+        for (q, kind, want) in [
+            ("SELECT 1 AS a UNION SELECT 'abc'", K::VarString, vec!["1", "abc"]),
+            ("SELECT 1 UNION SELECT '1'", K::VarString, vec!["1"]),
+            ("SELECT 1 UNION SELECT 1.5", K::NewDecimal, vec!["1.0", "1.5"]),
+            ("SELECT 1 UNION SELECT 1.0", K::NewDecimal, vec!["1.0"]),
+            ("SELECT 1 UNION SELECT 2.5e0", K::Double, vec!["1", "2.5"]),
+            ("SELECT NULL UNION SELECT 7", K::LongLong, vec!["NULL", "7"]),
+            ("SELECT CAST('2020-01-02' AS DATE) UNION SELECT 'x'", K::VarString, vec!["2020-01-02", "x"]),
+            ("SELECT 1.5 UNION SELECT 2.25", K::NewDecimal, vec!["1.50", "2.25"]),
+            (
+                "SELECT CAST('2020-01-02' AS DATE) UNION SELECT CAST('2020-01-02 00:00:00' AS DATETIME)",
+                K::DateTime,
+                vec!["2020-01-02 00:00:00"],
+            ),
+        ] {
+            assert_eq!(kinds(ok(&mut s, q).await), vec![kind], "{q}");
+            assert_eq!(column(&mut s, q).await, want, "{q}");
+        }
+        // An expression over a table is typed once it ran: its numbers
+        // still sort as numbers.
+        assert_eq!(
+            column(&mut s, "SELECT id * 10 AS k FROM b WHERE id < 3 UNION ALL SELECT 9 ORDER BY k").await,
+            vec!["9", "10"]
+        );
         err_code(&mut s, "SELECT 1, 2 UNION SELECT 3", 1222).await;
         err_code(&mut s, "SELECT 1 UNION SELECT 1, 2 FROM b WHERE 1 = 0", 1222).await;
         // A branch with a subquery; a parenthesized UNION inside a UNION

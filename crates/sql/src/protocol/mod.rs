@@ -31,7 +31,7 @@
 
 mod answers;
 mod auth;
-mod binary;
+pub(crate) mod binary;
 mod command;
 mod errors;
 mod handshake;
