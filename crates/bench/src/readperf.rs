@@ -58,6 +58,9 @@ usage: shoal bench readperf [flags] [TABLE]
   --scan-selectivity P   instead of the eight cases: a full scan keeping P %
               of the rows (B < size * P / 100) and an IDX_O range scan of as
               many rows, in rows examined and returned per second
+  --cases LIST   run only these cases, comma-separated: serial-pk,
+              batch-pk, serial-unique, batch-unique, eq-bound, range,
+              ordered, interpreted (default: all eight; for profiling one)
   --seed N    seed of the random windows (default: from the clock)
   --connect HOST:PORT   mgmd (default 127.0.0.1:1186)
   --json      print the results as one JSON object instead of lines
@@ -122,6 +125,8 @@ pub struct Options {
     pub scan_batch_rows: Option<u32>,
     /// `--scan-selectivity`: percent of rows the full scan keeps.
     pub scan_selectivity_pct: Option<f64>,
+    /// `--cases`: the cases to run, by their flag names (None: all).
+    pub cases: Option<Vec<String>>,
     pub seed: Option<u64>,
     pub connect: String,
     pub json: bool,
@@ -141,6 +146,7 @@ impl Default for Options {
             indexes: IndexSet::All,
             scan_batch_rows: None,
             scan_selectivity_pct: None,
+            cases: None,
             seed: None,
             connect: "127.0.0.1:1186".into(),
             json: false,
@@ -210,6 +216,21 @@ impl Options {
                     }
                     o.scan_selectivity_pct = Some(p);
                 }
+                "--cases" => {
+                    let list = value("--cases")?;
+                    let mut names = Vec::new();
+                    for name in list.split(',') {
+                        if !CASES.iter().any(|c| c.flag_name() == name) {
+                            let known: Vec<&str> = CASES.iter().map(|c| c.flag_name()).collect();
+                            return Err(format!(
+                                "--cases: no case {name:?}; the cases are {}\n{USAGE}",
+                                known.join(",")
+                            ));
+                        }
+                        names.push(name.to_string());
+                    }
+                    o.cases = Some(names);
+                }
                 "--seed" => o.seed = Some(number("--seed", value("--seed")?)?),
                 "--connect" | "-connect" => o.connect = value("--connect")?.clone(),
                 "--json" => o.json = true,
@@ -234,6 +255,11 @@ impl Options {
             return Err(format!(
                 "-r {} is more than the table's -s {} rows",
                 o.range, o.size
+            ));
+        }
+        if o.scan_selectivity_pct.is_some() && o.cases.is_some() {
+            return Err(format!(
+                "--cases picks among the eight cases; --scan-selectivity runs its two scans instead of them\n{USAGE}"
             ));
         }
         if let Some(p) = o.scan_selectivity_pct {
@@ -516,6 +542,20 @@ impl Case {
             Case::IndexRange => "index range",
             Case::IndexOrdered => "index ordered",
             Case::InterpretedScan => "interpreted scan",
+        }
+    }
+
+    /// The name `--cases` knows it by.
+    fn flag_name(self) -> &'static str {
+        match self {
+            Case::SerialPk => "serial-pk",
+            Case::BatchPk => "batch-pk",
+            Case::SerialUnique => "serial-unique",
+            Case::BatchUnique => "batch-unique",
+            Case::IndexEqBound => "eq-bound",
+            Case::IndexRange => "range",
+            Case::IndexOrdered => "ordered",
+            Case::InterpretedScan => "interpreted",
         }
     }
 
@@ -1030,6 +1070,11 @@ async fn run_cases(ctx: &Context, seed: u64) -> Result<(Vec<u32>, Vec<CaseReport
 
 /// Why a case is not run, if it is not.
 fn skip_note(ctx: &Context, case: Case) -> Option<String> {
+    if let Some(cases) = &ctx.opts.cases {
+        if !cases.iter().any(|c| c == case.flag_name()) {
+            return Some("skipped (not among --cases)".to_string());
+        }
+    }
     match case {
         Case::SerialUnique | Case::BatchUnique if ctx.unique.is_none() => Some(format!(
             "skipped (table {} has no unique index {UNIQUE_INDEX})",
@@ -1378,6 +1423,13 @@ mod tests {
         let o = Options::parse(&args("--scan-selectivity 1 --indexes primary")).unwrap();
         assert_eq!(o.scan_selectivity_pct, Some(1.0));
         assert_eq!(o.indexes, IndexSet::Primary);
+        assert_eq!(o.cases, None);
+
+        let o = Options::parse(&args("--cases range,ordered")).unwrap();
+        assert_eq!(
+            o.cases,
+            Some(vec!["range".to_string(), "ordered".to_string()])
+        );
     }
 
     #[test]
@@ -1395,6 +1447,9 @@ mod tests {
             "--scan-selectivity 101",
             "--scan-selectivity x",
             "-s 10 --scan-selectivity 1",
+            "--cases",
+            "--cases range,sorted",
+            "--cases range --scan-selectivity 1",
             "T1 T2",
         ] {
             assert!(Options::parse(&args(bad)).is_err(), "{bad:?} was accepted");

@@ -113,6 +113,14 @@ impl Fragment {
         self.rows.row(id)
     }
 
+    /// A committed row's image (fixed part, var part); `None` if `id`
+    /// holds no row or an uncommitted insert. One look at the row's slot,
+    /// for scans, which ask this of every row they pass.
+    #[inline]
+    pub fn committed_row(&self, id: RowId) -> Option<(&[u8], &[u8])> {
+        self.rows.committed_row(id)
+    }
+
     /// Whether the row was inserted by a transaction that has not committed.
     #[inline]
     pub fn is_tentative(&self, id: RowId) -> bool {

@@ -277,6 +277,23 @@ impl RowStore {
         (fixed, self.var_of(fixed))
     }
 
+    /// A committed row's image, in one look at its slot; `None` if the
+    /// id is past the store's end, free, or an uncommitted insert's (what
+    /// a committed read must not see).
+    #[inline]
+    pub(crate) fn committed_row(&self, id: RowId) -> Option<(&[u8], &[u8])> {
+        if id >= self.high_water {
+            return None;
+        }
+        let (page, at) = self.locate(id);
+        let slot = &self.pages[page][at..at + self.slot_bytes];
+        if slot[0] != FLAG_COMMITTED {
+            return None;
+        }
+        let fixed = &slot[1..1 + self.fixed_size];
+        Some((fixed, self.var_of(fixed)))
+    }
+
     #[inline]
     pub(crate) fn is_tentative(&self, id: RowId) -> bool {
         self.live_slot(id)[0] == FLAG_TENTATIVE
@@ -636,12 +653,22 @@ mod tests {
         rows.remove(&mut mem, 7);
         assert_eq!(rows.next_row(5), Some(6));
         assert_eq!(rows.next_row(7), Some(8));
+        // A scan's one look at a slot: free and past the end are no row.
+        assert_eq!(
+            rows.committed_row(6),
+            Some((&6u64.to_le_bytes()[..], &[][..]))
+        );
+        assert_eq!(rows.committed_row(5), None);
+        assert_eq!(rows.committed_row(per_page as u32 + 1), None);
+        assert_eq!(rows.committed_row(RowId::MAX), None);
         // Last freed, first reused; no new page needed.
         assert_eq!(rows.insert_charge(0).unwrap(), 0);
         assert_eq!(rows.insert_charged(&[1; 8], &[], true), 7);
         assert!(rows.is_tentative(7));
+        assert_eq!(rows.committed_row(7), None, "an uncommitted insert");
         rows.commit(7);
         assert!(!rows.is_tentative(7));
+        assert_eq!(rows.committed_row(7), Some((&[1u8; 8][..], &[][..])));
         assert_eq!(rows.insert_charged(&[2; 8], &[], false), 5);
         assert_eq!(rows.live_rows(), per_page + 1);
         assert_eq!(rows.charged_bytes(), 2 * PAGE_BYTES);

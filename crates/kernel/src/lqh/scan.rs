@@ -32,6 +32,9 @@ use std::collections::VecDeque;
 /// (some ms): a batch looks at fewer rows when its filter is costly.
 const SCAN_FILTER_WORK_PER_BATCH: u64 = shoal_types::filter::FILTER_COST_MAX;
 
+/// The most a batch reserves for its rows at once (see `Batch::offer`).
+const BATCH_RESERVE_BYTES_MAX: usize = 256 << 10;
+
 /// The fields of a `ScanFragReq` a batch reads.
 struct ScanFragReq<'a> {
     table: TableId,
@@ -81,12 +84,33 @@ impl Batch<'_> {
         let layout = self.layout;
         if self.match_all || self.filter.matches(|c| layout.column_bytes(fixed, var, c)) {
             if self.with_keys {
+                // `u16 key_len | key | u32 attrs_len | attrs`: the lengths
+                // let the coordinator frame rows without parsing them.
                 self.rows
                     .extend_from_slice(&(key.len() as u16).to_le_bytes());
                 self.rows.extend_from_slice(key);
+                let len_at = self.rows.len();
+                self.rows.extend_from_slice(&[0; 4]);
+                read_image_into(layout, fixed, var, self.cols, &mut self.rows);
+                let len = (self.rows.len() - len_at - 4) as u32;
+                self.rows[len_at..len_at + 4].copy_from_slice(&len.to_le_bytes());
+            } else {
+                read_image_into(layout, fixed, var, self.cols, &mut self.rows);
             }
-            read_image_into(layout, fixed, var, self.cols, &mut self.rows);
             self.count += 1;
+            if self.count == 1 {
+                // Room for the batch at the first row's size, once, rather
+                // than a doubling every few rows: bounded by the batch's
+                // bytes (it stops at its first row past them) and by
+                // `BATCH_RESERVE_BYTES_MAX` (a larger batch grows as its
+                // rows come; a filter that keeps few reserves little).
+                let first = self.rows.len();
+                let want = first
+                    .saturating_mul(self.max_rows as usize)
+                    .min(self.max_bytes.saturating_add(first))
+                    .min(BATCH_RESERVE_BYTES_MAX);
+                self.rows.reserve(want.saturating_sub(first));
+            }
         }
     }
 }
@@ -313,11 +337,9 @@ impl Lqh {
             }
             // Uncommitted inserts, and rows a copy has not confirmed, are
             // not there for a committed read.
-            if !entry.frag.is_tentative(id) && !entry.is_unverified(id) {
-                let (fixed, var) = entry.frag.row(id);
-                batch.offer(&[], fixed, var);
-            } else {
-                batch.examined += 1;
+            match entry.frag.committed_row(id) {
+                Some((fixed, var)) if !entry.is_unverified(id) => batch.offer(&[], fixed, var),
+                _ => batch.examined += 1,
             }
             at = match id.checked_add(1) {
                 Some(next) if next != SCAN_FRAG_END => next,
@@ -431,17 +453,30 @@ fn walk<'a>(
 ) -> Option<(Vec<u8>, RowId)> {
     // The last entry looked at, kept by reference (no copy per entry).
     let mut last: Option<(&'a [u8], RowId)> = None;
+    // Only the first entry can be the one the cursor names (the walk
+    // starts at it, if it is still there).
+    let mut first = true;
+    // Entries come in order: once one is inside the range's start, so is
+    // every later one, and only the end is compared from then on.
+    let mut started = false;
     for (key, row) in entries {
-        if skip.is_some_and(|(k, r)| k == key && r == row) {
+        if std::mem::take(&mut first) && skip.is_some_and(|(k, r)| k == key && r == row) {
             continue;
         }
-        let (before_start, past_end) = if descending {
-            (!range.below_high(key), !range.above_low(key))
+        let past_end = if descending {
+            !range.above_low(key)
         } else {
-            (!range.above_low(key), !range.below_high(key))
+            !range.below_high(key)
         };
         if past_end {
             return None;
+        }
+        if !started {
+            started = if descending {
+                range.below_high(key)
+            } else {
+                range.above_low(key)
+            };
         }
         if batch.full() {
             return Some(match last.or(skip) {
@@ -450,16 +485,15 @@ fn walk<'a>(
                 None => (Vec::new(), 0),
             });
         }
-        if entry.frag.is_free(row) || entry.frag.is_tentative(row) {
+        let Some((fixed, var)) = entry.frag.committed_row(row) else {
             batch.corrupt = Some(format!(
                 "ordered index entry {key:?} names row {row}, which holds no committed row"
             ));
             return None;
-        }
-        if before_start || entry.is_unverified(row) {
+        };
+        if !started || entry.is_unverified(row) {
             batch.examined += 1;
         } else {
-            let (fixed, var) = entry.frag.row(row);
             batch.offer(key, fixed, var);
         }
         last = Some((key, row));

@@ -157,6 +157,8 @@ pub struct NodeStats {
     pub unacked_commits: u64,
     /// Rows with a lock holder or waiter.
     pub locked_rows: u64,
+    /// Scans this node coordinates.
+    pub scans: u64,
 }
 
 /// Where the node is in its life.
@@ -655,6 +657,7 @@ impl DataNode {
             lqh_records: self.lqh.records_in_use() as u64,
             unacked_commits: self.tc.unacked_count() as u64,
             locked_rows: self.lqh.locked_rows() as u64,
+            scans: self.tc.scan_count() as u64,
         }
     }
 

@@ -36,8 +36,8 @@ use std::collections::{BTreeMap, VecDeque};
 /// column plus the row's bytes.
 const ROW_ANSWER_BYTES_MAX: usize = 2 + 4 * COLUMNS_MAX + ROW_BYTES_MAX;
 /// What a batch may bring past its share of bytes: one row, with its
-/// index key and the key's length (an ordered scan's).
-const BATCH_OVERSHOOT_BYTES_MAX: usize = ROW_ANSWER_BYTES_MAX + 2 + INDEX_KEY_BYTES_MAX;
+/// index key and the two lengths framing them (an ordered scan's).
+const BATCH_OVERSHOOT_BYTES_MAX: usize = ROW_ANSWER_BYTES_MAX + 2 + INDEX_KEY_BYTES_MAX + 4;
 /// The longest read list a scan may carry (every column named once).
 const COLUMNS_BYTES_MAX: usize = 2 + 2 * COLUMNS_MAX;
 /// Bytes of a `ScanTabConf` before its rows.
@@ -111,6 +111,13 @@ impl Scans {
 
     pub(super) fn len(&self) -> usize {
         self.recs.len()
+    }
+}
+
+impl Tc {
+    /// Scans this node coordinates.
+    pub(crate) fn scan_count(&self) -> usize {
+        self.scans.len()
     }
 }
 
@@ -318,8 +325,8 @@ impl Tc {
         Ok(scan)
     }
 
-    /// Asks the next round's batches (or answers at once if every
-    /// fragment is done).
+    /// Asks the next round's batches (or takes it in at once if every
+    /// fragment is done or has rows waiting).
     fn ask_round(
         &mut self,
         scan: TxnRef,
@@ -332,26 +339,11 @@ impl Tc {
         };
         assert_eq!(rec.outstanding, 0, "a round asked while one is out");
         rec.with_client = false;
-        let n = rec.frags.len();
-        let mut asked = 0;
-        let mut looked = 0;
-        while asked < rec.parallel && looked < n {
-            let i = (rec.next_pick + looked) % n;
-            looked += 1;
-            if rec.frags[i].done || !rec.frags[i].buffered.is_empty() {
-                continue;
-            }
-            if let Err(e) = route_still_holds(rec, i, dih) {
-                return self.end_scan(scan, Some(e), out);
-            }
-            ask_batch(self.cfg.node_id, scan, rec, i, q);
-            rec.outstanding += 1;
-            asked += 1;
-        }
-        rec.next_pick = (rec.next_pick + looked) % n.max(1);
-        if asked == 0 {
+        match ask_waiting(self.cfg.node_id, scan, rec, dih, q) {
+            Err(e) => self.end_scan(scan, Some(e), out),
             // Every fragment is done, or has rows waiting to be merged.
-            self.answer_round(scan, out);
+            Ok(0) => self.round_in(scan, dih, q, out),
+            Ok(_) => {}
         }
     }
 
@@ -414,7 +406,7 @@ impl Tc {
                     return self.end_scan(scan, Some(e), out);
                 }
                 if ordered {
-                    if let Err(e) = rec.frags[i].buffered.take(&rows, count) {
+                    if let Err(e) = rec.frags[i].buffered.take(rows, count) {
                         let e = error(
                             ErrorCode::Internal,
                             format!("fragment {frag}: a malformed ordered batch: {e}"),
@@ -439,7 +431,7 @@ impl Tc {
                 }
                 rec.outstanding -= 1;
                 if rec.outstanding == 0 {
-                    self.answer_round(scan, out);
+                    self.round_in(scan, dih, q, out);
                 }
             }
             ScanSignal::FragRef { code, detail, .. } => {
@@ -455,11 +447,26 @@ impl Tc {
         }
     }
 
-    /// The round is whole: to the client; the scan ends with it if every
-    /// fragment is done.
-    fn answer_round(&mut self, scan: TxnRef, out: &mut Vec<Output>) {
+    /// Every batch asked for the round is in. An ordered scan merges what
+    /// it holds; if the merge stopped early, at a fragment with no rows
+    /// waiting, it asks that fragment on before answering, so the client
+    /// is not sent a round of a row or two and made to come back (a
+    /// round trip each) — with two fragments of a window, every other
+    /// round would be one. The rows held stay within one batch per
+    /// fragment: only fragments with none waiting are asked.
+    fn round_in(
+        &mut self,
+        scan: TxnRef,
+        dih: &Dih,
+        q: &mut VecDeque<BlockSignal>,
+        out: &mut Vec<Output>,
+    ) {
         let max_answer = self.cfg.max_answer_bytes.saturating_sub(CONF_FIXED_BYTES);
-        let rec = self.scans.recs.get_mut(&scan).expect("answered scan");
+        let rec = self
+            .scans
+            .recs
+            .get_mut(&scan)
+            .expect("scan with a round in");
         if rec.flags & SCAN_ORDERED != 0 {
             let descending = rec.flags & SCAN_DESCENDING != 0;
             let mut streams: Vec<(bool, &mut Buffered)> = rec
@@ -469,7 +476,22 @@ impl Tc {
                 .collect();
             rec.count +=
                 super::scan_merge::merge(&mut streams, descending, max_answer, &mut rec.rows);
+            let short = rec.count < rec.rows_per_frag && rec.rows.len() < max_answer / 2;
+            if short {
+                match ask_waiting(self.cfg.node_id, scan, rec, dih, q) {
+                    Err(e) => return self.end_scan(scan, Some(e), out),
+                    Ok(0) => {}
+                    Ok(_) => return,
+                }
+            }
         }
+        self.answer_round(scan, out);
+    }
+
+    /// Sends the round's rows to the client; the scan ends with them if
+    /// every fragment is done.
+    fn answer_round(&mut self, scan: TxnRef, out: &mut Vec<Output>) {
+        let rec = self.scans.recs.get_mut(&scan).expect("answered scan");
         let done = rec.frags.iter().all(|f| f.done && f.buffered.is_empty());
         let conf = ScanTabConf {
             trans: rec.trans,
@@ -643,6 +665,34 @@ fn route_still_holds(rec: &mut ScanRec, i: usize, dih: &Dih) -> Result<(), Shoal
             format!("table id {} was dropped during the scan", rec.table),
         )),
     }
+}
+
+/// Asks the fragments not done and with no rows waiting for their next
+/// batches, at most `parallel` of them, starting where the last round
+/// stopped looking; returns how many were asked.
+fn ask_waiting(
+    own: u16,
+    scan: TxnRef,
+    rec: &mut ScanRec,
+    dih: &Dih,
+    q: &mut VecDeque<BlockSignal>,
+) -> Result<usize, ShoalError> {
+    let n = rec.frags.len();
+    let mut asked = 0;
+    let mut looked = 0;
+    while asked < rec.parallel && looked < n {
+        let i = (rec.next_pick + looked) % n;
+        looked += 1;
+        if rec.frags[i].done || !rec.frags[i].buffered.is_empty() {
+            continue;
+        }
+        route_still_holds(rec, i, dih)?;
+        ask_batch(own, scan, rec, i, q);
+        rec.outstanding += 1;
+        asked += 1;
+    }
+    rec.next_pick = (rec.next_pick + looked) % n.max(1);
+    Ok(asked)
 }
 
 /// Asks fragment `i` of the scan for its next batch.

@@ -413,6 +413,58 @@ fn an_index_scan_reads_its_ranges_in_order_and_follows_changes() {
     assert_eq!(scan_refused(&out), ErrorCode::BadRequest as u16);
 }
 
+/// Every round of an ordered scan but its last brings at least one
+/// fragment's batch: a merge stopped at a fragment with no rows waiting
+/// asks it on inside the coordinator instead of answering a row or two.
+#[test]
+fn an_ordered_scan_answers_no_round_of_a_row_or_two() {
+    use shoal_wire::scan::{SCAN_DESCENDING, SCAN_ORDERED};
+    let frags = 2;
+    let mut def = indexed_table();
+    def.distribution = Some(shoal_types::distribution::DistributionSpec::single_node(
+        1, frags,
+    ));
+    let mut h = Harness::with_table(KernelConfig::default(), def);
+    h.fill(0..300);
+    let batch_rows = 8 * frags;
+    for (trans, flags) in [(1, SCAN_ORDERED), (2, SCAN_ORDERED | SCAN_DESCENDING)] {
+        let req = ScanTabReq {
+            batch_rows,
+            ..index_req(trans, 0, flags, &[])
+        };
+        let conn = 1;
+        let mut out = h.scan_signal(conn, Signal::ScanTabReq(req));
+        let mut keys = Vec::new();
+        let mut request = 0;
+        loop {
+            let c = round(&out);
+            keys.extend(row_keys(&c));
+            if c.done {
+                break;
+            }
+            assert!(
+                c.count >= 8,
+                "round {request} of scan {trans} brought {} rows, under one fragment's batch of 8",
+                c.count
+            );
+            request += 1;
+            out = h.scan_signal(
+                conn,
+                Signal::ScanNextReq(ScanNextReq {
+                    trans: TransId(trans),
+                    request,
+                    close: false,
+                }),
+            );
+        }
+        let mut want: Vec<u32> = (0..300).collect();
+        if flags & SCAN_DESCENDING != 0 {
+            want.reverse();
+        }
+        assert_eq!(keys, want, "scan {trans}: every row once, in order");
+    }
+}
+
 #[test]
 fn an_index_added_to_a_table_with_rows_is_built_while_writes_go_on_and_can_be_dropped() {
     use shoal_wire::scan::SCAN_ORDERED;

@@ -310,6 +310,7 @@ impl World {
                 || stats.lqh_records != 0
                 || stats.unacked_commits != 0
                 || stats.locked_rows != 0
+                || stats.scans != 0
             {
                 return Err(format!(
                     "leak on node {n}: {stats:?} remain with no client: {:?}",

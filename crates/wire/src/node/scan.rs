@@ -102,10 +102,10 @@ pub enum ScanSignal {
         columns: Vec<u8>,
         filter: Vec<u8>,
     },
-    /// The primary → the coordinator: `count` rows (attribute lists back
-    /// to back; for an ordered scan each after `u16 key_len | key`, its
-    /// index key) of the `examined` rows looked at; the scan goes on at
-    /// `next`.
+    /// The primary → the coordinator: `count` rows of the `examined` rows
+    /// looked at, as attribute lists back to back (an ordered scan's each
+    /// as `u16 key_len | key | u32 attrs_len | attrs`: its index key, then
+    /// the list framed by its length); the scan goes on at `next`.
     FragConf {
         to: u16,
         scan: TxnRef,
