@@ -558,19 +558,22 @@ fn a_node_whose_checkpoint_is_damaged_drops_it_and_copies_every_row() {
         }
     });
     // Until node 2 recorded a full checkpoint of most of the 12 MB of rows.
-    let full_id = |log: &str| {
-        log.lines().find_map(|l| {
-            let rest = &l[l.find("local checkpoint ")? + "local checkpoint ".len()..];
-            let (id, rest) = rest.split_once(" (full): ")?;
-            let rows: u64 = rest.split_once(" rows")?.0.parse().ok()?;
-            (rows >= 22_000).then(|| id.parse::<u64>().ok()).flatten()
-        })
+    // Every such checkpoint its log names, oldest first.
+    let full_ids = |log: &str| -> Vec<u64> {
+        log.lines()
+            .filter_map(|l| {
+                let rest = &l[l.find("local checkpoint ")? + "local checkpoint ".len()..];
+                let (id, rest) = rest.split_once(" (full): ")?;
+                let rows: u64 = rest.split_once(" rows")?.0.parse().ok()?;
+                (rows >= 22_000).then(|| id.parse::<u64>().ok()).flatten()
+            })
+            .collect()
     };
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
     let mut rewritten = std::time::Instant::now();
-    let id = loop {
-        if let Some(id) = full_id(&cluster.log("datanode-2.log")) {
-            break id;
+    loop {
+        if !full_ids(&cluster.log("datanode-2.log")).is_empty() {
+            break;
         }
         assert!(
             std::time::Instant::now() < deadline,
@@ -600,24 +603,35 @@ fn a_node_whose_checkpoint_is_damaged_drops_it_and_copies_every_row() {
             rewritten = std::time::Instant::now();
         }
         std::thread::sleep(Duration::from_millis(200));
-    };
+    }
     // The log line comes as the record is handed to the writer: wait
-    // until the sysfile on disk names the checkpoint, or a restart would
-    // not read it at all.
+    // until the sysfile on disk names such a checkpoint, or a restart
+    // would not read it at all. The newest it names is taken: checkpoints
+    // go on meanwhile (the rewrites grew the log), and a later full one
+    // may have taken the place of the first.
     let dir = cluster.data_dir().join("datanode-2");
-    let recorded = |dir: &std::path::Path| {
-        std::fs::read(dir.join("sysfile"))
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let id = loop {
+        let named = std::fs::read(dir.join("sysfile"))
             .ok()
             .and_then(|b| shoal_storage::sysfile::Sysfile::read(&b).ok().flatten())
-            .is_some_and(|s| s.lcp.first <= id && id <= s.lcp.last)
-    };
-    while !recorded(&dir) {
+            .and_then(|s| {
+                full_ids(&cluster.log("datanode-2.log"))
+                    .into_iter()
+                    .rev()
+                    .find(|&id| s.lcp.first <= id && id <= s.lcp.last)
+            });
+        if let Some(id) = named {
+            break id;
+        }
         assert!(
             std::time::Instant::now() < deadline,
-            "node 2's sysfile never named checkpoint {id}"
+            "node 2's sysfile never named its full checkpoint {:?}\n{}",
+            full_ids(&cluster.log("datanode-2.log")),
+            cluster.log("datanode-2.log")
         );
         std::thread::sleep(Duration::from_millis(20));
-    }
+    };
     let mut node2 = cluster.datanodes[1].take().expect("node 2 runs");
     node2.kill().expect("kill -9 node 2");
     node2.wait().expect("reap node 2");

@@ -191,6 +191,16 @@ struct Txn {
     /// Per derived operation: its index among the request's operations,
     /// and the fragment and distribution version it was routed by.
     derived_routes: Vec<(usize, crate::signal::FragKey, u32)>,
+    /// Per fragment with derived operations, the distribution version
+    /// every unanswered one of them was routed by: a request's operations
+    /// are checked against it, and `derived_routes` is searched only when
+    /// the version changed (a search per operation made a request of n
+    /// unique reads cost n² steps).
+    derived_versions: Vec<(crate::signal::FragKey, u32)>,
+    /// `derived` holds a `CheckedDelete` (only while a unique index is
+    /// being built): else no change of an entry waits behind one, and
+    /// `derived` is not searched for it per change.
+    has_checked_delete: bool,
     outstanding: usize,
     /// Outstanding operations that run on more than one node.
     outstanding_chained: usize,
@@ -291,6 +301,8 @@ impl Default for Txn {
             op_chains: Vec::new(),
             derived: Vec::new(),
             derived_routes: Vec::new(),
+            derived_versions: Vec::new(),
+            has_checked_delete: false,
             outstanding: 0,
             outstanding_chained: 0,
             commit_at_last_op: None,
@@ -331,6 +343,8 @@ impl Recycle for Txn {
         clear_keeping(&mut self.op_chains);
         self.derived.clear();
         self.derived_routes.clear();
+        self.derived_versions.clear();
+        self.has_checked_delete = false;
         self.outstanding = 0;
         self.outstanding_chained = 0;
         self.commit_at_last_op = None;

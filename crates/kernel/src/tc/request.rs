@@ -445,6 +445,8 @@ impl Tc {
         t.commit_at_last_op = None;
         t.derived.clear();
         t.derived_routes.clear();
+        t.derived_versions.clear();
+        t.has_checked_delete = false;
         let (api_node, trans) = (t.api_node, t.trans);
         // One operation that is the whole transaction, committed by this
         // request: its last replica may commit as soon as it has prepared.

@@ -266,10 +266,13 @@ impl Tc {
         // insert of the same entry), and the earlier one is refused anyway
         // (1204).
         let frag_key = (op.table, routed.frag);
-        let moved = t.derived_routes.iter().any(|&(i, f, version)| {
-            f == frag_key && version != routed.version && t.answered.get(i) == Some(&false)
-        });
-        if moved {
+        if !route_unmoved(
+            &mut t.derived_versions,
+            &t.derived_routes,
+            &t.answered,
+            frag_key,
+            routed.version,
+        ) {
             return Err(bad(
                 ErrorCode::DistributionChanged,
                 format!(
@@ -292,6 +295,7 @@ impl Tc {
         t.op_chains.push(routed.chain);
         t.outstanding += 1;
         t.outstanding_chained += usize::from(routed.chain.len() > 1);
+        t.has_checked_delete |= matches!(kind, Derived::CheckedDelete { .. });
         t.derived.push(kind);
         q.push_back(BlockSignal::LqhKeyReq {
             txn,
@@ -520,6 +524,9 @@ impl Tc {
         key: &[u8],
     ) -> Option<&mut Vec<Queued>> {
         let t = self.txns.get_mut(&txn).expect("present");
+        if !t.has_checked_delete {
+            return None;
+        }
         let first = t.results.len();
         let answered = &t.answered;
         t.derived.iter_mut().enumerate().find_map(|(k, d)| match d {
@@ -691,5 +698,76 @@ impl Tc {
         }
         t.results[usize::from(of)] = Some(result);
         Ok(())
+    }
+}
+
+/// Whether a derived operation on fragment `frag`, routed by distribution
+/// `version`, may go: no earlier one on the fragment that is unanswered
+/// (`answered[i]` false) went by another version. `versions` holds, per
+/// fragment, the version every unanswered earlier one went by, so the
+/// operations `routes` lists are searched only when the version changed;
+/// it is updated for the operation about to go.
+fn route_unmoved(
+    versions: &mut Vec<(crate::signal::FragKey, u32)>,
+    routes: &[(usize, crate::signal::FragKey, u32)],
+    answered: &[bool],
+    frag: crate::signal::FragKey,
+    version: u32,
+) -> bool {
+    match versions.iter().position(|&(f, _)| f == frag) {
+        None => versions.push((frag, version)),
+        Some(j) if versions[j].1 == version => {}
+        Some(j) => {
+            let moved = routes
+                .iter()
+                .any(|&(i, f, v)| f == frag && v != version && answered.get(i) == Some(&false));
+            if moved {
+                return false;
+            }
+            // Every operation of the old version is answered.
+            versions[j].1 = version;
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod route_tests {
+    use super::route_unmoved;
+    use shoal_types::TableId;
+
+    proptest::proptest! {
+        /// Against the search of every earlier operation it replaces, over
+        /// random mixes of operations on three fragments routed by three
+        /// versions and answers to them.
+        #[test]
+        fn a_moved_route_is_found_as_a_search_of_every_operation_finds_it(
+            steps in proptest::collection::vec(
+                (0u8..3, 0u32..3, 0u8..3, proptest::arbitrary::any::<proptest::sample::Index>()),
+                1..80,
+            ),
+        ) {
+            let mut versions = Vec::new();
+            let mut routes = Vec::new();
+            let mut answered = Vec::new();
+            for (frag, version, what, pick) in steps {
+                if what == 0 && !answered.is_empty() {
+                    // An answer to any operation sent so far.
+                    let i = pick.index(answered.len());
+                    answered[i] = true;
+                    continue;
+                }
+                let key = (TableId(5), u32::from(frag));
+                let model = !routes.iter().any(|&(i, f, v): &(usize, _, u32)| {
+                    f == key && v != version && !answered[i]
+                });
+                let got = route_unmoved(&mut versions, &routes, &answered, key, version);
+                proptest::prop_assert_eq!(got, model);
+                if got {
+                    routes.push((answered.len(), key, version));
+                    answered.push(false);
+                }
+            }
+        }
     }
 }
