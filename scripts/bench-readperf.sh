@@ -10,7 +10,11 @@
 # Parts (PARTS, default all of them):
 #   cases        `shoal bench readperf -c -d` (SIZE rows, RANGE, ITERATIONS)
 #                on one data node pinned to core 0 with the client on core
-#                1, then on two data nodes with two replicas, unpinned
+#                1, the same with both spinning (the data node's spin_us
+#                DN_SPIN_US, default 200, the client's --spin-us
+#                CLIENT_SPIN_US, default 100), then on two data nodes with
+#                two replicas, unpinned, as created and then with
+#                --read-backup and the client spinning
 #   selectivity  a full scan keeping SELECTIVITY % of the rows, and an
 #                ordered-index range scan of as many rows (one data node)
 #   memory       data memory used by SIZE rows with no ordered index, with
@@ -34,6 +38,8 @@ RANGE=${RANGE:-1000}
 ITERATIONS=${ITERATIONS:-3}
 SELECTIVITY=${SELECTIVITY:-1}
 FLEX_RUNS=${FLEX_RUNS:-2}
+DN_SPIN_US=${DN_SPIN_US:-200}
+CLIENT_SPIN_US=${CLIENT_SPIN_US:-100}
 PARTS=${PARTS:-cases selectivity memory flexasynch}
 log() { printf '[bench-readperf] %s\n' "$*" >&2; }
 want() { [[ " $PARTS " == *" $1 "* ]]; }
@@ -66,15 +72,16 @@ s.bind(("127.0.0.1", 0))
 print(s.getsockname()[1])'
 }
 
-# start_cluster NODES REPLICAS PIN(0|1): a fresh diskless cluster.
+# start_cluster NODES REPLICAS PIN(0|1) [SPIN_US]: a fresh diskless cluster.
 start_cluster() {
-    local nodes=$1 replicas=$2 pin=$3
+    local nodes=$1 replicas=$2 pin=$3 spin=${4:-0}
     stop_cluster
     DATA=$(mktemp -d /tmp/shoal-bench-readperf.XXXXXX)
     PORT=$(free_port)
     local args=(--data-dir "$DATA" --data-nodes "$nodes" --replicas "$replicas"
         --mgm-port "$PORT" --diskless --data-memory 4G)
     [[ "$pin" == 1 ]] && args+=(--pin)
+    args+=(--spin-us "$spin")
     "$SHOAL" up "${args[@]}" >>"$OUT/up.log" 2>&1 &
     UP_PID=$!
     for _ in $(seq 100); do
@@ -82,7 +89,7 @@ start_cluster() {
         sleep 0.1
     done
     "$SHOAL" mgm --connect 127.0.0.1:"$PORT" wait --timeout-secs 60 >&2
-    log "cluster up: $nodes data node(s), $replicas replica(s), mgmd 127.0.0.1:$PORT, pinned=$pin, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+    log "cluster up: $nodes data node(s), $replicas replica(s), mgmd 127.0.0.1:$PORT, pinned=$pin, spin_us=$spin, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 }
 
 # Data memory used by data node 1, in bytes, as mgmd shows it (the nodes
@@ -120,11 +127,24 @@ if want cases || want selectivity; then
 fi
 
 if want cases; then
+    start_cluster 1 1 1 "$DN_SPIN_US"
+    log "readperf, 1 data node (core 0, spin_us $DN_SPIN_US), client on core 1 (--spin-us $CLIENT_SPIN_US)"
+    taskset -c 1 "$SHOAL" bench readperf --connect 127.0.0.1:"$PORT" -c -d \
+        -s "$SIZE" -r "$RANGE" -i "$ITERATIONS" --spin-us "$CLIENT_SPIN_US" \
+        --json-file "$OUT/cases-1node-spin.json" \
+        >"$OUT/cases-1node-spin.txt" 2>"$OUT/cases-1node-spin.err"
+    cat "$OUT/cases-1node-spin.txt"
     start_cluster 2 2 0
     log "readperf, 2 data nodes, 2 replicas, unpinned: -s $SIZE -r $RANGE -i $ITERATIONS"
     READPERF -c -d -s "$SIZE" -r "$RANGE" -i "$ITERATIONS" \
         --json-file "$OUT/cases-2nodes.json" >"$OUT/cases-2nodes.txt" 2>"$OUT/cases-2nodes.err"
     cat "$OUT/cases-2nodes.txt"
+    start_cluster 2 2 0
+    log "readperf, 2 data nodes, 2 replicas, unpinned, READ_BACKUP, client --spin-us $CLIENT_SPIN_US"
+    READPERF -c -d -s "$SIZE" -r "$RANGE" -i "$ITERATIONS" --read-backup \
+        --spin-us "$CLIENT_SPIN_US" --json-file "$OUT/cases-2nodes-rb-spin.json" \
+        >"$OUT/cases-2nodes-rb-spin.txt" 2>"$OUT/cases-2nodes-rb-spin.err"
+    cat "$OUT/cases-2nodes-rb-spin.txt"
 fi
 
 if want memory; then
@@ -194,20 +214,21 @@ ndb = {"serial pk": 20, "batch pk": 1.7, "serial unique": 21, "batch unique": 2.
        "index eq-bound": 21, "index range": 0.67, "index ordered": 0.33, "interpreted scan": 321}
 serial = {"serial pk", "serial unique", "index eq-bound"}
 shapes = {}
-for shape in ("1node", "2nodes"):
+shape_names = ("1node", "1node-spin", "2nodes", "2nodes-rb-spin")
+for shape in shape_names:
     path = os.path.join(out, "cases-%s.json" % shape)
     if os.path.exists(path):
         shapes[shape] = json.load(open(path))
-print("== us/row, average of the iterations [fastest iteration] (1 data node pinned | 2 data nodes, 2 replicas), NDB 7.3, target (judged on the average)")
+print("== us/row, average of the iterations [fastest iteration] (1 data node pinned | the same, both spinning | 2 data nodes, 2 replicas | the same, READ_BACKUP, client spinning), NDB 7.3, target (judged on the average)")
 for case, ndb_us in ndb.items():
     target = ndb_us * (0.75 if case in serial else 0.5)
     cells = []
-    for shape in ("1node", "2nodes"):
+    for shape in shape_names:
         c = next((c for c in shapes.get(shape, {}).get("cases", []) if c["case"] == case), None)
         us = c and c["us_per_row"]
         cells.append("%8.2f [%8.2f] %-4s" % (us, c["best_us_per_row"], "met" if us <= target else "NOT")
                      if us is not None else "%24s" % "n/a")
-    print("%-17s %s | %s   NDB %6.2f  target <= %6.2f" % (case, cells[0], cells[1], ndb_us, target))
+    print("%-17s %s   NDB %6.2f  target <= %6.2f" % (case, " | ".join(cells), ndb_us, target))
 if json_out:
     everything = {"cases": shapes}
     for name in ("selectivity-1node",):

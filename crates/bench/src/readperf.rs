@@ -33,8 +33,9 @@ use crate::cpu::{CpuSample, CpuTotals};
 use serde::Serialize;
 use shoal_client::scan::SCAN_BATCH_BYTES_DEFAULT;
 use shoal_client::{
-    Cluster, CmpOp, ColumnDef, ColumnType, ErrorClass, ErrorCode, ExecType, FilterExpr, LockMode,
-    Record, RowBuf, ScanBuilder, ShoalError, Table, TableDef, Transaction, UniqueIndex, Value,
+    Cluster, ClusterOptions, CmpOp, ColumnDef, ColumnType, ErrorClass, ErrorCode, ExecType,
+    FilterExpr, LockMode, ParkSpin, Record, RowBuf, ScanBuilder, ShoalError, Table, TableDef,
+    Transaction, UniqueIndex, Value,
 };
 use std::ops::Bound;
 use std::time::{Duration, Instant};
@@ -49,6 +50,9 @@ usage: shoal bench readperf [flags] [TABLE]
               unique index IDX_U (on B)
   -d          load the table: -s rows in batched transactions
   -shared     key reads take shared locks (NDB's readTuple); default committed read
+  --read-backup   -c creates the table with READ_BACKUP: committed reads
+              (and its unique index's) go to a replica on the coordinator's
+              node when there is one, not always to the primary
   --indexes all|ordered|primary|none   indexes -c creates: PRIMARY, IDX_O
               and IDX_U (default), PRIMARY and IDX_O, PRIMARY only, or none
               (hash-only primary key); cases needing a missing index are
@@ -62,6 +66,9 @@ usage: shoal bench readperf [flags] [TABLE]
               batch-pk, serial-unique, batch-unique, eq-bound, range,
               ordered, interpreted (default: all eight; for profiling one)
   --seed N    seed of the random windows (default: from the clock)
+  --spin-us N  poll the data-node sockets up to N µs before the client's
+              thread sleeps (default 0: never; at most 10000); pair it with
+              the data nodes' spin_us, see docs/CONFIG.md
   --connect HOST:PORT   mgmd (default 127.0.0.1:1186)
   --json      print the results as one JSON object instead of lines
   --json-file PATH   also write them as JSON to PATH
@@ -122,12 +129,16 @@ pub struct Options {
     /// `-shared`: key reads lock.
     pub shared_locks: bool,
     pub indexes: IndexSet,
+    /// `--read-backup`: the table reads from any replica.
+    pub read_backup: bool,
     pub scan_batch_rows: Option<u32>,
     /// `--scan-selectivity`: percent of rows the full scan keeps.
     pub scan_selectivity_pct: Option<f64>,
     /// `--cases`: the cases to run, by their flag names (None: all).
     pub cases: Option<Vec<String>>,
     pub seed: Option<u64>,
+    /// `--spin-us`: the client's [`shoal_client::ParkSpin`], in µs (0: none).
+    pub spin_us: u32,
     pub connect: String,
     pub json: bool,
     pub json_file: Option<String>,
@@ -144,10 +155,12 @@ impl Default for Options {
             load: false,
             shared_locks: false,
             indexes: IndexSet::All,
+            read_backup: false,
             scan_batch_rows: None,
             scan_selectivity_pct: None,
             cases: None,
             seed: None,
+            spin_us: 0,
             connect: "127.0.0.1:1186".into(),
             json: false,
             json_file: None,
@@ -188,6 +201,7 @@ impl Options {
                 "-c" => o.create = true,
                 "-d" => o.load = true,
                 "-shared" => o.shared_locks = true,
+                "--read-backup" => o.read_backup = true,
                 "--indexes" => {
                     o.indexes = match value("--indexes")?.as_str() {
                         "all" => IndexSet::All,
@@ -232,6 +246,16 @@ impl Options {
                     o.cases = Some(names);
                 }
                 "--seed" => o.seed = Some(number("--seed", value("--seed")?)?),
+                "--spin-us" => {
+                    let v = value("--spin-us")?;
+                    let max = shoal_client::park_spin::PARK_SPIN_MAX.as_micros() as u64;
+                    match number("--spin-us", v)? {
+                        n if n > max => {
+                            return Err(format!("--spin-us {n}: at most {max}\n{USAGE}"))
+                        }
+                        n => o.spin_us = n as u32,
+                    }
+                }
                 "--connect" | "-connect" => o.connect = value("--connect")?.clone(),
                 "--json" => o.json = true,
                 "--json-file" => o.json_file = Some(value("--json-file")?.clone()),
@@ -288,6 +312,7 @@ impl Options {
         .expect("readperf table definition is valid");
         // As testReadPerf creates it: rows in memory only.
         def.options.no_logging = true;
+        def.options.read_backup = self.read_backup;
         match self.indexes {
             IndexSet::All => def
                 .with_index(ORDERED_INDEX, &["A"])
@@ -683,17 +708,35 @@ pub fn main(args: &[String]) -> Result<(), String> {
 pub fn run(opts: &Options) -> Result<Report, String> {
     // One client thread, as testReadPerf's one Ndb object: every case is
     // a chain of round trips, none overlaps another.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    builder.enable_all();
+    let mut cluster_opts = ClusterOptions::default();
+    if opts.spin_us > 0 {
+        let spin = ParkSpin::new(Duration::from_micros(u64::from(opts.spin_us)));
+        builder.on_thread_park(spin.hook());
+        cluster_opts.park_spin = Some(spin);
+    }
+    let spin = cluster_opts.park_spin.clone();
+    let rt = builder
         .build()
         .map_err(|e| format!("cannot start a runtime: {e}"))?;
     rt.block_on(async {
-        let cluster = Cluster::connect(&opts.connect)
+        let cluster = Cluster::connect_with(&opts.connect, cluster_opts)
             .await
             .map_err(|e| format!("cannot connect to mgmd at {}: {e}", opts.connect))?;
         let result = run_with(&cluster, opts).await;
         cluster.close().await;
         result
+    })
+    .inspect(|_| {
+        if let Some(spin) = spin {
+            // Proof that the spin was in use: 0 would mean every answer
+            // found the thread asleep.
+            eprintln!(
+                "readperf: the client's spin saw {} answers arrive",
+                spin.spins_ended_on_input()
+            );
+        }
     })
 }
 
@@ -796,8 +839,14 @@ async fn create_table(cluster: &Cluster, opts: &Options) -> Result<Table, String
         .map(|i| i.name.as_str())
         .collect();
     eprintln!(
-        "readperf: created table {} (not logged; ordered indexes {:?})",
-        opts.table, indexes
+        "readperf: created table {} (not logged{}; ordered indexes {:?})",
+        opts.table,
+        if opts.read_backup {
+            ", READ_BACKUP"
+        } else {
+            ""
+        },
+        indexes
     );
     Ok(table)
 }
@@ -1425,6 +1474,11 @@ mod tests {
         assert_eq!(o.indexes, IndexSet::Primary);
         assert_eq!(o.cases, None);
 
+        assert!(!o.read_backup && o.spin_us == 0);
+        let o = Options::parse(&args("--read-backup --spin-us 100")).unwrap();
+        assert!(o.read_backup && o.spin_us == 100);
+        assert!(o.table_def().options.read_backup);
+
         let o = Options::parse(&args("--cases range,ordered")).unwrap();
         assert_eq!(
             o.cases,
@@ -1450,6 +1504,9 @@ mod tests {
             "--cases",
             "--cases range,sorted",
             "--cases range --scan-selectivity 1",
+            "--spin-us",
+            "--spin-us 10001",
+            "--spin-us -1",
             "T1 T2",
         ] {
             assert!(Options::parse(&args(bad)).is_err(), "{bad:?} was accepted");

@@ -35,6 +35,11 @@ pub struct UpArgs {
     /// Pin data node N to CPU core (N-1) % cores (for benchmarks).
     #[arg(long)]
     pub pin: bool,
+    /// The data nodes' `spin_us`: after work, poll this many µs before
+    /// sleeping (lower latency at the cost of a busy core; default 0, at most
+    /// 10000).
+    #[arg(long)]
+    pub spin_us: Option<u32>,
     /// Start the data nodes with no rows: delete their redo logs and
     /// sysfiles first (tables stay defined in mgmd).
     #[arg(long)]
@@ -106,6 +111,9 @@ pub fn run(args: UpArgs) -> Result<(), String> {
     let mut config =
         shoal_mgmd::ClusterConfig::local(args.data_nodes, args.replicas, args.mgm_port, &data_dir);
     config.diskless = args.diskless;
+    if let Some(spin) = args.spin_us {
+        config.spin_us = spin;
+    }
     if let Some(m) = &args.data_memory {
         config.data_memory_bytes =
             shoal_mgmd::config::parse_byte_size(m).map_err(|e| format!("--data-memory: {e}"))?;

@@ -524,6 +524,72 @@ fn flexasynch_runs_and_prints_ndb_lines() {
     assert_eq!(cluster.datanode_status().rows, 0);
 }
 
+/// testReadPerf's eight cases end to end on a small table, with the
+/// client polling its sockets before it sleeps (`--spin-us`): every case
+/// prints its line, and spinning changes no answer (readperf checks the
+/// rows each case reads).
+#[test]
+fn readperf_runs_every_case_with_a_spinning_client() {
+    let cluster = TestCluster::start();
+    let out = cluster.shoal(&[
+        "bench",
+        "readperf",
+        "-c",
+        "-d",
+        "-s",
+        "3000",
+        "-r",
+        "100",
+        "-i",
+        "1",
+        "--seed",
+        "5",
+        "--spin-us",
+        "50",
+        "--connect",
+        &cluster.mgmd_addr,
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cases = [
+        "serial pk",
+        "batch pk",
+        "serial unique",
+        "batch unique",
+        "index eq-bound",
+        "index range",
+        "index ordered",
+        "interpreted scan",
+    ];
+    for case in cases {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("{case} avg: ")))
+            .unwrap_or_else(|| panic!("no {case} line in:\n{stdout}"));
+        assert!(line.ends_with("rows / sec)"), "{line}");
+    }
+    // The spin was in use: answers arrived while the client polled.
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let seen: u64 = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("readperf: the client's spin saw "))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no spin line in:\n{stderr}"));
+    assert!(seen > 0, "{stderr}");
+    let bad = cluster.shoal(&["bench", "readperf", "--spin-us", "10001"]);
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("--spin-us 10001: at most 10000"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+}
+
 /// Process ids whose command line mentions `needle`.
 fn processes_mentioning(needle: &str) -> Vec<u32> {
     let mut pids = Vec::new();

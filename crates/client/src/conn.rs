@@ -32,6 +32,7 @@
 use crate::cluster::ClusterOptions;
 use crate::error::from_wire;
 use crate::outcomes::Shared;
+use crate::park_spin::Probe;
 use crate::replies::{ReplySlot, ReplySlots};
 use crate::scan::ScanRequest;
 use shoal_types::{ErrorCode, ShoalError, TransId};
@@ -249,6 +250,9 @@ pub(crate) struct Connection {
     request_bytes_max: usize,
     reader: Mutex<Option<AbortHandle>>,
     writer: Mutex<Option<JoinHandle<()>>>,
+    /// The socket's second handle that a [`crate::ParkSpin`] peeks at;
+    /// closed when the connection fails.
+    probe: Option<Arc<Probe>>,
 }
 
 /// Locks, ignoring poisoning: the state stays consistent across a panic in
@@ -330,6 +334,13 @@ impl Connection {
                 ),
             ));
         }
+        let (stream, probe) = match &opts.park_spin {
+            None => (stream, None),
+            Some(spin) => {
+                let (stream, dup) = duplicate(stream).map_err(|e| what(format!("dup: {e}")))?;
+                (stream, Some(spin.watch(dup)))
+            }
+        };
         let conn = Arc::new_cyclic(|me| Connection {
             me: me.clone(),
             node_id,
@@ -353,6 +364,7 @@ impl Connection {
             request_bytes_max: frame_bytes_max - FRAME_HEADER_BYTES - SIGNAL_HEADER_BYTES,
             reader: Mutex::new(None),
             writer: Mutex::new(None),
+            probe,
         });
         conn.shared.register(node_id, conn.incarnation, &conn);
         let (rd, wr) = stream.into_split();
@@ -756,6 +768,9 @@ impl Connection {
         if let Some(reader) = lock(&self.reader).take() {
             reader.abort();
         }
+        if let Some(probe) = &self.probe {
+            probe.close();
+        }
     }
 
     /// Waits (at most `limit`) for the writer to flush and exit after
@@ -926,6 +941,15 @@ fn next_trans(st: &mut ConnState, shared: &Shared) -> TransId {
     }
     st.next_trans += 1;
     TransId(st.next_trans - 1)
+}
+
+/// `stream` and a second, std handle on its socket (for [`Probe`]),
+/// non-blocking: a park hook must never wait on it.
+fn duplicate(stream: TcpStream) -> std::io::Result<(TcpStream, std::net::TcpStream)> {
+    let stream = stream.into_std()?;
+    let dup = stream.try_clone()?;
+    dup.set_nonblocking(true)?;
+    Ok((TcpStream::from_std(stream)?, dup))
 }
 
 /// Sends whatever accumulated in `out` since the last write, in one write.
@@ -1271,6 +1295,30 @@ pub(crate) mod tests {
         let mut trans = None;
         let refused = conn.submit(&mut trans, 0, ExecType::NoCommit, false, &mut Vec::new());
         assert_eq!(refused.unwrap_err().code, ErrorCode::ClusterFailure);
+    }
+
+    /// With a park spin, a connection's second handle on its socket is
+    /// watched while it is up and closed when it fails, even while the
+    /// connection is still referenced: it never keeps a socket open.
+    #[tokio::test]
+    async fn a_failed_connection_closes_the_handle_its_park_spin_watches() {
+        use crate::park_spin::{ParkSpin, SpinEnd};
+        let (addr, _close) = silent_node().await;
+        let spin = ParkSpin::new(Duration::from_micros(100));
+        let opts = ClusterOptions {
+            park_spin: Some(spin.clone()),
+            ..ClusterOptions::default()
+        };
+        let hello = Hello::new(NodeType::Api, 1, 100, NODE);
+        let conn = Connection::open(&addr, &hello, &opts, Shared::new(opts.takeover_wait))
+            .await
+            .unwrap();
+        // The silent node sends nothing: the spin runs its whole time.
+        assert_eq!(spin.spin_once(), SpinEnd::Deadline);
+        conn.fail("closed by the test", true);
+        assert_eq!(spin.spin_once(), SpinEnd::Nothing);
+        assert!(!conn.is_alive());
+        drop(conn);
     }
 
     fn scan_request(filter_bytes: usize) -> ScanRequest {
