@@ -231,11 +231,12 @@ fn restore_files(
     if recovered.lcp_bytes + recovered.log_bytes > 0 {
         let secs = started.elapsed().as_secs_f64();
         eprintln!(
-            "data node {node_id}: restored {} row changes in {secs:.2} s ({:.0} changes/s, {:.0} MB/s of files; {read_secs:.2} s reading and checking the log, {:.2} s reading the checkpoints and applying both); {} of later epochs wait for the cluster's restart epoch; its files hold epochs {}..={} whole",
+            "data node {node_id}: restored {} row changes in {secs:.2} s ({:.0} changes/s, {:.0} MB/s of files; {read_secs:.2} s reading and checking the log, {:.2} s reading the checkpoints and applying both; {} records not applied: superseded by a newer checkpoint, voided, or of fragments not held here); {} of later epochs wait for the cluster's restart epoch; its files hold epochs {}..={} whole",
             stats.applied,
             stats.applied as f64 / secs.max(1e-6),
             (recovered.lcp_bytes + recovered.log_bytes) as f64 / 1e6 / secs.max(1e-6),
             secs - read_secs,
+            stats.skipped,
             stats.tail,
             stats.restorable_from,
             stats.restorable

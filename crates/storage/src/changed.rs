@@ -81,6 +81,17 @@ impl ChangedRows {
         self.count = 0;
     }
 
+    /// Marks every id `other` marks.
+    pub fn union_with(&mut self, other: &ChangedRows) {
+        if other.words.len() > self.words.len() {
+            self.words.resize(other.words.len(), 0);
+        }
+        for (w, &o) in self.words.iter_mut().zip(&other.words) {
+            self.count += (o & !*w).count_ones() as usize;
+            *w |= o;
+        }
+    }
+
     /// Bytes held (not charged to data memory: one bit per row id).
     pub fn heap_bytes(&self) -> usize {
         self.words.capacity() * 8
@@ -108,5 +119,31 @@ mod tests {
         assert!(!c.take(10_000));
         assert_eq!(c.next(4, 1000), Some(65));
         assert_eq!(c.count(), 3);
+    }
+
+    #[test]
+    fn a_union_marks_both_sides_and_counts_each_id_once() {
+        let mut a = ChangedRows::default();
+        let mut b = ChangedRows::default();
+        for id in [1, 64, 300] {
+            a.mark(id);
+        }
+        for id in [1, 65, 1000] {
+            b.mark(id);
+        }
+        a.union_with(&b);
+        assert_eq!(a.count(), 5);
+        for id in [1, 64, 65, 300, 1000] {
+            assert!(a.contains(id), "{id}");
+        }
+        assert!(!a.contains(2) && !a.contains(999));
+        // The shorter side grows; a union with itself changes nothing.
+        let mut c = ChangedRows::default();
+        c.union_with(&a);
+        let copy = c.clone();
+        c.union_with(&copy);
+        assert_eq!(c.count(), 5);
+        assert_eq!(c.next(0, 2000), Some(1));
+        assert_eq!(c.next(301, 2000), Some(1000));
     }
 }

@@ -20,7 +20,9 @@
 //! change (`ChangedRows`). A partial checkpoint writes only the marked
 //! ids — the row, or a delete for an id now free — and clears the marks
 //! as it goes; a full one writes every row. A restart reads the last full
-//! checkpoint and the partial ones after it, in order, then the log.
+//! checkpoint and the partial ones after it, newest first (an older
+//! record of an id a newer file held is skipped: `chain_ids.rs`), then
+//! the log.
 //!
 //! Record format: the redo log's (chunks in checksummed 4 KiB blocks, the
 //! position in every checksum), a checkpoint's position being its file

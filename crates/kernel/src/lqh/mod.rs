@@ -43,6 +43,7 @@
 
 mod apply;
 mod body;
+mod chain_ids;
 mod commit;
 mod copy;
 mod copy_target;

@@ -18,11 +18,12 @@
 //! Sans-IO: the node hands the bytes out ([`crate::Output::RedoWrite`])
 //! and the driver says when they are synced.
 
+use super::chain_ids::ChainIds;
 use super::warm::WARM_MAX;
 use super::{FragEntry, Lqh};
 use crate::signal::FragKey;
 use shoal_storage::redo::{Lsn, RedoEntry, RedoKind, RedoRecord, RedoWriter};
-use shoal_storage::{Memory, RowId};
+use shoal_storage::{ChangedRows, Memory, RowId};
 use shoal_types::{hash_key, TableId};
 use std::collections::BTreeMap;
 
@@ -39,20 +40,21 @@ pub struct LcpPiece {
     pub zeroed_pages: Vec<Box<[u8]>>,
 }
 
-/// The records of a node's chain of checkpoint files, oldest file first,
-/// handed over in pieces as they are read (so a restart holds a few
+/// The records of a node's chain of checkpoint files, newest file first
+/// (see [`ChainIds`]), handed over in pieces as they are read (so a restart holds a few
 /// pieces in memory, not every checkpoint): `Ok(Some(piece))` the next
 /// piece, `Ok(None)` the end, `Err(why)` a file is damaged or missing
 /// (pieces before it may have been applied already).
 pub type LcpPieces<'a> = dyn FnMut() -> Result<Option<LcpPiece>, String> + 'a;
 
 /// Checkpoint files read whole and checked ([`super::check_lcp_file`]),
-/// handed over one file a piece (for drivers that keep them in memory:
-/// the simulator, tests).
+/// given oldest first as the sysfile names them and handed over newest
+/// first, one file a piece (for drivers that keep them in memory: the
+/// simulator, tests).
 pub fn whole_lcp_files(
     files: &[Vec<RedoEntry>],
 ) -> impl FnMut() -> Result<Option<LcpPiece>, String> + '_ {
-    let mut next = files.iter();
+    let mut next = files.iter().rev();
     move || {
         Ok(next.next().map(|f| LcpPiece {
             records: f.clone(),
@@ -100,8 +102,9 @@ pub struct RestoreStats {
     /// Row changes of later epochs kept until the cluster's restart
     /// epoch is known.
     pub tail: u64,
-    /// Records skipped: voided by a later `Restored`, or for a table or
-    /// fragment this node no longer holds.
+    /// Records skipped: voided by a later `Restored`, for a table or
+    /// fragment this node no longer holds, or checkpoint rows a newer
+    /// checkpoint of the chain holds again.
     pub skipped: u64,
     /// The newest epoch the log holds whole (0: none).
     pub restorable: u64,
@@ -437,9 +440,11 @@ impl Lqh {
         (tables, kept)
     }
 
-    /// The checkpoints' rows, piece by piece: applied now (`apply_now`)
-    /// or kept in `tail` for the cluster's restart epoch. `read` hears the
-    /// file bytes of each piece done.
+    /// The checkpoints' rows, piece by piece (newest file first): applied
+    /// now (`apply_now`), skipping what newer files supersede
+    /// ([`ChainIds`]), or kept in `tail` oldest file first for the
+    /// cluster's restart epoch. `read` hears the file bytes of each piece
+    /// done.
     fn restore_lcp(
         &mut self,
         lcp: &mut LcpPieces<'_>,
@@ -448,38 +453,86 @@ impl Lqh {
         tail: &mut Vec<RedoEntry>,
         read: &mut dyn FnMut(u64),
     ) -> Result<(), RestoreError> {
+        let mut chain = ChainIds::default();
+        // The kept path's files, in the order read (reversed at the end).
+        let mut tail_files: Vec<Vec<RedoEntry>> = Vec::new();
         while let Some(piece) = lcp().map_err(RestoreError::FilesDamaged)? {
             let LcpPiece {
                 records,
                 bytes,
                 zeroed_pages,
             } = piece;
-            let mut rows = records.iter().filter(|e| !e.kind().is_marker());
             if apply_now {
                 self.mem.give_zeroed_pages(zeroed_pages);
-                let mut window = Vec::with_capacity(WARM_MAX);
-                loop {
-                    window.clear();
-                    window.extend(rows.by_ref().take(WARM_MAX).map(RedoEntry::record));
-                    if window.is_empty() {
-                        break;
-                    }
-                    stats.applied += self.apply_window(&window).map_err(RestoreError::Failed)?;
+            }
+            let mut window = Vec::with_capacity(WARM_MAX);
+            for e in &records {
+                let kind = e.kind();
+                if kind == RedoKind::LcpBegin {
+                    // A window never spans files: within one, later
+                    // records win over earlier ones, across files the
+                    // newer file does.
+                    self.apply_lcp_window(&mut window, &chain, stats)?;
+                    chain.begin_file(e.epoch())?;
+                    tail_files.push(Vec::new());
+                    continue;
                 }
-            } else {
-                for e in rows {
-                    tail.push(e.to_owned_entry());
+                if kind.is_marker() {
+                    continue;
+                }
+                if !chain.in_file() {
+                    return Err(RestoreError::Failed(
+                        "checkpoint rows came before any checkpoint's begin record".into(),
+                    ));
+                }
+                if !apply_now {
+                    if let Some(file) = tail_files.last_mut() {
+                        file.push(e.to_owned_entry());
+                    }
                     stats.tail += 1;
+                    continue;
+                }
+                let r = e.record();
+                if chain.superseded((TableId(r.table), r.frag), r.row) {
+                    stats.skipped += 1;
+                    continue;
+                }
+                window.push(r);
+                if window.len() == WARM_MAX {
+                    self.apply_lcp_window(&mut window, &chain, stats)?;
                 }
             }
+            self.apply_lcp_window(&mut window, &chain, stats)?;
             read(bytes);
         }
+        for file in tail_files.into_iter().rev() {
+            tail.extend(file);
+        }
+        Ok(())
+    }
+
+    /// Applies and empties a window of checkpoint rows; those not applied
+    /// (their fragment is not here, or a newer file put their key
+    /// elsewhere) count as skipped.
+    fn apply_lcp_window(
+        &mut self,
+        window: &mut Vec<RedoRecord<'_>>,
+        chain: &ChainIds,
+        stats: &mut RestoreStats,
+    ) -> Result<(), RestoreError> {
+        let applied = self
+            .apply_window(window, Some(&chain.newer))
+            .map_err(RestoreError::Failed)?;
+        stats.applied += applied;
+        stats.skipped += window.len() as u64 - applied;
+        window.clear();
         Ok(())
     }
 
     /// One row change from the log; false if its fragment is not here.
     pub(super) fn apply_record(&mut self, r: &RedoRecord) -> Result<bool, String> {
-        self.apply_window(std::slice::from_ref(r)).map(|n| n == 1)
+        self.apply_window(std::slice::from_ref(r), None)
+            .map(|n| n == 1)
     }
 
     /// Applies records (a window of checkpoint rows, or one log record; at
@@ -487,8 +540,13 @@ impl Lqh {
     /// cache: a restore into a fragment of millions of rows misses the
     /// cache on each key's slot, and the misses of a window overlap
     /// instead of coming one after another.
-    /// Returns how many were applied.
-    fn apply_window(&mut self, window: &[RedoRecord<'_>]) -> Result<u64, String> {
+    /// `newer`: the ids newer checkpoint files of the chain held (see
+    /// [`ChainIds`]). Returns how many were applied.
+    fn apply_window(
+        &mut self,
+        window: &[RedoRecord<'_>],
+        newer: Option<&BTreeMap<FragKey, ChangedRows>>,
+    ) -> Result<u64, String> {
         debug_assert!(window.len() <= WARM_MAX);
         let mut keys = std::mem::take(&mut self.restore_keys);
         keys.resize_with(window.len().max(keys.len()), Vec::new);
@@ -508,7 +566,7 @@ impl Lqh {
         let mut applied = 0;
         let mut result = Ok(());
         for (i, r) in window.iter().enumerate() {
-            match self.apply_keyed(r, &keys[i], hashes[i]) {
+            match self.apply_keyed(r, &keys[i], hashes[i], newer) {
                 Ok(true) => applied += 1,
                 Ok(false) => {}
                 Err(e) => {
@@ -538,12 +596,20 @@ impl Lqh {
         }
     }
 
-    /// [`Lqh::apply_record`] with the record's key and hash at hand.
-    fn apply_keyed(&mut self, r: &RedoRecord, key: &[u8], hash: u64) -> Result<bool, String> {
+    /// [`Lqh::apply_record`] with the record's key and hash at hand; false
+    /// if its fragment is not here or a newer checkpoint superseded it.
+    fn apply_keyed(
+        &mut self,
+        r: &RedoRecord,
+        key: &[u8],
+        hash: u64,
+        newer: Option<&BTreeMap<FragKey, ChangedRows>>,
+    ) -> Result<bool, String> {
         let frag_key = (TableId(r.table), r.frag);
         let Some(entry) = self.frags.get_mut(&frag_key) else {
             return Ok(false);
         };
+        let newer = newer.and_then(|n| n.get(&frag_key));
         let change = match r.kind {
             RedoKind::Write => Change::Write {
                 fixed: r.key,
@@ -552,7 +618,9 @@ impl Lqh {
             _ => Change::Delete,
         };
         let write = r.kind == RedoKind::Write;
-        put_row(entry, &mut self.mem, r.row, change, key, hash)?;
+        if !put_row(entry, &mut self.mem, r.row, change, key, hash, newer)? {
+            return Ok(false);
+        }
         if write {
             // Checkpoint and snapshot rows are stamped 0: they changed
             // last in the epoch they stand for, or before.
@@ -570,7 +638,9 @@ impl Lqh {
 /// Makes row id `row` of `entry` hold `change`: the image (replacing
 /// what is there, and moving the key from another id should it sit
 /// elsewhere), or nothing. `key` and `hash` are the image's key and its
-/// hash ([`Lqh::restore_key_of`]).
+/// hash ([`Lqh::restore_key_of`]). `newer`: the ids newer checkpoint files
+/// held ([`ChainIds`]); an image whose key one of them holds is older
+/// than that row, and only frees `row`. False if so.
 fn put_row(
     entry: &mut FragEntry,
     mem: &mut Memory,
@@ -578,7 +648,8 @@ fn put_row(
     change: Change<'_>,
     key: &[u8],
     hash: u64,
-) -> Result<(), String> {
+    newer: Option<&ChangedRows>,
+) -> Result<bool, String> {
     let image = match change {
         Change::Write { fixed, var } => {
             if fixed.len() != entry.layout.fixed_size {
@@ -599,14 +670,18 @@ fn put_row(
             return entry
                 .frag
                 .replace(mem, row, fixed, Some(var))
+                .map(|()| true)
                 .map_err(|e| oom(row, e.requested_bytes, e.free_bytes));
         }
         entry.frag.remove(mem, hash_key(&held), row);
     }
     let Some((fixed, var)) = image else {
-        return Ok(());
+        return Ok(true);
     };
     if let Some(other) = entry.frag.lookup(hash, key) {
+        if newer.is_some_and(|ids| ids.contains(other)) {
+            return Ok(false);
+        }
         entry.frag.remove(mem, hash, other);
     }
     entry
@@ -614,7 +689,7 @@ fn put_row(
         .insert_tentative_at(mem, hash, row, fixed, var)
         .map_err(|e| oom(row, e.requested_bytes, e.free_bytes))?;
     entry.frag.commit_insert(mem, row);
-    Ok(())
+    Ok(true)
 }
 
 fn oom(row: RowId, requested: usize, free: usize) -> String {

@@ -14,8 +14,8 @@ use shoal_storage::sysfile::LcpChain;
 pub struct LocalFiles<'a, 'b> {
     /// The recorded chain of local checkpoints (empty: none).
     pub lcp: LcpChain,
-    /// Their files' records, oldest first, piece by piece as the driver
-    /// reads them; each file's first record is its begin record and its
+    /// Their files' records, newest file first (the sysfile names them
+    /// oldest first), piece by piece as the driver reads them; each file's first record is its begin record and its
     /// last its end record ([`crate::lqh::check_lcp_file`]), or the
     /// piece that would break that is an error.
     pub lcp_pieces: &'a mut LcpPieces<'b>,

@@ -10,7 +10,8 @@
 //! 1. It begins once the log has grown by an eighth of its space since
 //!    the last one began: the redo written so far is handed out (so the
 //!    log position it starts from is a block boundary), and LQH starts
-//!    its scan — full if the chain of partial ones grew to half the size
+//!    its scan — full if the chain of partial ones, with the one this
+//!    would be (estimated from the ids changed), would reach half the size
 //!    of the last full one (a restart reads at most about one and a half
 //!    images), if half the rows or more changed since the last one,
 //!    or if the rows were replaced (a restart, a copy).
@@ -190,9 +191,16 @@ impl DataNode {
         // then reads one image, not a full one and a copy of it).
         let (changed, rows) = self.lqh.lcp_changed_rows();
         let cp = &mut self.lcp;
+        // The partial one this would be, estimated by the ids changed: it
+        // counts too, or the chain could reach two images before it ends.
+        let next_partial = if rows == 0 {
+            0
+        } else {
+            (u128::from(cp.full_bytes) * u128::from(changed.min(rows)) / u128::from(rows)) as u64
+        };
         let full = cp.force_full
             || cp.chain.is_empty()
-            || cp.partial_bytes * 2 >= cp.full_bytes
+            || (cp.partial_bytes + next_partial) * 2 >= cp.full_bytes
             || cp.chain.last - cp.chain.first + 1 >= CHAIN_MAX
             || changed * 2 >= rows;
         // What is appended so far goes out first, padded: the checkpoint

@@ -8,15 +8,22 @@
 //! into again: fresh memory costs a page fault per 4 KiB, and giving it
 //! back costs every core a TLB flush.
 //!
-//! With each piece go zeroed row-store pages for about as many bytes of
-//! rows, faulted in here ([`faulted_pages`]), so the thread applying the
-//! rows does not stop for the kernel's faults and zeroing. Memory outside
+//! With each piece go zeroed row-store pages for up to as many bytes of
+//! rows, faulted in here ([`fault_pages_while_busy`]), so the thread
+//! applying the rows stops less for the kernel's faults and zeroing. Only
+//! while that thread is busy: the reader faults pages in while the pieces
+//! it read wait for the applier, and sends a piece as soon as there is
+//! room for it. So the two threads share the faults when the files come
+//! from memory (the reader faulting every page would make it the slower
+//! one), and the applier takes them all when the disk is the bound (its
+//! thread waits for pieces anyway). Memory outside
 //! `data_memory` while restoring: the piece buffers (up to
 //! `PIECES_IN_FLIGHT + 1` of ~8 MiB), the pages travelling with them (as
 //! many bytes again), and at most 16 MiB of spare pages kept by the node
 //! (`shoal_storage::Memory::give_zeroed_pages`): about 70 MiB. Pages a
-//! piece does not use (rows with var parts, rows replaced by a later
-//! checkpoint, past the 16 MiB kept) are freed.
+//! piece does not use (rows with var parts, older images of rows a newer
+//! checkpoint holds, which the restore skips, past the 16 MiB kept) are
+//! freed.
 //!
 //! A piece ends at any byte; a record cut by it is read again with the
 //! next piece (parsing starts over at the block holding its beginning,
@@ -33,7 +40,7 @@ use shoal_storage::redo::{
 use shoal_storage::PAGE_BYTES;
 use std::io::Read;
 use std::path::PathBuf;
-use std::sync::mpsc::{channel, sync_channel, Receiver, Sender};
+use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender, TrySendError};
 use std::sync::Arc;
 
 /// Bytes read from a file per piece.
@@ -49,22 +56,62 @@ const CARRY_ROOM: usize = 256 * 1024;
 /// used.
 type Piece = Result<(Vec<RedoEntry>, u64, Arc<Vec<u8>>, Vec<Box<[u8]>>), String>;
 
-/// Zeroed row-store pages for about `bytes` of row images, each written
-/// to once per 4 KiB so the kernel maps (faults in and zeroes) its memory
-/// here, on the reader's thread, not on the thread applying the rows
-/// (see [`shoal_storage::Memory::give_zeroed_pages`]).
-fn faulted_pages(bytes: usize) -> Vec<Box<[u8]>> {
-    (0..bytes.div_ceil(PAGE_BYTES))
-        .map(|_| {
-            let mut page = vec![0u8; PAGE_BYTES].into_boxed_slice();
-            for at in (0..PAGE_BYTES).step_by(4096) {
-                // An opaque zero: a store the compiler cannot drop as
-                // writing what a zeroed allocation holds already.
-                page[at] = std::hint::black_box(0);
+/// A zeroed row-store page, written to once per 4 KiB so the kernel maps
+/// (faults in and zeroes) its memory here, on the reader's thread, not on
+/// the thread applying the rows (see
+/// [`shoal_storage::Memory::give_zeroed_pages`]).
+fn faulted_page() -> Box<[u8]> {
+    let mut page = vec![0u8; PAGE_BYTES].into_boxed_slice();
+    for at in (0..PAGE_BYTES).step_by(4096) {
+        // An opaque zero: a store the compiler cannot drop as writing
+        // what a zeroed allocation holds already.
+        page[at] = std::hint::black_box(0);
+    }
+    page
+}
+
+/// Pages faulted in per look at whether the applier took a piece.
+const PAGES_PER_TRY: usize = 8;
+
+/// Where pieces go: the channel to the applier (a test's script).
+trait PieceSink {
+    fn try_send(&self, sent: Sent) -> Result<(), TrySendError<Sent>>;
+    /// Waits for room; false if the applier is gone.
+    fn send(&self, sent: Sent) -> bool;
+}
+
+impl PieceSink for SyncSender<Sent> {
+    fn try_send(&self, sent: Sent) -> Result<(), TrySendError<Sent>> {
+        SyncSender::try_send(self, sent)
+    }
+
+    fn send(&self, sent: Sent) -> bool {
+        SyncSender::send(self, sent).is_ok()
+    }
+}
+
+/// Sends `piece` to the applier; while the channel is full (the applier
+/// is busy with the pieces before), faults in pages for the piece's rows
+/// (up to its bytes) instead of waiting. False if the applier is gone.
+fn fault_pages_while_busy(tx: &impl PieceSink, piece: Piece) -> bool {
+    let mut sent = Some(piece);
+    loop {
+        let Some(piece) = sent.take() else {
+            return true;
+        };
+        match tx.try_send(Some(piece)) {
+            Ok(()) => return true,
+            Err(TrySendError::Disconnected(_)) => return false,
+            Err(TrySendError::Full(Some(Ok((entries, bytes, buf, mut pages))))) => {
+                if pages.len() * PAGE_BYTES >= bytes as usize {
+                    return tx.send(Some(Ok((entries, bytes, buf, pages))));
+                }
+                pages.extend((0..PAGES_PER_TRY).map(|_| faulted_page()));
+                sent = Some(Ok((entries, bytes, buf, pages)));
             }
-            page
-        })
-        .collect()
+            Err(TrySendError::Full(other)) => return tx.send(other),
+        }
+    }
 }
 
 /// What the reading thread sends: a piece, or (`None`) that every file
@@ -82,7 +129,9 @@ pub struct LcpReader {
 }
 
 impl LcpReader {
-    /// Starts reading `files` (checkpoint id, path), oldest first.
+    /// Starts reading `files` (checkpoint id, path), given oldest first
+    /// as the sysfile names them and read newest first, as the restore
+    /// takes them (`shoal_kernel::lqh::LcpPieces`).
     pub fn start(files: Vec<(u64, PathBuf)>) -> LcpReader {
         let (tx, rx) = sync_channel(PIECES_IN_FLIGHT);
         let (free, free_rx) = channel();
@@ -94,9 +143,9 @@ impl LcpReader {
                         .try_recv()
                         .unwrap_or_else(|_| Vec::with_capacity(PIECE_BYTES + CARRY_ROOM))
                 };
-                for (id, path) in files {
+                for (id, path) in files.into_iter().rev() {
                     let ok = read_file(id, &path, &mut buffers, &mut |piece| {
-                        tx.send(Some(piece)).is_ok()
+                        fault_pages_while_busy(&tx, piece)
                     });
                     if !ok {
                         return; // an error was sent, or the node stopped listening
@@ -246,11 +295,9 @@ fn read_file(
                     "it does not end with its end record (written only in part)".into(),
                 );
             }
-            let pages = faulted_pages(fresh);
-            return send(Ok((entries, fresh as u64, buf, pages)));
+            return send(Ok((entries, fresh as u64, buf, Vec::new())));
         }
-        let pages = faulted_pages(fresh);
-        if !send(Ok((entries, fresh as u64, Arc::clone(&buf), pages))) {
+        if !send(Ok((entries, fresh as u64, Arc::clone(&buf), Vec::new()))) {
             return false;
         }
         // Parse again from where the records not handed out yet begin
@@ -309,9 +356,8 @@ mod tests {
         let mut err = None;
         read_file(id, path, &mut Vec::new, &mut |p| match p {
             Ok((e, b, _, pages)) => {
-                // Pages for about as many bytes of rows as were read.
-                assert_eq!(pages.len(), (b as usize).div_ceil(PAGE_BYTES));
-                assert!(pages.iter().all(|p| p.iter().all(|&x| x == 0)));
+                // Pages are added on the way to the applier, if it is busy.
+                assert!(pages.is_empty());
                 got.extend(e);
                 bytes += b;
                 pieces += 1;
@@ -367,6 +413,92 @@ mod tests {
                 &(want.lsn, want.record().row, want.record().attrs.to_vec())
             );
         }
+    }
+
+    /// The sysfile names a chain oldest first; the reader hands it over
+    /// newest first, as the restore takes it.
+    #[test]
+    fn a_chain_is_read_newest_file_first() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut files = Vec::new();
+        for id in [3, 4, 5] {
+            let path = dir.path().join(format!("lcp-{id}.ckpt"));
+            std::fs::write(&path, lcp_file(id, 10, 100, 4)).expect("write");
+            files.push((id, path));
+        }
+        let mut reader = LcpReader::start(files);
+        let mut begins = Vec::new();
+        while let Some(piece) = reader.next().expect("whole") {
+            begins.extend(
+                piece
+                    .records
+                    .iter()
+                    .filter(|e| e.kind() == RedoKind::LcpBegin)
+                    .map(RedoEntry::epoch),
+            );
+        }
+        assert_eq!(begins, [5, 4, 3]);
+    }
+
+    /// A channel that is full for its first `full` tries, then takes
+    /// pieces; it keeps what it was sent.
+    struct Script {
+        full: std::cell::Cell<u32>,
+        got: std::cell::RefCell<Vec<Sent>>,
+    }
+
+    impl PieceSink for Script {
+        fn try_send(&self, sent: Sent) -> Result<(), TrySendError<Sent>> {
+            match self.full.get() {
+                0 => {
+                    self.got.borrow_mut().push(sent);
+                    Ok(())
+                }
+                n => {
+                    self.full.set(n - 1);
+                    Err(TrySendError::Full(sent))
+                }
+            }
+        }
+
+        fn send(&self, sent: Sent) -> bool {
+            self.full.set(0);
+            self.got.borrow_mut().push(sent);
+            true
+        }
+    }
+
+    fn pages_sent(full: u32, bytes: usize) -> usize {
+        let script = Script {
+            full: std::cell::Cell::new(full),
+            got: Default::default(),
+        };
+        let piece = Ok((Vec::new(), bytes as u64, Arc::new(Vec::new()), Vec::new()));
+        assert!(fault_pages_while_busy(&script, piece));
+        let mut got = script.got.into_inner();
+        assert_eq!(got.len(), 1);
+        match got.pop() {
+            Some(Some(Ok((_, _, _, pages)))) => {
+                assert!(pages.iter().all(|p| p.iter().all(|&x| x == 0)));
+                pages.len()
+            }
+            other => panic!("sent {other:?}"),
+        }
+    }
+
+    /// Pages are faulted in only while the applier is busy, and never more
+    /// than the piece's bytes need (give or take one try's worth).
+    #[test]
+    fn pages_go_with_a_piece_only_while_the_applier_is_busy() {
+        let mb = 1 << 20;
+        // Room at once: the piece goes without pages.
+        assert_eq!(pages_sent(0, mb), 0);
+        // Busy for three tries: three tries' pages.
+        assert_eq!(pages_sent(3, mb), 3 * PAGES_PER_TRY);
+        // Busy for ever: pages for the piece's bytes, then it waits.
+        let need = mb.div_ceil(PAGE_BYTES);
+        let got = pages_sent(u32::MAX, mb);
+        assert!((need..need + PAGES_PER_TRY).contains(&got), "{got}");
     }
 
     #[test]
