@@ -12,7 +12,7 @@ use crate::frame::{WireError, FRAME_BYTES_MAX, FRAME_BYTES_MIN, SIGNALS_PER_FRAM
 use crate::signals::{put_u16, put_u32, truncate_at_char_boundary, Reader};
 
 pub const MAGIC: u32 = u32::from_le_bytes(*b"SHOL");
-pub const PROTOCOL_VERSION: u16 = 3;
+pub const PROTOCOL_VERSION: u16 = 4;
 pub const HELLO_BYTES: usize = 24;
 /// The fixed part of a [`HelloReply`], before its detail bytes.
 pub const HELLO_REPLY_FIXED_BYTES: usize = 22;
@@ -294,7 +294,7 @@ mod tests {
     fn hello_layout_is_byte_exact() {
         let bytes = hello().encode();
         let mut expected = b"SHOL".to_vec();
-        expected.extend_from_slice(&[3, 0, 2, 0]);
+        expected.extend_from_slice(&[4, 0, 2, 0]);
         expected.extend_from_slice(&0xDEAD_BEEF_0011_2233u64.to_le_bytes());
         expected.extend_from_slice(&[200, 0, 3, 0, 4, 3, 2, 1]);
         assert_eq!(bytes.to_vec(), expected);
