@@ -227,10 +227,18 @@ impl KeyOp {
         &self.buf[self.key_len as usize..]
     }
 
-    /// Replaces the key, keeping the attributes.
+    /// Replaces the key, keeping the attributes: the attributes move by
+    /// the difference in length, then the key is copied in (`splice` did
+    /// the same byte by byte, ~650 instructions for a unique read's key).
     pub fn set_key(&mut self, key: &[u8]) {
-        self.buf
-            .splice(..self.key_len as usize, key.iter().copied());
+        let old = self.key_len as usize;
+        let end = self.buf.len();
+        if key.len() > old {
+            self.buf.resize(end + key.len() - old, 0);
+        }
+        self.buf.copy_within(old..end, key.len());
+        self.buf.truncate(key.len() + end - old);
+        self.buf[..key.len()].copy_from_slice(key);
         self.key_len = u32::try_from(key.len()).expect("a key's length fits u32");
     }
 
@@ -1047,6 +1055,29 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// A new key of any length leaves the attributes as they were.
+        #[test]
+        fn set_key_keeps_the_attributes(
+            key in proptest::collection::vec(proptest::num::u8::ANY, 0..40),
+            attrs in proptest::collection::vec(proptest::num::u8::ANY, 0..40),
+            new_key in proptest::collection::vec(proptest::num::u8::ANY, 0..40),
+        ) {
+            let mut op = KeyOp::new(
+                OpType::Read,
+                LockMode::CommittedRead,
+                0,
+                TableId(1),
+                SchemaVersion(1),
+                &key,
+                &attrs,
+            );
+            op.set_key(&new_key);
+            proptest::prop_assert_eq!(op.key(), &new_key[..]);
+            proptest::prop_assert_eq!(op.attrs(), &attrs[..]);
+        }
+    }
 
     fn sample_req() -> TcKeyReq {
         TcKeyReq {
