@@ -169,14 +169,15 @@ pub(super) fn check_table_use(
 fn entry_read(
     index_table: TableId,
     version: shoal_types::SchemaVersion,
-    key: Vec<u8>,
+    key: &[u8],
     lock: LockMode,
     pk_col: u16,
 ) -> KeyOp {
-    let mut attrs = Vec::with_capacity(4);
-    attrs.extend_from_slice(&1u16.to_le_bytes());
-    attrs.extend_from_slice(&pk_col.to_le_bytes());
-    KeyOp::new(OpType::Read, lock, 0, index_table, version, &key, &attrs)
+    // An attribute list of one column: its count, then its id.
+    let mut attrs = [0u8; 4];
+    attrs[..2].copy_from_slice(&1u16.to_le_bytes());
+    attrs[2..].copy_from_slice(&pk_col.to_le_bytes());
+    KeyOp::new(OpType::Read, lock, 0, index_table, version, key, &attrs)
 }
 
 /// An insert (with `attrs`) or a delete of entry `key` of an index.
@@ -343,7 +344,7 @@ impl Tc {
         let lookup = entry_read(
             op.table,
             hidden_version,
-            op.key().to_vec(),
+            op.key(),
             lock,
             u.columns.len() as u16,
         );
@@ -481,13 +482,7 @@ impl Tc {
                     .map_err(|e| (of, e))?,
                 Queued::CheckedDelete { of, base_key } => {
                     let version = table_version(dih, index_table);
-                    let lookup = entry_read(
-                        index_table,
-                        version,
-                        key.to_vec(),
-                        LockMode::Exclusive,
-                        pk_col,
-                    );
+                    let lookup = entry_read(index_table, version, key, LockMode::Exclusive, pk_col);
                     let kind = Derived::CheckedDelete {
                         of,
                         index_table,
