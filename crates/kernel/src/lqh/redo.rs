@@ -474,7 +474,9 @@ impl Lqh {
                     // newer file does.
                     self.apply_lcp_window(&mut window, &chain, stats)?;
                     chain.begin_file(e.epoch())?;
-                    tail_files.push(Vec::new());
+                    if !apply_now {
+                        tail_files.push(Vec::new());
+                    }
                     continue;
                 }
                 if kind.is_marker() {
