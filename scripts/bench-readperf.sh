@@ -13,8 +13,14 @@
 #                1, the same with both spinning (the data node's spin_us
 #                DN_SPIN_US, default 200, the client's --spin-us
 #                CLIENT_SPIN_US, default 100), then on two data nodes with
-#                two replicas, unpinned, as created and then with
-#                --read-backup and the client spinning
+#                two replicas, unpinned, as created, then with
+#                --read-backup and the client spinning; last, the data
+#                nodes pinned (node 1 on core 0, node 2 on core 1) and
+#                spinning, the client on core 1 spinning, READ_BACKUP, and
+#                the client's neighbour node 1 (--neighbour 1: every read
+#                and scan is coordinated and served on node 1; node 2 holds
+#                the other replicas and sleeps, so the client takes its
+#                core: on two cores, each poller gets one)
 #   selectivity  a full scan keeping SELECTIVITY % of the rows, and an
 #                ordered-index range scan of as many rows (one data node)
 #   memory       data memory used by SIZE rows with no ordered index, with
@@ -145,6 +151,13 @@ if want cases; then
         --spin-us "$CLIENT_SPIN_US" --json-file "$OUT/cases-2nodes-rb-spin.json" \
         >"$OUT/cases-2nodes-rb-spin.txt" 2>"$OUT/cases-2nodes-rb-spin.err"
     cat "$OUT/cases-2nodes-rb-spin.txt"
+    start_cluster 2 2 1 "$DN_SPIN_US"
+    log "readperf, 2 data nodes (cores 0 and 1, spin_us $DN_SPIN_US), 2 replicas, READ_BACKUP, client on core 1 --spin-us $CLIENT_SPIN_US --neighbour 1"
+    taskset -c 1 "$SHOAL" bench readperf --connect 127.0.0.1:"$PORT" -c -d \
+        -s "$SIZE" -r "$RANGE" -i "$ITERATIONS" --read-backup \
+        --spin-us "$CLIENT_SPIN_US" --neighbour 1 --json-file "$OUT/cases-2nodes-neighbour.json" \
+        >"$OUT/cases-2nodes-neighbour.txt" 2>"$OUT/cases-2nodes-neighbour.err"
+    cat "$OUT/cases-2nodes-neighbour.txt"
 fi
 
 if want memory; then
@@ -214,12 +227,12 @@ ndb = {"serial pk": 20, "batch pk": 1.7, "serial unique": 21, "batch unique": 2.
        "index eq-bound": 21, "index range": 0.67, "index ordered": 0.33, "interpreted scan": 321}
 serial = {"serial pk", "serial unique", "index eq-bound"}
 shapes = {}
-shape_names = ("1node", "1node-spin", "2nodes", "2nodes-rb-spin")
+shape_names = ("1node", "1node-spin", "2nodes", "2nodes-rb-spin", "2nodes-neighbour")
 for shape in shape_names:
     path = os.path.join(out, "cases-%s.json" % shape)
     if os.path.exists(path):
         shapes[shape] = json.load(open(path))
-print("== us/row, average of the iterations [fastest iteration] (1 data node pinned | the same, both spinning | 2 data nodes, 2 replicas | the same, READ_BACKUP, client spinning), NDB 7.3, target (judged on the average)")
+print("== us/row, average of the iterations [fastest iteration] (1 data node pinned | the same, both spinning | 2 data nodes, 2 replicas | the same, READ_BACKUP, client spinning | 2 data nodes pinned and spinning, READ_BACKUP, client spinning beside node 2, neighbour node 1), NDB 7.3, target (judged on the average)")
 for case, ndb_us in ndb.items():
     target = ndb_us * (0.75 if case in serial else 0.5)
     cells = []

@@ -69,6 +69,10 @@ usage: shoal bench readperf [flags] [TABLE]
   --spin-us N  poll the data-node sockets up to N µs before the client's
               thread sleeps (default 0: never; at most 10000); pair it with
               the data nodes' spin_us, see docs/CONFIG.md
+  --neighbour NODE   the client's neighbour data node (NDB's
+              ndb_data_node_neighbour): transactions on a READ_BACKUP table
+              with a replica there, and every scan, start on it; with
+              --read-backup on one node group every read and scan runs there
   --connect HOST:PORT   mgmd (default 127.0.0.1:1186)
   --json      print the results as one JSON object instead of lines
   --json-file PATH   also write them as JSON to PATH
@@ -139,6 +143,8 @@ pub struct Options {
     pub seed: Option<u64>,
     /// `--spin-us`: the client's [`shoal_client::ParkSpin`], in µs (0: none).
     pub spin_us: u32,
+    /// `--neighbour`: [`ClusterOptions::neighbour`].
+    pub neighbour: Option<u16>,
     pub connect: String,
     pub json: bool,
     pub json_file: Option<String>,
@@ -161,6 +167,7 @@ impl Default for Options {
             cases: None,
             seed: None,
             spin_us: 0,
+            neighbour: None,
             connect: "127.0.0.1:1186".into(),
             json: false,
             json_file: None,
@@ -254,6 +261,14 @@ impl Options {
                             return Err(format!("--spin-us {n}: at most {max}\n{USAGE}"))
                         }
                         n => o.spin_us = n as u32,
+                    }
+                }
+                "--neighbour" => {
+                    let v = value("--neighbour")?;
+                    let n = number("--neighbour", v)?;
+                    match u16::try_from(n) {
+                        Ok(id) if id > 0 => o.neighbour = Some(id),
+                        _ => return Err(format!("--neighbour {n}: not a node id\n{USAGE}")),
                     }
                 }
                 "--connect" | "-connect" => o.connect = value("--connect")?.clone(),
@@ -716,6 +731,7 @@ pub fn run(opts: &Options) -> Result<Report, String> {
         builder.on_thread_park(spin.hook());
         cluster_opts.park_spin = Some(spin);
     }
+    cluster_opts.neighbour = opts.neighbour;
     let spin = cluster_opts.park_spin.clone();
     let rt = builder
         .build()
@@ -1474,9 +1490,12 @@ mod tests {
         assert_eq!(o.indexes, IndexSet::Primary);
         assert_eq!(o.cases, None);
 
-        assert!(!o.read_backup && o.spin_us == 0);
-        let o = Options::parse(&args("--read-backup --spin-us 100")).unwrap();
+        assert!(!o.read_backup && o.spin_us == 0 && o.neighbour.is_none());
+        let o = Options::parse(&args("--read-backup --spin-us 100 --neighbour 2")).unwrap();
         assert!(o.read_backup && o.spin_us == 100);
+        assert_eq!(o.neighbour, Some(2));
+        assert!(Options::parse(&args("--neighbour 0")).is_err());
+        assert!(Options::parse(&args("--neighbour 70000")).is_err());
         assert!(o.table_def().options.read_backup);
 
         let o = Options::parse(&args("--cases range,ordered")).unwrap();

@@ -18,8 +18,8 @@ mod common;
 
 use common::{runtime, TestCluster};
 use shoal_client::{
-    Cluster, CmpOp, ColumnDef, ColumnType, ErrorClass, ErrorCode, ExecType, FilterExpr, LockMode,
-    Scan, ScanBuilder, ShoalError, Table, TableDef, Transaction, Value,
+    Cluster, ClusterOptions, CmpOp, ColumnDef, ColumnType, ErrorClass, ErrorCode, ExecType,
+    FilterExpr, LockMode, Scan, ScanBuilder, ShoalError, Table, TableDef, Transaction, Value,
 };
 use shoal_types::distribution::{distribution_key, FragmentId};
 
@@ -1551,8 +1551,15 @@ async fn transaction_via(c: &Cluster, table: &Table, node: u16) -> Option<Transa
         .expect("queue a read");
     tx.ignore_error(read);
     tx.execute(ExecType::Commit).await.ok()?;
-    // The only sign of the coordinator a client shows is the scan's
-    // description; a probe scan that reads nothing tells it.
+    (probe_coordinator(&tx, table).await? == node).then_some(tx)
+}
+
+/// The data node coordinating a probe scan of `table` (on `by_v`, reading
+/// nothing) in `tx`: the transaction's coordinator once it has one, else
+/// the node a transaction without a key hint starts on; `None` if the
+/// scan could not open. The only sign of the coordinator a client shows
+/// is the scan's description.
+async fn probe_coordinator(tx: &Transaction, table: &Table) -> Option<u16> {
     let probe = tx
         .scan(table)
         .index("by_v")
@@ -1560,9 +1567,74 @@ async fn transaction_via(c: &Cluster, table: &Table, node: u16) -> Option<Transa
         .open()
         .await
         .ok()?;
-    format!("{probe:?}")
-        .contains(&format!("node: {node},"))
-        .then_some(tx)
+    let described = format!("{probe:?}");
+    let at = described.find("node: ").expect("the scan names its node") + "node: ".len();
+    let node = described[at..]
+        .split(|ch: char| !ch.is_ascii_digit())
+        .next()
+        .and_then(|n| n.parse().ok());
+    Some(node.unwrap_or_else(|| panic!("no node in {described}")))
+}
+
+/// The coordinator a committed read of `id` chose, through `c`.
+async fn read_coordinator(c: &Cluster, table: &Table, id: u64) -> u16 {
+    let mut tx = c.transaction();
+    tx.read(
+        &table.full_record(),
+        &[Value::UInt(id)],
+        LockMode::CommittedRead,
+    )
+    .expect("queue a read");
+    tx.execute(ExecType::NoCommit).await.expect("read");
+    let node = probe_coordinator(&tx, table).await.expect("a probe scan");
+    tx.execute(ExecType::Commit).await.expect("commit the read");
+    node
+}
+
+/// A client whose neighbour is `node` (NDB's `ndb_data_node_neighbour`)
+/// starts a READ_BACKUP table's transactions there, whichever node holds
+/// the key's primary, and any table's keyless transactions and scans; a
+/// table that reads only its primary still starts at the primary.
+/// `survivor`: the only node up (the neighbour is down), which then
+/// coordinates everything.
+async fn check_neighbour(
+    addr: &str,
+    kept: &Table,
+    plain: &Table,
+    node: u16,
+    survivor: Option<u16>,
+) {
+    let opts = ClusterOptions {
+        neighbour: Some(node),
+        ..ClusterOptions::default()
+    };
+    let c = Cluster::connect_with(addr, opts).await.expect("connect");
+    let kept = c.table(kept.name()).await.expect("kept");
+    assert!(
+        (0..20).any(|id| fragment_of(&kept, id).1 != node),
+        "some of the keys read have their primary away from node {node}"
+    );
+    for id in 0..20 {
+        let primary = fragment_of(&kept, id).1;
+        assert_eq!(
+            read_coordinator(&c, &kept, id).await,
+            survivor.unwrap_or(node),
+            "a READ_BACKUP read of {id} (primary on {primary}), neighbour {node}, up alone: {survivor:?}"
+        );
+        let primary = fragment_of(plain, id).1;
+        assert_eq!(
+            read_coordinator(&c, plain, id).await,
+            survivor.unwrap_or(primary),
+            "a read of {id} in a table without READ_BACKUP starts at its primary"
+        );
+    }
+    let tx = c.transaction();
+    assert_eq!(
+        probe_coordinator(&tx, &kept).await,
+        Some(survivor.unwrap_or(node)),
+        "a keyless scan"
+    );
+    c.close().await;
 }
 
 /// A scan [`check_kept`] makes: index, ranges, order, batch.
@@ -1701,6 +1773,39 @@ fn indexes_stay_whole_through_node_restarts_changes_while_away_and_a_cluster_res
         check_kept(&c, &table, &model, Some(2), "as written").await;
         table
     });
+    // The client's neighbour, checked here because this test has a
+    // READ_BACKUP table on two nodes, and kills one of them.
+    let plain = rt.block_on(async {
+        let mut def = kept_def();
+        def.name = "plain".into();
+        def.options.read_backup = false;
+        let plain = c.create_table(def).await.expect("create plain");
+        let rows = (0..20).map(|id| kept_row(id, 0)).collect::<Vec<_>>();
+        let mut tx = c.transaction();
+        for row in &rows {
+            tx.insert(&plain.full_record(), row)
+                .expect("queue an insert");
+        }
+        tx.execute(ExecType::Commit)
+            .await
+            .expect("insert plain rows");
+        for node in [1, 2] {
+            check_neighbour(&cluster.mgmd_addr, &table, &plain, node, None).await;
+        }
+        let opts = ClusterOptions {
+            neighbour: Some(9),
+            ..ClusterOptions::default()
+        };
+        let Err(e) = Cluster::connect_with(&cluster.mgmd_addr, opts).await else {
+            panic!("a neighbour that is no data node is refused");
+        };
+        assert!(
+            e.to_string()
+                .contains("neighbour node 9 is not a data node"),
+            "{e}"
+        );
+        plain
+    });
 
     // Node 2 killed; rows changed, deleted and inserted while it is down,
     // and by_v dropped and made again (under a new number).
@@ -1711,6 +1816,7 @@ fn indexes_stay_whole_through_node_restarts_changes_while_away_and_a_cluster_res
         let changes = kept_changes(1, 0..600, 600..900, KEPT_ROWS..KEPT_ROWS + 500);
         write_rows(&c, &table, &mut model, &changes, true).await;
         check_kept(&c, &table, &model, Some(1), "node 2 down").await;
+        check_neighbour(&cluster.mgmd_addr, &table, &plain, 2, Some(1)).await;
         c.drop_index("kept", "by_v")
             .await
             .expect("drop by_v while node 2 is down");

@@ -13,6 +13,7 @@
 //!   table's entry, so the next `table()` fetches the current one.
 
 use crate::conn::Connection;
+use crate::error::bad_request;
 use crate::outcomes::Shared;
 use crate::park_spin::ParkSpin;
 use crate::record::Table;
@@ -61,6 +62,19 @@ pub struct ClusterOptions {
     /// busy core; `None` (the default) never spins. Measured with a
     /// `current_thread` runtime (see [`crate::park_spin`]).
     pub park_spin: Option<ParkSpin>,
+    /// The data node this client prefers as a transaction's coordinator
+    /// (NDB's `ndb_data_node_neighbour`): a transaction whose first
+    /// operation is on a READ_BACKUP table with a replica on that node
+    /// (a read or a write: the coordinator sends writes to the primary
+    /// either way), and any transaction or scan with no key to hint, start
+    /// there while it is up. Set it to the data node on the client's own
+    /// host: committed reads and scans of READ_BACKUP tables are then
+    /// served by its replicas, for the fragments it holds and has
+    /// finished copying (all of them in a cluster of one node group),
+    /// unless the transaction already locked or wrote the row's fragment.
+    /// `None` (the default): the primary replica's node, and round-robin
+    /// without a key.
+    pub neighbour: Option<u16>,
 }
 
 impl Default for ClusterOptions {
@@ -72,6 +86,7 @@ impl Default for ClusterOptions {
             auto_increment_prefetch: crate::auto_increment::PREFETCH_DEFAULT,
             coalesce_sends: false,
             park_spin: None,
+            neighbour: None,
         }
     }
 }
@@ -175,14 +190,21 @@ impl Cluster {
         let node_id = session.node_id();
         let cluster_id = session.cluster_id();
         let nodes = session.data_nodes().await?;
-        let shared = Shared::new(opts.takeover_wait);
-        let mut conns = Vec::new();
-        let mut down = Vec::new();
         let data_nodes: Vec<u16> = nodes
             .iter()
             .filter(|n| n.kind == "datanode")
             .map(|n| n.node_id)
             .collect();
+        if let Some(n) = opts.neighbour.filter(|n| !data_nodes.contains(n)) {
+            let ids: Vec<String> = data_nodes.iter().map(u16::to_string).collect();
+            return Err(bad_request(format!(
+                "neighbour node {n} is not a data node of this cluster (its data nodes: {}); name one of them",
+                ids.join(", ")
+            )));
+        }
+        let shared = Shared::new(opts.takeover_wait);
+        let mut conns = Vec::new();
+        let mut down = Vec::new();
         for n in nodes.iter().filter(|n| n.kind == "datanode") {
             if n.state != NodeState::Started {
                 down.push(format!("node {} is {:?}", n.node_id, n.state));
@@ -639,7 +661,6 @@ impl Cluster {
         self.inner.tables.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// A live connection for a new transaction, round-robin.
     /// The connection to data node `node`, if it is up: a transaction
     /// whose first key lives there starts its coordinator there (one hop
     /// less for its first operations, as with NDB's distribution-aware
@@ -652,8 +673,34 @@ impl Cluster {
             .cloned()
     }
 
-    /// A live connection, round-robin (transactions without a key hint).
+    /// Where a transaction whose first operation is on `key` of `table`
+    /// starts: the neighbour if the table reads from backups and the
+    /// neighbour holds the row's fragment, else the first live replica in
+    /// preferred order (the primary); `None` if the table's distribution
+    /// is unknown or no replica is connected.
+    pub(crate) fn coordinator_for(&self, table: &Table, key: &[u8]) -> Option<Arc<Connection>> {
+        let replicas = table.replica_nodes(key)?;
+        if let Some(n) = self.inner.opts.neighbour {
+            if table.def().options.read_backup && replicas.contains(&n) {
+                if let Some(c) = self.connection_to(n) {
+                    return Some(c);
+                }
+            }
+        }
+        replicas.iter().find_map(|&n| self.connection_to(n))
+    }
+
+    /// A live connection for a transaction or scan without a key hint: the
+    /// neighbour if it is up, else round-robin.
     pub(crate) fn pick_connection(&self) -> Result<Arc<Connection>, ShoalError> {
+        if let Some(c) = self
+            .inner
+            .opts
+            .neighbour
+            .and_then(|n| self.connection_to(n))
+        {
+            return Ok(c);
+        }
         let conns = self.inner.conns();
         let start = self.inner.next_conn.fetch_add(1, Ordering::Relaxed);
         (0..conns.len())

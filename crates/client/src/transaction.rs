@@ -556,17 +556,16 @@ impl Transaction {
                 // first of its replicas, in preferred order, that this
                 // client is connected to (it connects only to started
                 // nodes, so after a failure that is the surviving replica
-                // that took over the primary, as on the data nodes).
+                // that took over the primary, as on the data nodes); or at
+                // the client's neighbour, if it holds a replica of a
+                // READ_BACKUP table.
                 let hinted = self.queued.first().and_then(|op| {
                     let slot = &self.ops[self.sent];
                     let table = slot
                         .via
                         .as_ref()
                         .map_or(slot.table(), |i| Some(i.index_table()))?;
-                    table
-                        .replica_nodes(op.key())?
-                        .iter()
-                        .find_map(|&n| self.cluster.connection_to(n))
+                    self.cluster.coordinator_for(table, op.key())
                 });
                 match hinted.map_or_else(|| self.cluster.pick_connection(), Ok) {
                     Ok(c) => self.conn.insert(c),
