@@ -6,6 +6,8 @@
 #   PARTS=restart ROWS=2000000 SHAPE="-a 25 -s 10" COLD=1 ./scripts/bench-durability.sh
 #   REDO_LOG_SIZE=256M PARTS=restart ./scripts/bench-durability.sh   # checkpoints every 32 MB of log
 #   (CHECKPOINT_RATE=0: checkpoints unthrottled, for loads that outrun 64M)
+#   RECOVERY_WORK=25 ...       # checkpoint_recovery_work_pct (default 50):
+#                              # partial checkpoints up to 25 % of a full one
 #   PERF=1 PARTS=restart ...   # the restarted data node under perf record
 #   RESTARTS=3 PARTS=restart ... # kill and restart the loaded node 3 times
 #   RESTART_BINS="a/shoal b/shoal" RESTARTS=4 PARTS=restart ...
@@ -58,6 +60,7 @@ PARTS=${PARTS:-"writes latency lag restart"}
 SHAPE=${SHAPE:-"-a 2"}
 REDO_LOG_SIZE=${REDO_LOG_SIZE:-1G}
 CHECKPOINT_RATE=${CHECKPOINT_RATE:-64M}
+RECOVERY_WORK=${RECOVERY_WORK:-50}
 COLD=${COLD:-0}
 RESTARTS=${RESTARTS:-1}
 if ! [[ $RESTARTS =~ ^[1-9][0-9]*$ ]]; then
@@ -102,7 +105,8 @@ start_cluster() {
     fi
     {
         printf '[system]\ndata_dir = "%s"\n\n' "$DATA"
-        printf '[datanode_defaults]\nno_of_replicas = 1\ndata_memory = "8G"\nredo_log_size = "%s"\ncheckpoint_bytes_per_sec = "%s"\n\n' "$REDO_LOG_SIZE" "$CHECKPOINT_RATE"
+        printf '[datanode_defaults]\nno_of_replicas = 1\ndata_memory = "8G"\nredo_log_size = "%s"\ncheckpoint_bytes_per_sec = "%s"\ncheckpoint_recovery_work_pct = %s\n\n' \
+            "$REDO_LOG_SIZE" "$CHECKPOINT_RATE" "$RECOVERY_WORK"
         printf '[[node]]\nnode_id = 49\ntype = "mgmd"\nhost = "127.0.0.1"\nport = %s\n' "$MGM_PORT"
         printf '\n[[node]]\nnode_id = 1\ntype = "datanode"\nhost = "127.0.0.1"\n'
     } >"$DATA/config.toml"

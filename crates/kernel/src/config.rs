@@ -100,6 +100,10 @@ pub struct KernelConfig {
     /// The rate local checkpoints write at while the log has room (0: no
     /// limit).
     pub lcp_bytes_per_sec: u64,
+    /// A checkpoint is full once its chain's partial ones, with the one it
+    /// would be, reach this percent of the last full one's size (RonDB's
+    /// RecoveryWork: a restart reads at most 1 + this/100 images).
+    pub lcp_recovery_work_pct: u32,
     /// Seed of the blocks' hash maps (`crate::detmap`): fixed by the
     /// simulator's seed, drawn at random by the runtime.
     pub hash_seed: u64,
@@ -136,6 +140,7 @@ impl Default for KernelConfig {
             redo_write_bytes: 256 << 10,
             redo_log_bytes: 1 << 30,
             lcp_bytes_per_sec: 64 << 20,
+            lcp_recovery_work_pct: 50,
             hash_seed: 0,
             report_commit_points: false,
             faults: Faults::default(),

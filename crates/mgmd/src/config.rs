@@ -134,6 +134,10 @@ pub struct DataNodeConfig {
     /// 0 = as fast as possible.
     #[serde(default = "defaults::checkpoint_bytes_per_sec")]
     pub checkpoint_bytes_per_sec: u64,
+    /// How large the partial checkpoints after a full one may grow, in
+    /// percent of it, before the next is full (RonDB: RecoveryWork).
+    #[serde(default = "defaults::checkpoint_recovery_work_pct")]
+    pub checkpoint_recovery_work_pct: u32,
     /// The node groups (data node ids), as [`ClusterConfig::node_groups`].
     #[serde(default)]
     pub node_groups: Vec<Vec<u16>>,
@@ -192,6 +196,11 @@ pub struct ClusterConfig {
     pub redo_log_bytes: u64,
     /// NDB: MaxDiskWriteSpeed; 0 = unthrottled.
     pub checkpoint_bytes_per_sec: u64,
+    /// RonDB: RecoveryWork. The partial checkpoints of a chain hold at
+    /// most this percent of its full one's size (a restart reads up to
+    /// 1 + this/100 images of the rows; lower: shorter restarts, more
+    /// checkpoint writing).
+    pub checkpoint_recovery_work_pct: u32,
     pub max_frame_bytes: u32,
     pub max_signals_per_frame: u32,
     pub max_client_connections: u32,
@@ -228,6 +237,9 @@ pub const EPOCH_INTERVAL_MS_MAX: u64 = 10_000;
 pub const REDO_LOG_BYTES_MIN: u64 = 16 * 1024 * 1024;
 /// Slowest non-zero `checkpoint_bytes_per_sec` (1 MiB/s).
 pub const CHECKPOINT_BYTES_PER_SEC_MIN: u64 = 1024 * 1024;
+/// The range of `checkpoint_recovery_work_pct`: under 10 % nearly every
+/// checkpoint would be full; over 100 % a chain would hold two images.
+pub const CHECKPOINT_RECOVERY_WORK_PCT_RANGE: std::ops::RangeInclusive<u32> = 10..=100;
 
 /// Slowest non-zero `restart_copy_bytes_per_sec` (64 KiB/s): slower, a
 /// node restart of even a small node would take days.
@@ -269,6 +281,7 @@ pub mod defaults {
     pub const EPOCH_INTERVAL_MS: u64 = 100;
     pub const REDO_LOG_BYTES: u64 = 1024 * 1024 * 1024;
     pub const CHECKPOINT_BYTES_PER_SEC: u64 = 64 * 1024 * 1024;
+    pub const CHECKPOINT_RECOVERY_WORK_PCT: u32 = 50;
 
     // For serde defaults of DataNodeConfig fields.
     pub fn heartbeat_interval_ms() -> u64 {
@@ -294,6 +307,9 @@ pub mod defaults {
     }
     pub fn checkpoint_bytes_per_sec() -> u64 {
         CHECKPOINT_BYTES_PER_SEC
+    }
+    pub fn checkpoint_recovery_work_pct() -> u32 {
+        CHECKPOINT_RECOVERY_WORK_PCT
     }
 }
 
@@ -365,6 +381,8 @@ struct FileDataNodeDefaults {
     redo_log_size: Option<ByteSize>,
     #[serde(skip_serializing_if = "Option::is_none")]
     checkpoint_bytes_per_sec: Option<ByteSize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    checkpoint_recovery_work_pct: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_frame_bytes: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -562,6 +580,9 @@ impl ClusterConfig {
                 .checkpoint_bytes_per_sec
                 .map(|b| b.0)
                 .unwrap_or(defaults::CHECKPOINT_BYTES_PER_SEC),
+            checkpoint_recovery_work_pct: dn
+                .checkpoint_recovery_work_pct
+                .unwrap_or(defaults::CHECKPOINT_RECOVERY_WORK_PCT),
             max_frame_bytes: dn.max_frame_bytes.unwrap_or(defaults::MAX_FRAME_BYTES),
             max_signals_per_frame: dn
                 .max_signals_per_frame
@@ -617,6 +638,7 @@ impl ClusterConfig {
                 epoch_interval_ms: Some(self.epoch_interval_ms),
                 redo_log_size: Some(ByteSize(self.redo_log_bytes)),
                 checkpoint_bytes_per_sec: Some(ByteSize(self.checkpoint_bytes_per_sec)),
+                checkpoint_recovery_work_pct: Some(self.checkpoint_recovery_work_pct),
                 max_frame_bytes: Some(self.max_frame_bytes),
                 max_signals_per_frame: Some(self.max_signals_per_frame),
                 max_client_connections: Some(self.max_client_connections),
@@ -700,6 +722,7 @@ impl ClusterConfig {
             epoch_interval_ms: defaults::EPOCH_INTERVAL_MS,
             redo_log_bytes: defaults::REDO_LOG_BYTES,
             checkpoint_bytes_per_sec: defaults::CHECKPOINT_BYTES_PER_SEC,
+            checkpoint_recovery_work_pct: defaults::CHECKPOINT_RECOVERY_WORK_PCT,
             max_frame_bytes: defaults::MAX_FRAME_BYTES,
             max_signals_per_frame: defaults::MAX_SIGNALS_PER_FRAME,
             max_client_connections: defaults::MAX_CLIENT_CONNECTIONS,
@@ -908,6 +931,15 @@ impl ClusterConfig {
                 self.checkpoint_bytes_per_sec, CHECKPOINT_BYTES_PER_SEC_MIN
             )));
         }
+        if !CHECKPOINT_RECOVERY_WORK_PCT_RANGE.contains(&self.checkpoint_recovery_work_pct) {
+            return Err(config_error(format!(
+                "checkpoint_recovery_work_pct ({}) is outside {}..={}: it is the percent of a full checkpoint's size \
+                 its partial ones may reach before the next is full",
+                self.checkpoint_recovery_work_pct,
+                CHECKPOINT_RECOVERY_WORK_PCT_RANGE.start(),
+                CHECKPOINT_RECOVERY_WORK_PCT_RANGE.end()
+            )));
+        }
         if self.mgmd_max_connections == 0 {
             return Err(config_error("mgmd_max_connections must be greater than 0"));
         }
@@ -1076,6 +1108,7 @@ impl ClusterConfig {
             epoch_interval_ms: self.epoch_interval_ms,
             redo_log_bytes: self.redo_log_bytes,
             checkpoint_bytes_per_sec: self.checkpoint_bytes_per_sec,
+            checkpoint_recovery_work_pct: self.checkpoint_recovery_work_pct,
             node_groups: self.node_groups(),
         })
     }
@@ -1331,6 +1364,14 @@ type = "api"
             ("arbitration_timeout_ms = 300001", "arbitration_timeout_ms"),
             ("start_partial_timeout_ms = 86400001", "use 0 to wait"),
             ("restart_copy_bytes_per_sec = \"1K\"", "use 0 for no limit"),
+            (
+                "checkpoint_recovery_work_pct = 9",
+                "checkpoint_recovery_work_pct (9) is outside 10..=100",
+            ),
+            (
+                "checkpoint_recovery_work_pct = 101",
+                "checkpoint_recovery_work_pct (101)",
+            ),
         ] {
             let e = err_of(&format!("[datanode_defaults]\n{line}\n{MINIMAL}"));
             assert!(e.contains(names), "{line}: {e}");
@@ -1344,6 +1385,8 @@ type = "api"
             "start_partial_timeout_ms = 86400000",
             "restart_copy_bytes_per_sec = 0",
             "restart_copy_bytes_per_sec = \"64K\"",
+            "checkpoint_recovery_work_pct = 10",
+            "checkpoint_recovery_work_pct = 100",
         ] {
             ClusterConfig::from_toml_str(&format!("[datanode_defaults]\n{line}\n{MINIMAL}"))
                 .unwrap_or_else(|e| panic!("{line}: {e}"));
@@ -1362,6 +1405,7 @@ type = "api"
             "arbitration_timeout_ms",
             "start_partial_timeout_ms",
             "restart_copy_bytes_per_sec",
+            "checkpoint_recovery_work_pct",
             "node_groups",
         ] {
             assert!(obj.remove(key).is_some(), "{key} is served");
@@ -1376,6 +1420,10 @@ type = "api"
         assert_eq!(
             d.restart_copy_bytes_per_sec,
             defaults::RESTART_COPY_BYTES_PER_SEC
+        );
+        assert_eq!(
+            d.checkpoint_recovery_work_pct,
+            defaults::CHECKPOINT_RECOVERY_WORK_PCT
         );
         assert!(d.node_groups.is_empty());
     }

@@ -76,6 +76,7 @@ fn kernel_config(node_id: u16, incarnation: u32, cfg: &DataNodeConfig) -> Kernel
         redo_write_bytes: 256 << 10,
         redo_log_bytes: cfg.redo_log_bytes,
         lcp_bytes_per_sec: cfg.checkpoint_bytes_per_sec,
+        lcp_recovery_work_pct: cfg.checkpoint_recovery_work_pct,
         hash_seed: random_seed(),
         report_commit_points: false,
         faults: Default::default(),

@@ -11,10 +11,11 @@
 //!    the last one began: the redo written so far is handed out (so the
 //!    log position it starts from is a block boundary), and LQH starts
 //!    its scan — full if the chain of partial ones, with the one this
-//!    would be (estimated from the ids changed), would reach half the size
-//!    of the last full one (a restart reads at most about one and a half
-//!    images), if half the rows or more changed since the last one,
-//!    or if the rows were replaced (a restart, a copy).
+//!    would be (estimated from the ids changed), would reach
+//!    `lcp_recovery_work_pct` of the size of the last full one (RonDB's
+//!    RecoveryWork; at the default 50 a restart reads at most about one
+//!    and a half images), if half the rows or more changed since the last
+//!    one, or if the rows were replaced (a restart, a copy).
 //! 2. Every tick scans a budget of bytes (`lcp_bytes_per_sec`, four times
 //!    that while the log is short of space; at most a step's limit).
 //! 3. The file is synced ([`Output::LcpSync`], answered by
@@ -200,7 +201,8 @@ impl DataNode {
         };
         let full = cp.force_full
             || cp.chain.is_empty()
-            || (cp.partial_bytes + next_partial) * 2 >= cp.full_bytes
+            || u128::from(cp.partial_bytes + next_partial) * 100
+                >= u128::from(cp.full_bytes) * u128::from(self.cfg.lcp_recovery_work_pct)
             || cp.chain.last - cp.chain.first + 1 >= CHAIN_MAX
             || changed * 2 >= rows;
         // What is appended so far goes out first, padded: the checkpoint

@@ -190,18 +190,25 @@ fn a_nodes_redo_log_restores_exactly_its_rows() {
 /// Random writes while checkpoints run fuzzy scans, full and partial,
 /// slowly (so rows change under the scan): a new start from the
 /// checkpoints and what is left of the log holds exactly the rows.
-/// Returns the seeds whose restart differed.
-fn checkpoints_through_random_writes(faults: crate::Faults, seeds: u64) -> Vec<u64> {
+/// Returns the seeds whose restart differed, and the checkpoints recorded
+/// over all seeds (full, partial).
+fn checkpoints_through_random_writes(
+    faults: crate::Faults,
+    recovery_work_pct: u32,
+    seeds: u64,
+) -> (Vec<u64>, (u32, u32)) {
     let cfg = KernelConfig {
         epoch_interval_ms: 20,
         // A checkpoint every 16 KiB of log (four epochs' saves), scanning
         // about 2 KiB per 10 ms tick.
         redo_log_bytes: 128 << 10,
         lcp_bytes_per_sec: 200 << 10,
+        lcp_recovery_work_pct: recovery_work_pct,
         faults,
         ..KernelConfig::default()
     };
     let mut failed = Vec::new();
+    let mut recorded = (0, 0);
     for seed in 0..seeds {
         let mut rng = SmallRng::seed_from_u64(seed);
         let mut files = Files::default();
@@ -233,19 +240,20 @@ fn checkpoints_through_random_writes(faults: crate::Faults, seeds: u64) -> Vec<u
         files.drive(&mut h.node, h.now, out);
         let before = h.node.fragment_image(T, 0).expect("held here");
         assert_eq!(before.len(), live.len());
+        let (full, partial) = files.recorded;
         if faults_off(&cfg) {
-            let (full, partial) = files.recorded;
             assert!(
                 full >= 1 && partial >= 1,
                 "seed {seed}: {full} full and {partial} partial checkpoints: {}",
                 h.node.describe_checkpoints()
             );
         }
+        recorded = (recorded.0 + full, recorded.1 + partial);
         if restart(&cfg, &h.def, &files) != before {
             failed.push(seed);
         }
     }
-    failed
+    (failed, recorded)
 }
 
 fn faults_off(cfg: &KernelConfig) -> bool {
@@ -272,8 +280,28 @@ fn conf_of(out: &[Output]) -> TcKeyConf {
 
 #[test]
 fn checkpoints_and_the_rest_of_the_log_restore_exactly_the_rows() {
-    let failed = checkpoints_through_random_writes(crate::Faults::default(), 12);
+    let (failed, _) = checkpoints_through_random_writes(crate::Faults::default(), 50, 12);
     assert!(failed.is_empty(), "seeds {failed:?} restored other rows");
+}
+
+/// `lcp_recovery_work_pct` bounds the chain: the lower it is, the more of
+/// the checkpoints are full; restarts are exact at either end.
+#[test]
+fn the_recovery_work_setting_trades_full_checkpoints_for_shorter_chains() {
+    let mut full_share = Vec::new();
+    for pct in [10, 100] {
+        let (failed, (full, partial)) =
+            checkpoints_through_random_writes(crate::Faults::default(), pct, 6);
+        assert!(
+            failed.is_empty(),
+            "at {pct} %: seeds {failed:?} restored other rows"
+        );
+        full_share.push(f64::from(full) / f64::from(full + partial));
+    }
+    assert!(
+        full_share[0] > full_share[1],
+        "full checkpoints at 10 % and 100 %: {full_share:?}"
+    );
 }
 
 /// The check above catches a checkpoint whose log start is taken when its
@@ -284,7 +312,7 @@ fn the_check_catches_a_checkpoint_that_reads_the_log_from_its_end() {
         lcp_redo_start_after_scan: true,
         ..crate::Faults::default()
     };
-    let failed = checkpoints_through_random_writes(faults, 40);
+    let (failed, _) = checkpoints_through_random_writes(faults, 50, 40);
     assert!(!failed.is_empty(), "no seed lost a change");
 }
 

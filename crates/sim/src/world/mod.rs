@@ -633,6 +633,8 @@ impl World {
             // scanning slowly enough that rows change under it.
             redo_log_bytes: 256 << 10,
             lcp_bytes_per_sec: 20_000,
+            // From the seed: chains of partial checkpoints short or long.
+            lcp_recovery_work_pct: [50, 10, 100][(self.opts.seed >> 3) as usize % 3],
             report_commit_points: true,
             faults: self.opts.faults.clone(),
         }
