@@ -16,6 +16,9 @@
 #                 the same workload (default 5) that are not counted
 #   SYSTEMS       "shoal mariadb" (default both)
 #   SHOAL_BIN     a shoal binary to run instead of building this tree
+#   READ_BACKUP=1 Shoal's tables created with COMMENT='NDB_TABLE=READ_BACKUP=1'
+#                 (committed reads and scans served by the coordinator's
+#                 replica, as NDB 8.0's ndb_read_backup default)
 #
 # Shoal: `shoal up` with 2 data nodes × 2 replicas and 1 SQL node, default
 # durability (every commit on both replicas in memory, redo synced by
@@ -102,7 +105,9 @@ start_shoal() {
         --sql-nodes 1 --sql-port "$PORT" --data-memory 2G >>"$OUT/shoal-up.log" 2>&1 &
     SERVER_PID=$!
     wait_sql "$PORT"
-    VERSION="Shoal $("$SHOAL" --version | awk '{print $2}') ($(git rev-parse --short HEAD)), 2 data nodes × 2 replicas + 1 SQL node"
+    local tables=
+    if [[ ${READ_BACKUP:-0} == 1 ]]; then tables=', tables READ_BACKUP'; fi
+    VERSION="Shoal $("$SHOAL" --version | awk '{print $2}') ($(git rev-parse --short HEAD)), 2 data nodes × 2 replicas + 1 SQL node$tables"
 }
 
 start_mariadb() {
@@ -142,7 +147,12 @@ for system in $SYSTEMS; do
     mariadb --protocol=tcp -h 127.0.0.1 -P "$PORT" -u root -e 'CREATE DATABASE sbtest'
     log "$system: prepare $TABLES tables × $SIZE rows"
     start=$(date +%s)
-    sysbench oltp_read_write "${SB[@]}" --mysql-port="$PORT" prepare >"$OUT/$system-prepare.txt" 2>&1
+    engine=()
+    if [[ $system == shoal && ${READ_BACKUP:-0} == 1 ]]; then
+        # sysbench puts the engine into "/*! ENGINE = ... */" after the columns.
+        engine=("--mysql_storage_engine=ndbcluster COMMENT='NDB_TABLE=READ_BACKUP=1'")
+    fi
+    sysbench oltp_read_write "${SB[@]}" --mysql-port="$PORT" "${engine[@]}" prepare >"$OUT/$system-prepare.txt" 2>&1
     log "$system: prepared in $(($(date +%s) - start)) s"
     for test in $TESTS; do
         for threads in $THREADS; do

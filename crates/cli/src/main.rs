@@ -98,6 +98,12 @@ enum Command {
         /// Plain SELECTs stream their rows and hold none.
         #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u64).range(1..))]
         query_memory_mb: u64,
+        /// The data node on this SQL node's host (NDB's
+        /// ndb_data_node_neighbour): transactions on READ_BACKUP tables
+        /// with a replica there, and scans, start there, so its replicas
+        /// serve committed reads.
+        #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+        neighbour: Option<u16>,
     },
     /// Benchmarks: `shoal bench flexasynch -t 1 -p 256 ...` (NDB's flags),
     /// `shoal bench readperf -c -d -s 1000000 -r 1000` (NDB's testReadPerf),
@@ -152,11 +158,13 @@ fn main() -> ExitCode {
             bind,
             threads,
             query_memory_mb,
+            neighbour,
         } => run_sql(
             shoal_sql::node::SqlNodeOptions {
                 mgmd_addr: connect,
                 bind,
                 port,
+                neighbour,
                 limits: shoal_sql::exec::Limits::with_query_memory(
                     usize::try_from(query_memory_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX),
                 ),

@@ -157,6 +157,48 @@ fn the_mariadb_client_creates_writes_and_reads_through_an_sql_node() {
         ),
         "1\n2\n7\n"
     );
+
+    // A second SQL node whose neighbour is data node 2 reads a
+    // READ_BACKUP table and sees what the first wrote (where its
+    // transactions start is checked in index_scans.rs, `check_neighbour`);
+    // a neighbour that is no data node is refused at once, not retried.
+    query(
+        p,
+        Some("shop"),
+        "CREATE TABLE near (id INT PRIMARY KEY, v INT) COMMENT='NDB_TABLE=READ_BACKUP=1'",
+    );
+    query(
+        p,
+        Some("shop"),
+        "INSERT INTO near VALUES (1, 10), (2, 20), (3, 30)",
+    );
+    let beside = start_sql_with(&cluster, &["--neighbour", "2"]);
+    assert_eq!(
+        query(
+            beside.port,
+            Some("shop"),
+            "SELECT id, v FROM near WHERE id = 2"
+        ),
+        "2\t20\n"
+    );
+    assert_eq!(
+        query(beside.port, Some("shop"), "SELECT SUM(v) FROM near"),
+        "60\n"
+    );
+    let out = Command::new(common::SHOAL)
+        .args(["sql", "--connect", &cluster.mgmd_addr, "--port", "0"])
+        .args(["--neighbour", "9"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("refuses this SQL node")
+            && stderr(&out).contains("neighbour node 9 is not a data node"),
+        "{}",
+        stderr(&out)
+    );
+    drop(beside);
+
     query(p, None, "DROP DATABASE shop");
     fails(p, None, "USE shop", 1049);
 }

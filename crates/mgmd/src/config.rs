@@ -238,7 +238,8 @@ pub const REDO_LOG_BYTES_MIN: u64 = 16 * 1024 * 1024;
 /// Slowest non-zero `checkpoint_bytes_per_sec` (1 MiB/s).
 pub const CHECKPOINT_BYTES_PER_SEC_MIN: u64 = 1024 * 1024;
 /// The range of `checkpoint_recovery_work_pct`: under 10 % nearly every
-/// checkpoint would be full; over 100 % a chain would hold two images.
+/// checkpoint would be full; over 100 % a chain would hold more than two
+/// images.
 pub const CHECKPOINT_RECOVERY_WORK_PCT_RANGE: std::ops::RangeInclusive<u32> = 10..=100;
 
 /// Slowest non-zero `restart_copy_bytes_per_sec` (64 KiB/s): slower, a

@@ -8,7 +8,7 @@
 use crate::exec::Limits;
 use crate::protocol::{serve_with_shutdown, ServerConfig};
 use crate::session::SessionFactory;
-use shoal_client::{Cluster, ClusterOptions};
+use shoal_client::{Cluster, ClusterOptions, ErrorCode};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -25,6 +25,8 @@ pub struct SqlNodeOptions {
     /// The address to listen on (127.0.0.1 unless asked otherwise).
     pub bind: String,
     pub port: u16,
+    /// [`ClusterOptions::neighbour`] (`shoal sql --neighbour`).
+    pub neighbour: Option<u16>,
     /// What one statement may hold (`shoal sql --query-memory-mb`).
     pub limits: Limits,
 }
@@ -35,7 +37,7 @@ pub async fn run(
     opts: SqlNodeOptions,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), String> {
-    let cluster = connect(&opts.mgmd_addr).await?;
+    let cluster = connect(&opts.mgmd_addr, opts.neighbour).await?;
     let addr = format!("{}:{}", opts.bind, opts.port);
     let listener = tokio::net::TcpListener::bind(&addr).await.map_err(|e| {
         format!("the SQL node cannot listen on {addr} (is the port taken? pass --port): {e}")
@@ -59,17 +61,25 @@ pub async fn run(
 }
 
 /// The cluster, once mgmd answers and registers this node.
-async fn connect(mgmd_addr: &str) -> Result<Cluster, String> {
+async fn connect(mgmd_addr: &str, neighbour: Option<u16>) -> Result<Cluster, String> {
     let deadline = Instant::now() + CONNECT_PATIENCE;
     let mut wait = Duration::from_millis(100);
     loop {
         // Many sessions each send one request at a time: gather them.
         let opts = ClusterOptions {
             coalesce_sends: true,
+            neighbour,
             ..ClusterOptions::default()
         };
         match Cluster::connect_with(mgmd_addr, opts).await {
             Ok(c) => return Ok(c),
+            // A setting the cluster refuses (a neighbour that is no data
+            // node) stays refused: say so now.
+            Err(e) if e.code == ErrorCode::BadRequest => {
+                return Err(format!(
+                    "the cluster through mgmd at {mgmd_addr} refuses this SQL node: {e}"
+                ))
+            }
             Err(e) if Instant::now() < deadline => {
                 tracing::info!("cluster at {mgmd_addr} not reachable yet ({e}); retrying");
                 tokio::time::sleep(wait).await;

@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 /// in the newest file that has one is its state at the end of the chain,
 /// and the restore reads the files newest first and skips every older
 /// record of an id a newer file held: no row is copied in only to be
-/// replaced (a chain holds up to about one and a half images of a
-/// fragment's rows). This rests on two facts of the checkpoints: a file
+/// replaced (a chain holds up to 1 + `lcp_recovery_work_pct` / 100
+/// images of a fragment's rows, about one and a half by default). This rests on two facts of the checkpoints: a file
 /// holds at most one record per id (its scan passes each id once), and a
 /// key is never committed at two ids at once (a transaction's changes to
 /// a fragment are applied in one step, never across a scan's step).
