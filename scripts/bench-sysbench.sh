@@ -16,9 +16,9 @@
 #                 the same workload (default 5) that are not counted
 #   SYSTEMS       "shoal mariadb" (default both)
 #   SHOAL_BIN     a shoal binary to run instead of building this tree
-#   READ_BACKUP=1 Shoal's tables created with COMMENT='NDB_TABLE=READ_BACKUP=1'
-#                 (committed reads and scans served by the coordinator's
-#                 replica, as NDB 8.0's ndb_read_backup default)
+#   READ_BACKUP=0 Shoal's tables created with COMMENT='NDB_TABLE=READ_BACKUP=0'
+#                 (reads from the primary only; by default the SQL node
+#                 makes them READ_BACKUP, as NDB 8.0's ndb_read_backup)
 #
 # Shoal: `shoal up` with 2 data nodes × 2 replicas and 1 SQL node, default
 # durability (every commit on both replicas in memory, redo synced by
@@ -106,7 +106,7 @@ start_shoal() {
     SERVER_PID=$!
     wait_sql "$PORT"
     local tables=
-    if [[ ${READ_BACKUP:-0} == 1 ]]; then tables=', tables READ_BACKUP'; fi
+    if [[ ${READ_BACKUP:-1} == 0 ]]; then tables=', tables not READ_BACKUP'; fi
     VERSION="Shoal $("$SHOAL" --version | awk '{print $2}') ($(git rev-parse --short HEAD)), 2 data nodes × 2 replicas + 1 SQL node$tables"
 }
 
@@ -148,9 +148,9 @@ for system in $SYSTEMS; do
     log "$system: prepare $TABLES tables × $SIZE rows"
     start=$(date +%s)
     engine=()
-    if [[ $system == shoal && ${READ_BACKUP:-0} == 1 ]]; then
+    if [[ $system == shoal && ${READ_BACKUP:-1} == 0 ]]; then
         # sysbench puts the engine into "/*! ENGINE = ... */" after the columns.
-        engine=("--mysql_storage_engine=ndbcluster COMMENT='NDB_TABLE=READ_BACKUP=1'")
+        engine=("--mysql_storage_engine=ndbcluster COMMENT='NDB_TABLE=READ_BACKUP=0'")
     fi
     sysbench oltp_read_write "${SB[@]}" --mysql-port="$PORT" "${engine[@]}" prepare >"$OUT/$system-prepare.txt" 2>&1
     log "$system: prepared in $(($(date +%s) - start)) s"

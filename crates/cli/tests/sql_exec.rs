@@ -127,6 +127,21 @@ fn sql_statements_against_a_real_cluster() {
         let keys: Vec<&str> = index.iter().map(|r| r[2].as_deref().unwrap()).collect();
         assert_eq!(keys, vec!["PRIMARY", "by_u", "by_k"]);
 
+        // New tables read from any replica unless the session says not
+        // (NDB 8.0's ndb_read_backup); a table's comment overrides it.
+        let on = rows(&mut s, "SELECT @@ndb_read_backup").await;
+        assert_eq!(on[0][0].as_deref(), Some("1"));
+        ok(&mut s, "CREATE TABLE rb_on (id INT PRIMARY KEY)").await;
+        ok(&mut s, "SET ndb_read_backup = OFF").await;
+        ok(&mut s, "CREATE TABLE rb_off (id INT PRIMARY KEY)").await;
+        ok(&mut s, "CREATE TABLE rb_said (id INT PRIMARY KEY) COMMENT='NDB_TABLE=READ_BACKUP=1'").await;
+        ok(&mut s, "SET ndb_read_backup = DEFAULT").await;
+        for (t, want) in [("rb_on", true), ("rb_off", false), ("rb_said", true)] {
+            let ddl = rows(&mut s, &format!("SHOW CREATE TABLE {t}")).await[0][1].clone().unwrap();
+            assert_eq!(ddl.contains("READ_BACKUP=1"), want, "{t}: {ddl}");
+            ok(&mut s, &format!("DROP TABLE {t}")).await;
+        }
+
         // --- INSERT, and what SELECT returns of every type.
         assert_eq!(
             affected(

@@ -521,6 +521,9 @@ pub async fn create_table(
         // ENGINE, CHARSET, COLLATE, ROW_FORMAT, ...: every table is a
         // Shoal table with utf8mb4 strings compared in binary.
     }
+    // The session's `ndb_read_backup` (on by default, as in NDB 8.0),
+    // unless the comment says otherwise.
+    def.options.read_backup = !matches!(env.variables.get("ndb_read_backup"), Some(Value::UInt(0)));
     for c in &comments {
         apply_comment(&mut def, c)?;
     }

@@ -39,6 +39,8 @@ pub(super) fn default_variables() -> BTreeMap<String, Value> {
         ("net_buffer_length", n(16_384)),
         ("net_read_timeout", n(30)),
         ("net_write_timeout", n(60)),
+        // New tables read from any replica (NDB 8.0's default; RonDB's).
+        ("ndb_read_backup", n(1)),
         ("performance_schema", n(0)),
         ("protocol_version", n(10)),
         ("query_cache_size", n(0)),
@@ -69,7 +71,7 @@ pub(super) fn default_variables() -> BTreeMap<String, Value> {
 }
 
 /// Session variables a client may set (accepted and remembered; only
-/// `autocommit` changes behaviour so far).
+/// `autocommit` and `ndb_read_backup` change behaviour so far).
 const WRITABLE: &[&str] = &[
     "autocommit",
     "auto_increment_increment",
@@ -86,6 +88,7 @@ const WRITABLE: &[&str] = &[
     "foreign_key_checks",
     "interactive_timeout",
     "max_execution_time",
+    "ndb_read_backup",
     "net_read_timeout",
     "net_write_timeout",
     "sql_auto_is_null",
@@ -144,18 +147,14 @@ impl Session {
                 unknown_variable(name)
             });
         }
+        if name == "ndb_read_backup" {
+            let on = switch_value(name, &value)?;
+            self.variables
+                .insert(name.into(), Value::UInt(u64::from(on)));
+            return Ok(());
+        }
         if name == "autocommit" {
-            let on = match &value {
-                Value::Str(s) => match s.to_ascii_uppercase().as_str() {
-                    "ON" | "TRUE" | "1" => true,
-                    "OFF" | "FALSE" | "0" => false,
-                    _ => return Err(wrong_value(name, s)),
-                },
-                other => match crate::exec::expr::truth(other) {
-                    Some(b) => b,
-                    None => return Err(wrong_value(name, "NULL")),
-                },
-            };
+            let on = switch_value(name, &value)?;
             if on && !self.autocommit {
                 // Switching autocommit on commits the open transaction.
                 self.implicit_commit().await?;
@@ -294,4 +293,16 @@ fn wrong_value(name: &str, v: &str) -> SqlError {
         "42000",
         format!("Variable '{name}' can't be set to the value of '{v}'"),
     )
+}
+
+/// An ON/OFF variable's value: ON, TRUE, OFF, FALSE, or a number.
+fn switch_value(name: &str, value: &Value) -> Result<bool, SqlError> {
+    match value {
+        Value::Str(s) => match s.to_ascii_uppercase().as_str() {
+            "ON" | "TRUE" | "1" => Ok(true),
+            "OFF" | "FALSE" | "0" => Ok(false),
+            _ => Err(wrong_value(name, s)),
+        },
+        other => crate::exec::expr::truth(other).ok_or_else(|| wrong_value(name, "NULL")),
+    }
 }
