@@ -203,16 +203,20 @@ pub fn literal(v: &Value) -> String {
     }
 }
 
-/// The NDB_TABLE options a table's comment carries.
-pub fn ndb_table_comment(def: &TableDef) -> Option<String> {
-    let mut options = Vec::new();
-    if def.options.read_backup {
-        options.push("READ_BACKUP=1");
-    }
+/// The NDB_TABLE options a table's comment carries. READ_BACKUP is said
+/// either way: a table made through SQL is READ_BACKUP unless told
+/// otherwise (`ndb_read_backup`), so a dump replays a table without it
+/// right only if its comment says so.
+pub fn ndb_table_comment(def: &TableDef) -> String {
+    let mut options = vec![if def.options.read_backup {
+        "READ_BACKUP=1"
+    } else {
+        "READ_BACKUP=0"
+    }];
     if def.options.no_logging {
         options.push("NOLOGGING=1");
     }
-    (!options.is_empty()).then(|| format!("NDB_TABLE={}", options.join(",")))
+    format!("NDB_TABLE={}", options.join(","))
 }
 
 /// `SHOW CREATE TABLE`'s statement for a table (best effort: what Shoal
@@ -272,9 +276,7 @@ pub fn show_create(def: &TableDef, name: &TableName) -> String {
         quote(&name.table),
         lines.join(",\n")
     );
-    if let Some(comment) = ndb_table_comment(def) {
-        out.push_str(&format!(" COMMENT='{comment}'"));
-    }
+    out.push_str(&format!(" COMMENT='{}'", ndb_table_comment(def)));
     out
 }
 

@@ -594,7 +594,7 @@ fn tables_row(name: &TableName, def: &TableDef, system: bool, auto: Option<u64>)
     let comment = if system {
         String::new()
     } else {
-        ndb_table_comment(def).unwrap_or_default()
+        ndb_table_comment(def)
     };
     vec![
         s("def"),
