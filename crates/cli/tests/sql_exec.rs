@@ -137,6 +137,20 @@ fn sql_statements_against_a_real_cluster() {
         ok(&mut s, "CREATE TABLE rb_off (id INT PRIMARY KEY)").await;
         ok(&mut s, "CREATE TABLE rb_said (id INT PRIMARY KEY) COMMENT='NDB_TABLE=READ_BACKUP=1'").await;
         ok(&mut s, "SET ndb_read_backup = DEFAULT").await;
+        // ON/OFF variables take what MariaDB takes: ON, OFF, TRUE, FALSE,
+        // 1, 0; other numbers and words 1231, fractions 1232.
+        for bad in ["2", "-1", "'yes'", "NULL"] {
+            let e = err_code(&mut s, &format!("SET ndb_read_backup = {bad}"), 1231).await;
+            assert!(e.message.contains("can't be set to the value of"), "{bad}: {}", e.message);
+            err_code(&mut s, &format!("SET autocommit = {bad}"), 1231).await;
+        }
+        err_code(&mut s, "SET ndb_read_backup = 1.0", 1232).await;
+        err_code(&mut s, "SET autocommit = 0.5", 1232).await;
+        assert_eq!(rows(&mut s, "SELECT @@ndb_read_backup, @@autocommit").await[0], [Some("1".into()), Some("1".into())]);
+        err_code(&mut s, "SET ndb_read_backup = X'01'", 1231).await;
+        ok(&mut s, "SET ndb_read_backup = 0, autocommit = X'4F4E'").await;
+        assert_eq!(rows(&mut s, "SELECT @@ndb_read_backup").await[0][0].as_deref(), Some("0"));
+        ok(&mut s, "SET ndb_read_backup = 1").await;
         // SHOW CREATE TABLE says READ_BACKUP either way, so a dump replays
         // under the default as it was.
         for (t, on) in [("rb_on", true), ("rb_said_off", false), ("rb_off", false), ("rb_said", true)] {

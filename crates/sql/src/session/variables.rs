@@ -295,14 +295,31 @@ fn wrong_value(name: &str, v: &str) -> SqlError {
     )
 }
 
-/// An ON/OFF variable's value: ON, TRUE, OFF, FALSE, or a number.
+/// An ON/OFF variable's value: ON, TRUE, OFF, FALSE, 1 or 0, as MariaDB
+/// takes them (a binary string such as `X'4F4E'` by its text). Any other
+/// number or word is refused (1231), as is NULL; a number with a fraction
+/// or an exponent is of the wrong type (1232).
 fn switch_value(name: &str, value: &Value) -> Result<bool, SqlError> {
+    let word = |s: &str| match s.to_ascii_uppercase().as_str() {
+        "ON" | "TRUE" | "1" => Ok(true),
+        "OFF" | "FALSE" | "0" => Ok(false),
+        _ => Err(wrong_value(name, s)),
+    };
     match value {
-        Value::Str(s) => match s.to_ascii_uppercase().as_str() {
-            "ON" | "TRUE" | "1" => Ok(true),
-            "OFF" | "FALSE" | "0" => Ok(false),
-            _ => Err(wrong_value(name, s)),
+        Value::Str(s) => word(s),
+        Value::Bytes(b) => match std::str::from_utf8(b) {
+            Ok(s) => word(s),
+            Err(_) => Err(wrong_value(name, &String::from_utf8_lossy(b))),
         },
-        other => crate::exec::expr::truth(other).ok_or_else(|| wrong_value(name, "NULL")),
+        Value::Int(1) | Value::UInt(1) => Ok(true),
+        Value::Int(0) | Value::UInt(0) => Ok(false),
+        Value::Int(n) => Err(wrong_value(name, &n.to_string())),
+        Value::UInt(n) => Err(wrong_value(name, &n.to_string())),
+        Value::Null => Err(wrong_value(name, "NULL")),
+        _ => Err(SqlError::new(
+            1232,
+            "42000",
+            format!("Incorrect argument type to variable '{name}'"),
+        )),
     }
 }
