@@ -261,13 +261,14 @@ fn seeds_that_found_bugs_pass() {
         }
     }
     // With scans: (seed, nodes, replicas, read backup, durable, unique,
-    // what it found).
-    for (seed, data_nodes, replicas, read_backup, durable, unique, bug) in [
+    // wide, what it found).
+    for (seed, data_nodes, replicas, read_backup, durable, unique, wide, bug) in [
         (
             5275,
             2,
             2,
             true,
+            false,
             false,
             false,
             "a coordinator cut off from the other replica showed a delete at its own backup, which the survivors then aborted",
@@ -279,6 +280,7 @@ fn seeds_that_found_bugs_pass() {
             true,
             false,
             false,
+            false,
             "a replica whose operations all failed kept its record of a transaction whose commit round only recorded the decision",
         ),
         (
@@ -287,6 +289,7 @@ fn seeds_that_found_bugs_pass() {
             3,
             true,
             true,
+            false,
             false,
             "a coordinator cut off from the others showed an update at its own backup, which the survivors then aborted",
         ),
@@ -297,6 +300,7 @@ fn seeds_that_found_bugs_pass() {
             true,
             false,
             true,
+            false,
             "a unique index entry's delete went by a fragment's new route and ran before its insert, still on the old one: an internal error instead of 1204",
         ),
         (
@@ -306,6 +310,7 @@ fn seeds_that_found_bugs_pass() {
             true,
             false,
             true,
+            false,
             "a unique index being built kept an entry for a row the request moved onto the value and away again: the entry's delete looked before its queued insert",
         ),
         (
@@ -315,7 +320,18 @@ fn seeds_that_found_bugs_pass() {
             false,
             true,
             true,
+            false,
             "a unique index being built kept an entry for a row the request moved onto the value and away again, without read backup",
+        ),
+        (
+            931722,
+            2,
+            2,
+            true,
+            true,
+            true,
+            true,
+            "the checker's final deletes met a small redo log still full (410, temporary) and failed instead of waiting for the checkpoint that frees it",
         ),
     ] {
         let opts = SimOptions {
@@ -324,7 +340,7 @@ fn seeds_that_found_bugs_pass() {
             data_nodes,
             replicas,
             read_backup,
-            wide: false,
+            wide,
             failures: true,
             durable,
             scans: true,
