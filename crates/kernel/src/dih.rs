@@ -136,8 +136,19 @@ struct RestartControl {
     /// state of `current` (of this version) before the copy may start:
     /// then it is a member and takes the rows.
     awaiting_conf: Option<(u32, u16)>,
+    /// When the copying state awaiting confirmation was last sent (`None`:
+    /// sent, the time taken at the next tick). It is sent again every
+    /// [`FRAG_STATE_RESEND_MS`] until confirmed: a starting node drops it
+    /// while it has not taken the view that admits it (a lost commit, sent
+    /// again once it asks), and a repeat is confirmed again, changing
+    /// nothing.
+    asked_ms: Option<u64>,
     done: usize,
 }
+
+/// How long the president waits for a starting node to confirm a
+/// fragment's copying state before sending it again.
+pub const FRAG_STATE_RESEND_MS: u64 = 1_000;
 
 pub struct Dih {
     own: u16,
@@ -598,6 +609,7 @@ impl Dih {
     /// President: drive the restart of the starting member, if any.
     pub fn president_tick(
         &mut self,
+        now_ms: u64,
         is_president: bool,
         q: &mut VecDeque<BlockSignal>,
         events: &mut Vec<DihEvent>,
@@ -609,6 +621,25 @@ impl Dih {
         let Some(node) = self.starting_node else {
             return;
         };
+        if let Some(r) = self.restart.as_mut() {
+            if let (Some((v, to)), Some((table, frag))) = (r.awaiting_conf, r.current) {
+                match r.asked_ms {
+                    None => r.asked_ms = Some(now_ms),
+                    Some(at) if now_ms >= at + FRAG_STATE_RESEND_MS => {
+                        r.asked_ms = Some(now_ms);
+                        q.push_back(BlockSignal::from(ClusterSignal::FragState {
+                            to,
+                            dist_version: v,
+                            table,
+                            frag,
+                            node: r.node,
+                            state: FragReplicaState::Copying,
+                        }));
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
         if self.restart.is_none() {
             let mut plan = VecDeque::new();
             for (&id, t) in &self.tables {
@@ -621,6 +652,7 @@ impl Dih {
                 plan,
                 current: None,
                 awaiting_conf: None,
+                asked_ms: None,
                 done: 0,
             });
             self.restart_step(q, events);
@@ -692,6 +724,7 @@ impl Dih {
             let r = self.restart.as_mut().expect("checked");
             r.current = Some(next);
             r.awaiting_conf = Some((v, node));
+            r.asked_ms = None;
             return;
         }
     }
@@ -761,7 +794,7 @@ mod tests {
         assert_eq!(&*d.frag(TableId(1), 1).unwrap().write.unwrap(), &[1]);
         let mut q = VecDeque::new();
         let mut events = Vec::new();
-        d.president_tick(true, &mut q, &mut events);
+        d.president_tick(0, true, &mut q, &mut events);
         // Node 2 hears first that fragment 0 is to be copied; nobody routes
         // writes to it before it confirms.
         assert!(matches!(
@@ -853,7 +886,7 @@ mod tests {
         }
         let mut q = VecDeque::new();
         let mut events = Vec::new();
-        president.president_tick(true, &mut q, &mut events);
+        president.president_tick(0, true, &mut q, &mut events);
         let deliver = |to: &mut Dih, from: u16, q: &mut VecDeque<BlockSignal>| {
             let mut back = VecDeque::new();
             while let Some(BlockSignal::Cluster(c)) = q.pop_front() {

@@ -324,6 +324,16 @@ fn seeds_that_found_bugs_pass() {
             "a unique index being built kept an entry for a row the request moved onto the value and away again, without read backup",
         ),
         (
+            990124,
+            3,
+            3,
+            false,
+            true,
+            false,
+            false,
+            "a starting node missed the view commit that admitted it (its link broke and came back): the president answered its new join requests Busy and waited for it in every epoch round, for ever; then, once sent the view again, it missed the copying state of its first fragment the same way",
+        ),
+        (
             931722,
             2,
             2,

@@ -1066,7 +1066,7 @@ impl DataNode {
         }
         let mut events = Vec::new();
         self.dih
-            .president_tick(president, &mut self.queue, &mut events);
+            .president_tick(now_ms, president, &mut self.queue, &mut events);
         self.dih_events(now_ms, events, out);
     }
 

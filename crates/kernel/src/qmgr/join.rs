@@ -38,11 +38,25 @@ impl Qmgr {
             }
             Phase::Member => {
                 if let Some(m) = self.committed.member(from) {
-                    // Its previous start is still a member: that one is
-                    // dead (a node runs one start at a time).
                     if m.incarnation != incarnation {
+                        // Its previous start is still a member: that one
+                        // is dead (a node runs one start at a time).
                         let old = m.incarnation;
                         self.suspect(now_ms, from, old, q, events);
+                    } else if !m.started {
+                        // This start was admitted, yet asks again: the
+                        // commit that admitted it was lost (its link broke
+                        // meanwhile). Send it again, or it would ask for
+                        // ever while the cluster waits for it as a member
+                        // (the epoch rounds do).
+                        send(
+                            q,
+                            ClusterSignal::ViewCommit {
+                                to: from,
+                                view: self.committed.clone(),
+                            },
+                        );
+                        return;
                     }
                     return refuse(q, JoinRefusal::Busy, self.cfg.node_id);
                 }
