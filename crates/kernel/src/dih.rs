@@ -138,17 +138,18 @@ struct RestartControl {
     awaiting_conf: Option<(u32, u16)>,
     /// When the copying state awaiting confirmation was last sent (`None`:
     /// sent, the time taken at the next tick). It is sent again every
-    /// [`FRAG_STATE_RESEND_MS`] until confirmed: a starting node drops it
-    /// while it has not taken the view that admits it (a lost commit, sent
-    /// again once it asks), and a repeat is confirmed again, changing
-    /// nothing.
-    asked_ms: Option<u64>,
+    /// [`FRAG_STATE_RESEND_MS`] until confirmed: the first is sent with the
+    /// view commit that admits the node and is lost with it when their
+    /// link breaks before the node is a member (a break that goes
+    /// unnoticed: only members are suspected), or the confirmation may be
+    /// lost. A repeat is confirmed again and changes nothing.
+    sent_ms: Option<u64>,
     done: usize,
 }
 
 /// How long the president waits for a starting node to confirm a
 /// fragment's copying state before sending it again.
-pub const FRAG_STATE_RESEND_MS: u64 = 1_000;
+const FRAG_STATE_RESEND_MS: u64 = 1_000;
 
 pub struct Dih {
     own: u16,
@@ -623,10 +624,10 @@ impl Dih {
         };
         if let Some(r) = self.restart.as_mut() {
             if let (Some((v, to)), Some((table, frag))) = (r.awaiting_conf, r.current) {
-                match r.asked_ms {
-                    None => r.asked_ms = Some(now_ms),
+                match r.sent_ms {
+                    None => r.sent_ms = Some(now_ms),
                     Some(at) if now_ms >= at + FRAG_STATE_RESEND_MS => {
-                        r.asked_ms = Some(now_ms);
+                        r.sent_ms = Some(now_ms);
                         q.push_back(BlockSignal::from(ClusterSignal::FragState {
                             to,
                             dist_version: v,
@@ -652,7 +653,7 @@ impl Dih {
                 plan,
                 current: None,
                 awaiting_conf: None,
-                asked_ms: None,
+                sent_ms: None,
                 done: 0,
             });
             self.restart_step(q, events);
@@ -724,7 +725,7 @@ impl Dih {
             let r = self.restart.as_mut().expect("checked");
             r.current = Some(next);
             r.awaiting_conf = Some((v, node));
-            r.asked_ms = None;
+            r.sent_ms = None;
             return;
         }
     }
@@ -913,5 +914,55 @@ mod tests {
             p.version, s.version,
             "one version for the fragment on every member"
         );
+    }
+
+    /// A copying state the starting node never confirmed (it, or its
+    /// confirmation, was lost) is sent again every second, the same
+    /// version each time, until a confirmation comes; then not again.
+    #[test]
+    fn an_unconfirmed_copying_state_is_sent_again_until_confirmed() {
+        let mut president = Dih::new(1);
+        let mut starting = Dih::new(2);
+        let v3 = view(3, 3, vec![member(1, true), member(2, false)]);
+        for d in [&mut president, &mut starting] {
+            d.view_changed(&v3);
+            d.create_table(&table(vec![vec![1, 2]]));
+        }
+        let mut q = VecDeque::new();
+        let mut events = Vec::new();
+        let states = |q: &mut VecDeque<BlockSignal>| -> Vec<ClusterSignal> {
+            q.drain(..)
+                .filter_map(|s| match s {
+                    BlockSignal::Cluster(c) if matches!(*c, ClusterSignal::FragState { .. }) => {
+                        Some(*c)
+                    }
+                    _ => None,
+                })
+                .collect()
+        };
+        president.president_tick(0, true, &mut q, &mut events);
+        let first = states(&mut q);
+        assert_eq!(first.len(), 1, "{first:?}");
+        // Lost. The next tick takes the time; a second later it goes again.
+        president.president_tick(10, true, &mut q, &mut events);
+        president.president_tick(500, true, &mut q, &mut events);
+        assert!(states(&mut q).is_empty(), "not before a second");
+        president.president_tick(1_010, true, &mut q, &mut events);
+        let again = states(&mut q);
+        assert_eq!(again, first, "the same state at the same version");
+        // Delivered twice (a late first and the repeat): confirmed twice,
+        // and the president goes on once.
+        let mut confs = VecDeque::new();
+        for c in first.into_iter().chain(again) {
+            starting.handle(1, c, &mut confs, &mut Vec::new());
+        }
+        assert_eq!(confs.len(), 2);
+        while let Some(BlockSignal::Cluster(c)) = confs.pop_front() {
+            president.handle(2, *c, &mut q, &mut events);
+        }
+        assert!(starting.is_copying(2, TableId(1), 0));
+        q.clear();
+        president.president_tick(5_000, true, &mut q, &mut events);
+        assert!(states(&mut q).is_empty(), "confirmed: not sent again");
     }
 }

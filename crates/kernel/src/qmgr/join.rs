@@ -43,12 +43,20 @@ impl Qmgr {
                         // is dead (a node runs one start at a time).
                         let old = m.incarnation;
                         self.suspect(now_ms, from, old, q, events);
-                    } else if !m.started {
+                    } else if !m.started && !self.suspects.contains_key(&from) {
                         // This start was admitted, yet asks again: the
                         // commit that admitted it was lost (its link broke
                         // meanwhile). Send it again, or it would ask for
                         // ever while the cluster waits for it as a member
-                        // (the epoch rounds do).
+                        // (the epoch rounds do). Only while it is linked
+                        // to every member, as for its admission: a member
+                        // it cannot reach would be suspected in its place.
+                        let all_linked = self.committed.members.iter().all(|m| {
+                            m.node == self.cfg.node_id || m.node == from || linked.contains(&m.node)
+                        });
+                        if !all_linked {
+                            return refuse(q, JoinRefusal::NotLinked, self.cfg.node_id);
+                        }
                         send(
                             q,
                             ClusterSignal::ViewCommit {
