@@ -873,11 +873,9 @@ mod tests {
         assert_eq!(d.frag(TableId(1), 0).unwrap().version, 9, "every fragment");
     }
 
-    /// The starting node hears of a copy one version before the others;
-    /// once everyone has heard, every member routes the fragment at the
-    /// same version (writes reach the copying replica and are taken).
-    #[test]
-    fn every_member_agrees_on_a_copied_fragments_version() {
+    /// Node 1, the president, and node 2, a member not started yet, both
+    /// with one table of two fragments replicated on both.
+    fn president_and_starting() -> (Dih, Dih) {
         let mut president = Dih::new(1);
         let mut starting = Dih::new(2);
         let v3 = view(3, 3, vec![member(1, true), member(2, false)]);
@@ -885,6 +883,15 @@ mod tests {
             d.view_changed(&v3);
             d.create_table(&table(vec![vec![1, 2]]));
         }
+        (president, starting)
+    }
+
+    /// The starting node hears of a copy one version before the others;
+    /// once everyone has heard, every member routes the fragment at the
+    /// same version (writes reach the copying replica and are taken).
+    #[test]
+    fn every_member_agrees_on_a_copied_fragments_version() {
+        let (mut president, mut starting) = president_and_starting();
         let mut q = VecDeque::new();
         let mut events = Vec::new();
         president.president_tick(0, true, &mut q, &mut events);
@@ -921,13 +928,7 @@ mod tests {
     /// version each time, until a confirmation comes; then not again.
     #[test]
     fn an_unconfirmed_copying_state_is_sent_again_until_confirmed() {
-        let mut president = Dih::new(1);
-        let mut starting = Dih::new(2);
-        let v3 = view(3, 3, vec![member(1, true), member(2, false)]);
-        for d in [&mut president, &mut starting] {
-            d.view_changed(&v3);
-            d.create_table(&table(vec![vec![1, 2]]));
-        }
+        let (mut president, mut starting) = president_and_starting();
         let mut q = VecDeque::new();
         let mut events = Vec::new();
         let states = |q: &mut VecDeque<BlockSignal>| -> Vec<ClusterSignal> {

@@ -51,10 +51,7 @@ impl Qmgr {
                         // (the epoch rounds do). Only while it is linked
                         // to every member, as for its admission: a member
                         // it cannot reach would be suspected in its place.
-                        let all_linked = self.committed.members.iter().all(|m| {
-                            m.node == self.cfg.node_id || m.node == from || linked.contains(&m.node)
-                        });
-                        if !all_linked {
+                        if !self.linked_to_every_member(from, linked) {
                             return refuse(q, JoinRefusal::NotLinked, self.cfg.node_id);
                         }
                         send(
@@ -76,12 +73,9 @@ impl Qmgr {
                 if busy {
                     return refuse(q, JoinRefusal::Busy, self.cfg.node_id);
                 }
-                let all_linked = self
-                    .committed
-                    .members
-                    .iter()
-                    .all(|m| m.node == self.cfg.node_id || linked.contains(&m.node));
-                if !all_linked || self.links.get(&from) != Some(&incarnation) {
+                if !self.linked_to_every_member(from, linked)
+                    || self.links.get(&from) != Some(&incarnation)
+                {
                     return refuse(q, JoinRefusal::NotLinked, self.cfg.node_id);
                 }
                 self.joiner = Some(Member {
@@ -92,6 +86,15 @@ impl Qmgr {
                 self.start_round(now_ms, q, events);
             }
         }
+    }
+
+    /// Whether a joiner that says it is linked to `linked` reaches every
+    /// member of the committed view (this node and itself aside).
+    fn linked_to_every_member(&self, joiner: u16, linked: &[u16]) -> bool {
+        self.committed
+            .members
+            .iter()
+            .all(|m| m.node == self.cfg.node_id || m.node == joiner || linked.contains(&m.node))
     }
 
     pub(super) fn joining_tick(
